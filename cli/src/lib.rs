@@ -1,0 +1,1 @@
+//! The `open-conduit` command line. Built in issue 8.

@@ -1,0 +1,1 @@
+//! ingressd: socket-activated webhook intake. Built in issue 6.

@@ -1,0 +1,966 @@
+//! The JSON-RPC 2.0 connection, over any async byte stream.
+//!
+//! One UTF-8 JSON object per line. Symmetric: either side sends requests,
+//! responses and notifications. The reader never waits on a handler: each request
+//! is served in its own task, and responses and `$/cancel` are handled on the
+//! reader itself, so nested callbacks always work. At most
+//! [`Options::max_inflight`] requests are served at once; over that the reader
+//! answers `overloaded` at once. A closed stream or a dead peer fails every pending
+//! call with [`CallError::Transport`], and every later call the same way.
+
+use crate::error::{CallError, CloseReason, Code, RpcError, INVALID_REQUEST, PARSE_ERROR};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::task::AbortHandle;
+
+/// At most this many bytes a message (16 MiB), not counting the newline.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// At most this many requests served at once per side.
+pub const MAX_INFLIGHT: usize = 64;
+/// The deadline of an in-transaction call.
+pub const IN_TRANSACTION_DEADLINE: Duration = Duration::from_millis(250);
+/// The cancellation notification.
+pub const CANCEL_METHOD: &str = "$/cancel";
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The bounds of one connection.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A name for logs ("extension github", "bus peer 12").
+    pub name: String,
+    /// At most this many bytes a message.
+    pub max_message_bytes: usize,
+    /// At most this many requests served at once; the next is answered `overloaded`.
+    pub max_inflight: usize,
+    /// At most this many bytes of answers queued for a peer that does not read
+    /// them; past it the connection is closed, since the peer is not reading.
+    pub max_queued_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            name: "peer".into(),
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            max_inflight: MAX_INFLIGHT,
+            max_queued_bytes: 4 * MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults, named.
+    pub fn named(name: impl Into<String>) -> Self {
+        Options {
+            name: name.into(),
+            ..Options::default()
+        }
+    }
+}
+
+/// A cancellation signal shared by a canceller and the work it cancels.
+#[derive(Clone, Default, Debug)]
+pub struct CancelToken(Arc<CancelState>);
+
+#[derive(Default, Debug)]
+struct CancelState {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        CancelToken::default()
+    }
+
+    /// Cancel: wakes every waiter, now and later.
+    pub fn cancel(&self) {
+        self.0.cancelled.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A request to serve.
+pub struct Request {
+    /// The method.
+    pub method: String,
+    /// The params (`null` when absent).
+    pub params: Value,
+    /// The connection it came on, for callbacks to the peer.
+    pub peer: Peer,
+    /// Cancelled when the peer sends `$/cancel` for this request or the connection
+    /// closes. The handler's future is also dropped then.
+    pub cancel: CancelToken,
+}
+
+impl Request {
+    /// The params decoded into `T`, or `invalid params`.
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        T::deserialize(&self.params).map_err(RpcError::invalid_params)
+    }
+}
+
+/// Serves what the peer sends.
+pub trait Handler: Send + Sync + 'static {
+    /// Serve one request. Runs in its own task; may call the peer back.
+    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>>;
+
+    /// A notification from the peer (not `$/cancel`, which the connection handles).
+    /// Called on the reader: must not block.
+    fn notify(&self, _peer: &Peer, _method: &str, _params: Value) {}
+}
+
+/// A [`Handler`] from a closure.
+pub struct FnHandler<F>(pub F);
+
+impl<F, Fut> Handler for FnHandler<F>
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, RpcError>> + Send + 'static,
+{
+    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+        Box::pin((self.0)(request))
+    }
+}
+
+/// A handler that serves nothing: every request is method-not-found.
+pub struct NoHandler;
+
+impl Handler for NoHandler {
+    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+        let method = request.method;
+        Box::pin(async move { Err(RpcError::method_not_found(&method)) })
+    }
+}
+
+/// Per-call choices.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Give up (and cancel the call) after this long.
+    pub timeout: Option<Duration>,
+    /// Cancel the call when this token fires: the call returns
+    /// [`CallError::Cancelled`] at once and the peer is sent `$/cancel`.
+    pub cancel: Option<CancelToken>,
+    /// An in-transaction call: while it is outstanding, every request from the
+    /// peer is refused with `reentrant_call`.
+    pub in_transaction: bool,
+}
+
+enum Out {
+    Line(Vec<u8>),
+    /// Flush what is queued, shut the stream down and stop.
+    Close,
+}
+
+struct Inner {
+    opts: Options,
+    handler: Arc<dyn Handler>,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>,
+    serving: Mutex<HashMap<String, CancelToken>>,
+    in_transaction: AtomicUsize,
+    out: mpsc::UnboundedSender<Out>,
+    queued_bytes: AtomicUsize,
+    written: Notify,
+    closed: watch::Sender<Option<Arc<CloseReason>>>,
+    reader: OnceLock<AbortHandle>,
+    writer: OnceLock<AbortHandle>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these short locks leaves consistent data.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One end of a connection: call and notify the peer. Cheap to clone.
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer").field("name", &self.inner.opts.name).finish()
+    }
+}
+
+/// Start a connection over `reader` and `writer`, served by `handler`. Must be
+/// called within a tokio runtime; the reader and writer run as tasks.
+pub fn connect<R, W, H>(reader: R, writer: W, handler: H, opts: Options) -> Peer
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+    H: Handler,
+{
+    connect_arc(reader, writer, Arc::new(handler), opts)
+}
+
+/// [`connect`] with a shared handler.
+pub fn connect_arc<R, W>(reader: R, writer: W, handler: Arc<dyn Handler>, opts: Options) -> Peer
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (closed, _) = watch::channel(None);
+    let inner = Arc::new(Inner {
+        opts,
+        handler,
+        next_id: AtomicU64::new(1),
+        pending: Mutex::new(HashMap::new()),
+        serving: Mutex::new(HashMap::new()),
+        in_transaction: AtomicUsize::new(0),
+        out: tx,
+        queued_bytes: AtomicUsize::new(0),
+        written: Notify::new(),
+        closed,
+        reader: OnceLock::new(),
+        writer: OnceLock::new(),
+    });
+    let w = tokio::spawn(write_loop(inner.clone(), writer, rx));
+    let _ = inner.writer.set(w.abort_handle());
+    let r = tokio::spawn(read_loop(inner.clone(), reader));
+    let _ = inner.reader.set(r.abort_handle());
+    Peer { inner }
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct OutNotification<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct OutResult<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a Value,
+}
+
+#[derive(Serialize)]
+struct OutError<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: &'a RpcError,
+}
+
+fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, CallError> {
+    let mut buf = Vec::with_capacity(128);
+    serde_json::to_writer(&mut buf, msg).map_err(|e| CallError::Codec(e.to_string()))?;
+    buf.push(b'\n');
+    Ok(buf)
+}
+
+impl Peer {
+    /// The connection's name.
+    pub fn name(&self) -> &str {
+        &self.inner.opts.name
+    }
+
+    /// Call `method` and wait for its answer.
+    pub async fn call<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, CallError> {
+        self.call_with(method, params, CallOptions::default()).await
+    }
+
+    /// Call `method` and decode its answer into `T`.
+    pub async fn call_as<P: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<T, CallError> {
+        let value = self.call(method, params).await?;
+        T::deserialize(value)
+            .map_err(|e| CallError::Codec(format!("answer to {method} does not decode: {e}")))
+    }
+
+    /// An in-transaction call: bounded by [`IN_TRANSACTION_DEADLINE`], and every
+    /// callback from the peer meanwhile is refused with `reentrant_call`.
+    pub async fn call_in_transaction<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Value, CallError> {
+        let opts = CallOptions {
+            timeout: Some(IN_TRANSACTION_DEADLINE),
+            cancel: None,
+            in_transaction: true,
+        };
+        self.call_with(method, params, opts).await
+    }
+
+    /// Call with a deadline, a cancellation token, or in a transaction. Dropping the
+    /// returned future before it completes cancels the call (`$/cancel`).
+    pub async fn call_with<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        opts: CallOptions,
+    ) -> Result<Value, CallError> {
+        let inner = &self.inner;
+        if let Some(reason) = inner.closed.borrow().clone() {
+            return Err(CallError::Transport(reason));
+        }
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = encode(&OutRequest {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params,
+        })?;
+        let limit = inner.opts.max_message_bytes;
+        if line.len() - 1 > limit {
+            return Err(CallError::TooLarge {
+                size: line.len() - 1,
+                limit,
+            });
+        }
+        let _tx_guard = opts.in_transaction.then(|| TxGuard::new(inner));
+        let (tx, rx) = oneshot::channel();
+        lock(&inner.pending).insert(id, tx);
+        let mut guard = PendingGuard {
+            inner: inner.clone(),
+            id,
+            armed: true,
+        };
+        // close() marks the connection closed before it drains `pending`, so
+        // either the drain saw this call or this check sees the close.
+        if let Some(reason) = inner.closed.borrow().clone() {
+            guard.armed = false;
+            lock(&inner.pending).remove(&id);
+            return Err(CallError::Transport(reason));
+        }
+        inner.wait_for_room(line.len()).await?;
+        inner.send_line(line)?;
+
+        let cancel = opts.cancel.clone().unwrap_or_default();
+        let answer = async {
+            match rx.await {
+                Ok(result) => result,
+                // The sender is dropped only by a close that already answered.
+                Err(_) => Err(CallError::Transport(inner.close_reason())),
+            }
+        };
+        let result = match opts.timeout {
+            Some(limit) => tokio::select! {
+                r = answer => r,
+                _ = cancel.cancelled() => Err(CallError::Cancelled),
+                _ = tokio::time::sleep(limit) => Err(CallError::Timeout(limit)),
+            },
+            None => tokio::select! {
+                r = answer => r,
+                _ = cancel.cancelled() => Err(CallError::Cancelled),
+            },
+        };
+        if !matches!(result, Err(CallError::Cancelled) | Err(CallError::Timeout(_))) {
+            guard.armed = false;
+        }
+        result
+    }
+
+    /// Send a notification.
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), CallError> {
+        let inner = &self.inner;
+        if let Some(reason) = inner.closed.borrow().clone() {
+            return Err(CallError::Transport(reason));
+        }
+        let line = encode(&OutNotification {
+            jsonrpc: "2.0",
+            method,
+            params,
+        })?;
+        if line.len() - 1 > inner.opts.max_message_bytes {
+            return Err(CallError::TooLarge {
+                size: line.len() - 1,
+                limit: inner.opts.max_message_bytes,
+            });
+        }
+        inner.send_reply(line);
+        Ok(())
+    }
+
+    /// True once the connection has closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.borrow().is_some()
+    }
+
+    /// Resolves with the reason once the connection has closed.
+    pub async fn closed(&self) -> Arc<CloseReason> {
+        let mut rx = self.inner.closed.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return self.inner.close_reason();
+            }
+        }
+    }
+
+    /// Close: fail every pending call, cancel every request being served, flush
+    /// what is queued and shut the stream down (the peer sees EOF).
+    pub fn close(&self, why: &str) {
+        self.inner
+            .close(CloseReason::Local(why.to_string()), Shutdown::Flush);
+    }
+
+    /// The number of requests from the peer being served now.
+    pub fn serving(&self) -> usize {
+        lock(&self.inner.serving).len()
+    }
+}
+
+struct PendingGuard {
+    inner: Arc<Inner>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Abandoned (dropped, cancelled or timed out): forget the id, so a late
+        // answer is discarded, and tell the peer to stop.
+        let was_pending = lock(&self.inner.pending).remove(&self.id).is_some();
+        if was_pending && self.inner.closed.borrow().is_none() {
+            let params = serde_json::json!({ "id": self.id });
+            if let Ok(line) = encode(&OutNotification {
+                jsonrpc: "2.0",
+                method: CANCEL_METHOD,
+                params: &params,
+            }) {
+                self.inner.send_reply(line);
+            }
+        }
+    }
+}
+
+struct TxGuard<'a>(&'a Inner);
+
+impl<'a> TxGuard<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        inner.in_transaction.fetch_add(1, Ordering::SeqCst);
+        TxGuard(inner)
+    }
+}
+
+impl Drop for TxGuard<'_> {
+    fn drop(&mut self) {
+        self.0.in_transaction.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shutdown {
+    /// Write what is queued, then shut the stream down.
+    Flush,
+    /// Stop writing now (the peer is not reading).
+    Abort,
+}
+
+impl Inner {
+    fn close_reason(&self) -> Arc<CloseReason> {
+        self.closed
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| Arc::new(CloseReason::Local("connection dropped".into())))
+    }
+
+    fn close(&self, reason: CloseReason, how: Shutdown) {
+        let reason = Arc::new(reason);
+        let first = self.closed.send_if_modified(|state| {
+            if state.is_some() {
+                return false;
+            }
+            *state = Some(reason.clone());
+            true
+        });
+        if !first {
+            return;
+        }
+        match &*reason {
+            CloseReason::PeerClosed | CloseReason::Local(_) => {
+                tracing::debug!(peer = %self.opts.name, %reason, "connection closed")
+            }
+            _ => tracing::warn!(peer = %self.opts.name, %reason, "connection closed"),
+        }
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(CallError::Transport(reason.clone())));
+        }
+        let serving: Vec<_> = lock(&self.serving).drain().map(|(_, t)| t).collect();
+        for token in serving {
+            token.cancel();
+        }
+        if let Some(reader) = self.reader.get() {
+            reader.abort();
+        }
+        match how {
+            Shutdown::Flush => {
+                let _ = self.out.send(Out::Close);
+            }
+            Shutdown::Abort => {
+                if let Some(writer) = self.writer.get() {
+                    writer.abort();
+                }
+            }
+        }
+        self.written.notify_waiters();
+    }
+
+    /// Queue a line that must not wait (an answer, a notification, a cancel). If the
+    /// peer has left more than `max_queued_bytes` unread, it is not reading: close.
+    fn send_reply(&self, line: Vec<u8>) {
+        let len = line.len();
+        let queued = self.queued_bytes.fetch_add(len, Ordering::SeqCst) + len;
+        if queued > self.opts.max_queued_bytes {
+            self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+            self.close(
+                CloseReason::Protocol(format!(
+                    "the peer is not reading: more than {} bytes of output queued (max_queued_bytes)",
+                    self.opts.max_queued_bytes
+                )),
+                Shutdown::Abort,
+            );
+            return;
+        }
+        if self.out.send(Out::Line(line)).is_err() {
+            self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+        }
+    }
+
+    /// Queue a request line; the room was awaited before.
+    fn send_line(&self, line: Vec<u8>) -> Result<(), CallError> {
+        let len = line.len();
+        self.queued_bytes.fetch_add(len, Ordering::SeqCst);
+        if self.out.send(Out::Line(line)).is_err() {
+            self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+            return Err(CallError::Transport(self.close_reason()));
+        }
+        Ok(())
+    }
+
+    /// A caller's request waits (it may: it is not the reader) while the peer has
+    /// more than half the queue bound unread.
+    async fn wait_for_room(&self, len: usize) -> Result<(), CallError> {
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if let Some(reason) = self.closed.borrow().clone() {
+                return Err(CallError::Transport(reason));
+            }
+            let queued = self.queued_bytes.load(Ordering::SeqCst);
+            if queued == 0 || queued + len <= self.opts.max_queued_bytes / 2 {
+                return Ok(());
+            }
+            written.await;
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    inner: Arc<Inner>,
+    writer: W,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+) {
+    let mut w = BufWriter::with_capacity(64 * 1024, writer);
+    loop {
+        let Some(msg) = rx.recv().await else { break };
+        let mut close = false;
+        let mut batch = 0usize;
+        let mut next = Some(msg);
+        while let Some(msg) = next.take() {
+            match msg {
+                Out::Line(line) => {
+                    batch += line.len();
+                    if let Err(e) = w.write_all(&line).await {
+                        inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+                        return;
+                    }
+                }
+                Out::Close => {
+                    close = true;
+                    break;
+                }
+            }
+            // Batch what is already queued into one flush.
+            if batch < 1024 * 1024 {
+                next = rx.try_recv().ok();
+            }
+        }
+        if let Err(e) = w.flush().await {
+            inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+            return;
+        }
+        inner.queued_bytes.fetch_sub(batch, Ordering::SeqCst);
+        inner.written.notify_waiters();
+        if close {
+            let _ = w.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// One incoming message, before it is told apart.
+#[derive(Deserialize)]
+struct Incoming {
+    jsonrpc: Option<String>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+/// Tells `"result": null` (present) from no `result` at all.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+enum ReadError {
+    TooLong,
+    Truncated,
+    Io(std::io::Error),
+}
+
+/// Read one line into `buf` (without the newline), refusing a line over `max`
+/// without buffering more of it than `max`.
+async fn read_line<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> Result<bool, ReadError> {
+    buf.clear();
+    loop {
+        let avail = r.fill_buf().await.map_err(ReadError::Io)?;
+        if avail.is_empty() {
+            return if buf.is_empty() {
+                Ok(false)
+            } else {
+                Err(ReadError::Truncated)
+            };
+        }
+        match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                if buf.len() + i > max {
+                    return Err(ReadError::TooLong);
+                }
+                buf.extend_from_slice(&avail[..i]);
+                r.consume(i + 1);
+                return Ok(true);
+            }
+            None => {
+                let n = avail.len();
+                if buf.len() + n > max {
+                    return Err(ReadError::TooLong);
+                }
+                buf.extend_from_slice(avail);
+                r.consume(n);
+            }
+        }
+    }
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R) {
+    let max = inner.opts.max_message_bytes;
+    let mut r = BufReader::with_capacity(64 * 1024, reader);
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        match read_line(&mut r, &mut buf, max).await {
+            Ok(true) => {}
+            Ok(false) => {
+                inner.close(CloseReason::PeerClosed, Shutdown::Flush);
+                return;
+            }
+            Err(ReadError::Io(e)) => {
+                inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+                return;
+            }
+            Err(ReadError::Truncated) => {
+                inner.close(
+                    CloseReason::Protocol("the stream ended inside a message".into()),
+                    Shutdown::Flush,
+                );
+                return;
+            }
+            Err(ReadError::TooLong) => {
+                protocol_error(
+                    &inner,
+                    format!("a message exceeds the {max}-byte limit (max_message_bytes)"),
+                );
+                return;
+            }
+        }
+        if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let msg: Incoming = match serde_json::from_slice(&buf) {
+            Ok(m) => m,
+            Err(e) => {
+                protocol_error(&inner, format!("invalid JSON-RPC message: {e}"));
+                return;
+            }
+        };
+        if msg.jsonrpc.as_deref() != Some("2.0") {
+            protocol_error(&inner, "a message without \"jsonrpc\": \"2.0\"".into());
+            return;
+        }
+        if let Some(method) = msg.method {
+            let params = msg.params.unwrap_or(Value::Null);
+            match msg.id {
+                Some(id) => on_request(&inner, id, method, params),
+                None => on_notification(&inner, &method, params),
+            }
+        } else if let Some(id) = msg.id {
+            on_response(&inner, id, msg.result, msg.error);
+        } else if let Some(error) = msg.error {
+            // An error with a null id: the peer could not read something we sent.
+            tracing::warn!(peer = %inner.opts.name, %error, "the peer reports an error");
+        } else {
+            protocol_error(&inner, "a message that is no request, response or notification".into());
+            return;
+        }
+    }
+}
+
+/// Tell the peer why (a -32700 with a null id), then close.
+fn protocol_error(inner: &Arc<Inner>, why: String) {
+    let error = RpcError {
+        code: PARSE_ERROR,
+        message: format!("{why}; closing the connection"),
+        data: None,
+    };
+    if let Ok(line) = encode(&OutError {
+        jsonrpc: "2.0",
+        id: &Value::Null,
+        error: &error,
+    }) {
+        inner.send_reply(line);
+    }
+    inner.close(CloseReason::Protocol(why), Shutdown::Flush);
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn reply_error(inner: &Inner, id: &Value, error: &RpcError) {
+    if let Ok(line) = encode(&OutError {
+        jsonrpc: "2.0",
+        id,
+        error,
+    }) {
+        inner.send_reply(line);
+    }
+}
+
+fn on_request(inner: &Arc<Inner>, id: Value, method: String, params: Value) {
+    if inner.in_transaction.load(Ordering::SeqCst) > 0 {
+        let e = RpcError::new(
+            Code::ReentrantCall,
+            format!("{method} refused: an in-transaction call to this peer is outstanding"),
+        );
+        reply_error(inner, &id, &e);
+        return;
+    }
+    let key = id_key(&id);
+    let cancel = CancelToken::new();
+    {
+        let mut serving = lock(&inner.serving);
+        if serving.len() >= inner.opts.max_inflight {
+            drop(serving);
+            let e = RpcError::new(
+                Code::Overloaded,
+                format!(
+                    "{method} refused: {} requests already in flight (max_inflight)",
+                    inner.opts.max_inflight
+                ),
+            );
+            reply_error(inner, &id, &e);
+            return;
+        }
+        if serving.contains_key(&key) {
+            drop(serving);
+            let e = RpcError {
+                code: INVALID_REQUEST,
+                message: format!("request id {key} is already in flight"),
+                data: None,
+            };
+            reply_error(inner, &id, &e);
+            return;
+        }
+        serving.insert(key.clone(), cancel.clone());
+    }
+    let responder = Responder {
+        inner: inner.clone(),
+        id: Some(id),
+        key,
+    };
+    let request = Request {
+        method,
+        params,
+        peer: Peer {
+            inner: inner.clone(),
+        },
+        cancel: cancel.clone(),
+    };
+    let fut = inner.handler.call(request);
+    tokio::spawn(async move {
+        let result = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(RpcError::cancelled()),
+            r = fut => r,
+        };
+        responder.respond(result);
+    });
+}
+
+/// Answers a request exactly once: with the handler's result, or `internal` if the
+/// handler's task ends without one (a panic).
+struct Responder {
+    inner: Arc<Inner>,
+    id: Option<Value>,
+    key: String,
+}
+
+impl Responder {
+    fn respond(mut self, result: Result<Value, RpcError>) {
+        let Some(id) = self.id.take() else { return };
+        self.finish(&id, result);
+    }
+
+    fn finish(&self, id: &Value, result: Result<Value, RpcError>) {
+        // Removed first: once the connection closed, nothing is sent.
+        if lock(&self.inner.serving).remove(&self.key).is_none() {
+            return;
+        }
+        let max = self.inner.opts.max_message_bytes;
+        let line = match &result {
+            Ok(value) => encode(&OutResult {
+                jsonrpc: "2.0",
+                id,
+                result: value,
+            }),
+            Err(error) => encode(&OutError {
+                jsonrpc: "2.0",
+                id,
+                error,
+            }),
+        };
+        let line = match line {
+            Ok(line) if line.len() - 1 <= max => line,
+            Ok(line) => {
+                let e = RpcError::new(
+                    Code::Internal,
+                    format!(
+                        "the answer is {} bytes, over the {max}-byte message limit (max_message_bytes)",
+                        line.len() - 1
+                    ),
+                );
+                match encode(&OutError {
+                    jsonrpc: "2.0",
+                    id,
+                    error: &e,
+                }) {
+                    Ok(l) => l,
+                    Err(_) => return,
+                }
+            }
+            Err(e) => match encode(&OutError {
+                jsonrpc: "2.0",
+                id,
+                error: &RpcError::unauthored(e),
+            }) {
+                Ok(l) => l,
+                Err(_) => return,
+            },
+        };
+        self.inner.send_reply(line);
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.finish(&id, Err(RpcError::unauthored("the handler ended without an answer")));
+        }
+    }
+}
+
+fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
+    if method == CANCEL_METHOD {
+        if let Some(id) = params.get("id") {
+            if let Some(token) = lock(&inner.serving).get(&id_key(id)) {
+                token.cancel();
+            }
+        }
+        return;
+    }
+    let peer = Peer {
+        inner: inner.clone(),
+    };
+    inner.handler.notify(&peer, method, params);
+}
+
+fn on_response(inner: &Arc<Inner>, id: Value, result: Option<Value>, error: Option<RpcError>) {
+    let Some(id) = id.as_u64() else {
+        tracing::debug!(peer = %inner.opts.name, %id, "answer to an id never sent; discarded");
+        return;
+    };
+    let Some(tx) = lock(&inner.pending).remove(&id) else {
+        // A late answer to a cancelled or timed-out call.
+        tracing::debug!(peer = %inner.opts.name, id, "late answer discarded");
+        return;
+    };
+    let outcome = match error {
+        Some(e) => Err(CallError::Rpc(e)),
+        None => Ok(result.unwrap_or(Value::Null)),
+    };
+    let _ = tx.send(outcome);
+}

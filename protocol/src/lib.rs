@@ -1,0 +1,15 @@
+//! Open Conduit's protocol: the JSON-RPC 2.0 connection every extension and every
+//! daemon speaks (newline-delimited, symmetric, bounded), its errors and codes,
+//! protocol versions, the extension manifest, the method catalogue and the wire
+//! types.
+
+pub mod conn;
+pub mod error;
+pub mod version;
+
+pub use conn::{
+    connect, connect_arc, BoxFuture, CallOptions, CancelToken, FnHandler, Handler, NoHandler,
+    Options, Peer, Request, CANCEL_METHOD, IN_TRANSACTION_DEADLINE, MAX_INFLIGHT,
+    MAX_MESSAGE_BYTES,
+};
+pub use error::{CallError, CloseReason, Code, RpcError};

@@ -1,0 +1,1 @@
+//! schedulerd: routing, attempts, leases, retries, waits and timers. Built in issue 7.

@@ -1,0 +1,1 @@
+//! storaged: the only process that opens the SQLite database. Built in issue 4.
