@@ -193,6 +193,8 @@ struct Inner {
     queued_bytes: AtomicUsize,
     written: Notify,
     closed: watch::Sender<Option<Arc<CloseReason>>>,
+    /// Set once the writer has stopped (flushed and shut down, or aborted).
+    writer_done: watch::Sender<bool>,
     reader: OnceLock<AbortHandle>,
     writer: OnceLock<AbortHandle>,
 }
@@ -210,7 +212,9 @@ pub struct Peer {
 
 impl std::fmt::Debug for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Peer").field("name", &self.inner.opts.name).finish()
+        f.debug_struct("Peer")
+            .field("name", &self.inner.opts.name)
+            .finish()
     }
 }
 
@@ -233,6 +237,7 @@ where
 {
     let (tx, rx) = mpsc::unbounded_channel();
     let (closed, _) = watch::channel(None);
+    let (writer_done, _) = watch::channel(false);
     let inner = Arc::new(Inner {
         opts,
         handler,
@@ -244,6 +249,7 @@ where
         queued_bytes: AtomicUsize::new(0),
         written: Notify::new(),
         closed,
+        writer_done,
         reader: OnceLock::new(),
         writer: OnceLock::new(),
     });
@@ -390,7 +396,10 @@ impl Peer {
                 _ = cancel.cancelled() => Err(CallError::Cancelled),
             },
         };
-        if !matches!(result, Err(CallError::Cancelled) | Err(CallError::Timeout(_))) {
+        if !matches!(
+            result,
+            Err(CallError::Cancelled) | Err(CallError::Timeout(_))
+        ) {
             guard.armed = false;
         }
         result
@@ -433,6 +442,16 @@ impl Peer {
                 return self.inner.close_reason();
             }
         }
+    }
+
+    /// Resolves once the connection has closed and everything queued before the
+    /// close was written (or the writer gave up): wait for this before the process
+    /// exits, so a last answer or error reaches the peer. Bounded by `limit`.
+    pub async fn finished(&self, limit: Duration) -> Arc<CloseReason> {
+        let reason = self.closed().await;
+        let mut rx = self.inner.writer_done.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|done| *done)).await;
+        reason
     }
 
     /// Close: fail every pending call, cancel every request being served, flush
@@ -604,6 +623,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     writer: W,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) {
+    /// Marks the writer done however it ends, aborted included.
+    struct Done(Arc<Inner>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.writer_done.send_replace(true);
+        }
+    }
+    let _done = Done(inner.clone());
     let mut w = BufWriter::with_capacity(64 * 1024, writer);
     loop {
         let Some(msg) = rx.recv().await else { break };
@@ -763,7 +790,10 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R) {
             // An error with a null id: the peer could not read something we sent.
             tracing::warn!(peer = %inner.opts.name, %error, "the peer reports an error");
         } else {
-            protocol_error(&inner, "a message that is no request, response or notification".into());
+            protocol_error(
+                &inner,
+                "a message that is no request, response or notification".into(),
+            );
             return;
         }
     }
@@ -928,7 +958,10 @@ impl Responder {
 impl Drop for Responder {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            self.finish(&id, Err(RpcError::unauthored("the handler ended without an answer")));
+            self.finish(
+                &id,
+                Err(RpcError::unauthored("the handler ended without an answer")),
+            );
         }
     }
 }

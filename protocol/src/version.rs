@@ -38,6 +38,10 @@ mod tests {
     fn refusal_names_both_lists() {
         let e = unsupported(&[1], &[7, 8]);
         assert!(e.is(Code::UnsupportedProtocolVersion));
-        assert!(e.message.contains("[1]") && e.message.contains("[7, 8]"), "{}", e.message);
+        assert!(
+            e.message.contains("[1]") && e.message.contains("[7, 8]"),
+            "{}",
+            e.message
+        );
     }
 }

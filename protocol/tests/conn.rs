@@ -1,9 +1,11 @@
 //! The connection over real unix stream sockets: both ends in this process, or one
 //! end driven raw, line by line, to see exactly what crosses.
 
+#![allow(clippy::unwrap_used)]
+
 use protocol::{
-    connect, CallError, CallOptions, CancelToken, CloseReason, Code, FnHandler, NoHandler,
-    Options, Peer, Request, RpcError,
+    connect, CallError, CallOptions, CancelToken, CloseReason, Code, FnHandler, NoHandler, Options,
+    Peer, Request, RpcError,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,39 +24,41 @@ async fn within<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn echo_handler() -> FnHandler<impl Fn(Request) -> protocol::BoxFuture<Result<Value, RpcError>>> {
-    FnHandler(|req: Request| -> protocol::BoxFuture<Result<Value, RpcError>> {
-        Box::pin(async move {
-            match req.method.as_str() {
-                "echo" => Ok(req.params),
-                "fail" => Err(RpcError::authored("rate_limited", "slow down, friend")),
-                "secret" => Err(RpcError::unauthored("db password is hunter2")),
-                "panic" => panic!("handler bug"),
-                "sleep" => {
-                    let ms = req.params.as_u64().unwrap_or(50);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    Ok(json!(ms))
-                }
-                // Calls the peer back `n` times while serving this request.
-                "nested" => {
-                    let n = req.params.as_u64().unwrap_or(0);
-                    let mut sum = 0;
-                    for i in 0..n {
-                        let v = req.peer.call("echo", &json!(i)).await.map_err(|e| {
-                            RpcError::authored("callback_failed", e.to_string())
-                        })?;
-                        sum += v.as_u64().unwrap_or(0);
+    FnHandler(
+        |req: Request| -> protocol::BoxFuture<Result<Value, RpcError>> {
+            Box::pin(async move {
+                match req.method.as_str() {
+                    "echo" => Ok(req.params),
+                    "fail" => Err(RpcError::authored("rate_limited", "slow down, friend")),
+                    "secret" => Err(RpcError::unauthored("db password is hunter2")),
+                    "panic" => panic!("handler bug"),
+                    "sleep" => {
+                        let ms = req.params.as_u64().unwrap_or(50);
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        Ok(json!(ms))
                     }
-                    Ok(json!(sum))
+                    // Calls the peer back `n` times while serving this request.
+                    "nested" => {
+                        let n = req.params.as_u64().unwrap_or(0);
+                        let mut sum = 0;
+                        for i in 0..n {
+                            let v = req.peer.call("echo", &json!(i)).await.map_err(|e| {
+                                RpcError::authored("callback_failed", e.to_string())
+                            })?;
+                            sum += v.as_u64().unwrap_or(0);
+                        }
+                        Ok(json!(sum))
+                    }
+                    // Calls the peer back once; answers what that callback ended in.
+                    "callback" => match req.peer.call("echo", &json!("x")).await {
+                        Ok(v) => Ok(v),
+                        Err(e) => Ok(json!({"refused": e.code()})),
+                    },
+                    other => Err(RpcError::method_not_found(other)),
                 }
-                // Calls the peer back once; answers what that callback ended in.
-                "callback" => match req.peer.call("echo", &json!("x")).await {
-                    Ok(v) => Ok(v),
-                    Err(e) => Ok(json!({"refused": e.code()})),
-                },
-                other => Err(RpcError::method_not_found(other)),
-            }
-        })
-    })
+            })
+        },
+    )
 }
 
 fn pair() -> (Peer, Peer) {
@@ -101,8 +105,14 @@ fn raw_pair<H: protocol::Handler>(handler: H, opts: Options) -> (Peer, Raw) {
 #[tokio::test]
 async fn either_side_calls_the_other() {
     let (a, b) = pair();
-    assert_eq!(within(a.call("echo", &json!({"x": 1}))).await.unwrap(), json!({"x": 1}));
-    assert_eq!(within(b.call("echo", &json!([1, 2]))).await.unwrap(), json!([1, 2]));
+    assert_eq!(
+        within(a.call("echo", &json!({"x": 1}))).await.unwrap(),
+        json!({"x": 1})
+    );
+    assert_eq!(
+        within(b.call("echo", &json!([1, 2]))).await.unwrap(),
+        json!([1, 2])
+    );
 }
 
 #[tokio::test]
@@ -129,7 +139,9 @@ async fn answers_arrive_in_any_order_and_match_their_calls() {
     assert_eq!(within(join_all(callers)).await, (0..32).collect::<Vec<_>>());
 }
 
-async fn join_all<F: std::future::Future + Send + 'static>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn join_all<F: std::future::Future + Send + 'static>(
+    futs: impl Iterator<Item = F>,
+) -> Vec<F::Output>
 where
     F::Output: Send + 'static,
 {
@@ -196,7 +208,8 @@ async fn the_65th_request_is_answered_overloaded_at_once() {
     });
     let (peer, mut raw) = raw_pair(handler, Options::named("server"));
     for id in 0..64 {
-        raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "block"})).await;
+        raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "block"}))
+            .await;
     }
     within(async {
         while peer.serving() < 64 {
@@ -204,13 +217,15 @@ async fn the_65th_request_is_answered_overloaded_at_once() {
         }
     })
     .await;
-    raw.send(json!({"jsonrpc": "2.0", "id": 64, "method": "block"})).await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 64, "method": "block"}))
+        .await;
     let answer = raw.recv().await.unwrap();
     assert_eq!(answer["id"], 64);
     assert_eq!(answer["error"]["data"]["code"], "overloaded");
     assert!(answer["error"]["message"].as_str().unwrap().contains("64"));
     // The reader was not paused: a cancel for one of the 64 is still served.
-    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": 3}})).await;
+    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": 3}}))
+        .await;
     let answer = raw.recv().await.unwrap();
     assert_eq!(answer["id"], 3);
     assert_eq!(answer["error"]["code"], -32800);
@@ -278,8 +293,10 @@ async fn a_cancelled_request_is_answered_minus_32800() {
         Ok(json!(null))
     });
     let (_peer, mut raw) = raw_pair(handler, Options::named("server"));
-    raw.send(json!({"jsonrpc": "2.0", "id": "abc", "method": "slow"})).await;
-    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": "abc"}})).await;
+    raw.send(json!({"jsonrpc": "2.0", "id": "abc", "method": "slow"}))
+        .await;
+    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": "abc"}}))
+        .await;
     let a = raw.recv().await.unwrap();
     assert_eq!(a["id"], "abc");
     assert_eq!(a["error"]["code"], -32800);
@@ -331,7 +348,10 @@ async fn a_line_over_16_mib_closes_the_connection_and_says_why() {
     let said = raw.lines.next_line().await.unwrap().unwrap();
     let said: Value = serde_json::from_str(&said).unwrap();
     assert_eq!(said["error"]["code"], -32700);
-    assert!(said["error"]["message"].as_str().unwrap().contains("max_message_bytes"));
+    assert!(said["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_message_bytes"));
     drop(writer);
 }
 
@@ -350,7 +370,11 @@ async fn a_line_of_exactly_16_mib_is_accepted() {
     raw.w.write_all(&line).await.unwrap();
     let answer = raw.recv().await.unwrap();
     assert_eq!(answer["id"], 1);
-    assert!(answer.get("result").is_some(), "{}", &answer.to_string()[..200]);
+    assert!(
+        answer.get("result").is_some(),
+        "{}",
+        &answer.to_string()[..200]
+    );
     assert!(!peer.is_closed());
 }
 
@@ -375,15 +399,25 @@ async fn an_endless_line_is_refused_without_buffering_it_all() {
     drop(raw.lines);
     within(writer).await.unwrap();
     // The writer was cut off close to the limit, not after its whole gigabyte.
-    assert!(sent.load(Ordering::SeqCst) < 64 << 20, "{}", sent.load(Ordering::SeqCst));
+    assert!(
+        sent.load(Ordering::SeqCst) < 64 << 20,
+        "{}",
+        sent.load(Ordering::SeqCst)
+    );
 }
 
 #[tokio::test]
 async fn invalid_json_closes_the_connection_with_a_protocol_error() {
     let (peer, mut raw) = raw_pair(NoHandler, Options::named("server"));
-    raw.w.write_all(b"{\"jsonrpc\": \"2.0\", oops}\n").await.unwrap();
+    raw.w
+        .write_all(b"{\"jsonrpc\": \"2.0\", oops}\n")
+        .await
+        .unwrap();
     let reason = within(peer.closed()).await;
-    assert!(matches!(&*reason, CloseReason::Protocol(why) if why.contains("invalid JSON")), "{reason:?}");
+    assert!(
+        matches!(&*reason, CloseReason::Protocol(why) if why.contains("invalid JSON")),
+        "{reason:?}"
+    );
     let said = raw.recv().await.unwrap();
     assert_eq!(said["error"]["code"], -32700);
     assert_eq!(said["id"], Value::Null);
@@ -395,13 +429,17 @@ async fn invalid_json_closes_the_connection_with_a_protocol_error() {
 async fn in_transaction_calls_refuse_callbacks_and_have_a_deadline() {
     let (a, _b) = pair();
     // b serves "callback" by calling a back: a refuses it while in a transaction.
-    let v = within(a.call_in_transaction("callback", &json!(null))).await.unwrap();
+    let v = within(a.call_in_transaction("callback", &json!(null)))
+        .await
+        .unwrap();
     assert_eq!(v, json!({"refused": "reentrant_call"}));
     // Outside a transaction the same callback is served.
     let v = within(a.call("callback", &json!(null))).await.unwrap();
     assert_eq!(v, json!("x"));
     // A call that outlives the deadline fails with a timeout, not a hang.
-    let e = within(a.call_in_transaction("sleep", &json!(5000))).await.unwrap_err();
+    let e = within(a.call_in_transaction("sleep", &json!(5000)))
+        .await
+        .unwrap_err();
     assert_eq!(e, CallError::Timeout(protocol::IN_TRANSACTION_DEADLINE));
 }
 

@@ -1,1 +1,436 @@
-//! placeholder
+//! Write an Open Conduit extension in Rust.
+//!
+//! ```no_run
+//! use serde_json::Value;
+//! let ext = sdk::Extension::new(include_str!("../../extensions/scenario/open-conduit-extension.json"))
+//!     .expect("a valid manifest")
+//!     .method("scenario.echo", |_ctx, params: Value| async move { Ok(params) });
+//! std::process::exit(sdk::run(ext));
+//! ```
+//!
+//! [`run`] serves the extension over stdio. Before it serves, it moves the
+//! process's stdout (fd 1) to stderr and keeps a private, close-on-exec descriptor
+//! for the protocol, so a stray `println!` (or a child process writing to its
+//! inherited stdout) cannot corrupt the stream; fd 0 likewise becomes `/dev/null`,
+//! so no child can read the protocol's input. It answers `initialize` (the highest
+//! common protocol version, and the manifest), refuses every other method before
+//! it, answers `shutting_down` after `shutdown`, and returns when stdin reaches EOF,
+//! so a host that dies never leaves the extension serving nobody.
+
+use protocol::{
+    connect_arc, BoxFuture, CallError, CancelToken, Code, Handler, Options, Peer, Request, RpcError,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+pub use protocol;
+
+type Dyn = Arc<dyn Fn(Ctx, Value) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
+type Notif = Arc<dyn Fn(Host, &str, Value) + Send + Sync>;
+
+/// What a handler gets besides its params.
+#[derive(Clone)]
+pub struct Ctx {
+    /// Calls to the host.
+    pub host: Host,
+    /// Fires when the host cancels this request (the handler's future is dropped
+    /// right after; clean up in `Drop`).
+    pub cancel: CancelToken,
+}
+
+/// The host, as the extension calls it. Every call is bound by the host to the
+/// identity it started this process with.
+#[derive(Clone, Debug)]
+pub struct Host {
+    peer: Peer,
+}
+
+impl Host {
+    /// Call a host method with raw JSON.
+    pub async fn call(&self, method: &str, params: &Value) -> Result<Value, CallError> {
+        self.peer.call(method, params).await
+    }
+
+    /// Call a host method and decode its answer.
+    pub async fn call_as<P: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<T, CallError> {
+        self.peer.call_as(method, params).await
+    }
+
+    /// Send the host a notification.
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), CallError> {
+        self.peer.notify(method, params)
+    }
+
+    /// The underlying connection.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+}
+
+/// Why an [`Extension`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    /// The embedded manifest is not usable.
+    #[error("the extension's manifest: {0}")]
+    Manifest(String),
+    /// A handler for a method this extension may not serve.
+    #[error("cannot serve {method}: {why}")]
+    Method {
+        /// The method.
+        method: String,
+        /// Why not.
+        why: String,
+    },
+    /// Starting to serve failed (descriptors, runtime).
+    #[error("cannot serve over stdio: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An extension: its manifest and its handlers.
+pub struct Extension {
+    name: String,
+    manifest: Value,
+    versions: Vec<u32>,
+    methods: HashMap<String, Dyn>,
+    notifications: Option<Notif>,
+    errors: Vec<SdkError>,
+}
+
+impl Extension {
+    /// An extension with this manifest (the text of its
+    /// `open-conduit-extension.json`, usually `include_str!`).
+    pub fn new(manifest_json: &str) -> Result<Extension, SdkError> {
+        let manifest: Value =
+            serde_json::from_str(manifest_json).map_err(|e| SdkError::Manifest(e.to_string()))?;
+        let name = manifest
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| SdkError::Manifest("no name".into()))?
+            .to_string();
+        let versions = manifest
+            .get("protocol")
+            .and_then(Value::as_array)
+            .map(|v| {
+                v.iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|n| u32::try_from(n).ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if versions.is_empty() {
+            return Err(SdkError::Manifest(
+                "`protocol` lists no protocol version".into(),
+            ));
+        }
+        Ok(Extension {
+            name,
+            manifest,
+            versions,
+            methods: HashMap::new(),
+            notifications: None,
+            errors: Vec::new(),
+        })
+    }
+
+    /// The manifest's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Serve `method` with a typed handler: its params decode into `P` (else the
+    /// call is answered invalid params) and its result encodes from `R`.
+    pub fn method<P, R, F, Fut>(mut self, method: &str, f: F) -> Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(Ctx, P) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        let own = method.strip_prefix(self.name.as_str());
+        let own = matches!(own, Some(rest) if rest.starts_with('.'));
+        let reserved = matches!(method, "initialize" | "shutdown");
+        if reserved {
+            self.errors.push(SdkError::Method {
+                method: method.into(),
+                why: "the SDK serves it".into(),
+            });
+            return self;
+        }
+        if !own && !is_host_to_extension(method) {
+            self.errors.push(SdkError::Method {
+                method: method.into(),
+                why: format!(
+                    "it is neither a host-to-extension method of the catalogue nor named under `{}.`",
+                    self.name
+                ),
+            });
+            return self;
+        }
+        let f = Arc::new(f);
+        let erased: Dyn = Arc::new(move |ctx: Ctx, params: Value| {
+            let f = f.clone();
+            Box::pin(async move {
+                let p = P::deserialize(params).map_err(RpcError::invalid_params)?;
+                let r = f(ctx, p).await?;
+                serde_json::to_value(r).map_err(RpcError::unauthored)
+            })
+        });
+        self.methods.insert(method.to_string(), erased);
+        self
+    }
+
+    /// Receive the host's notifications (other than `$/cancel`).
+    pub fn on_notification<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Host, &str, Value) + Send + Sync + 'static,
+    {
+        self.notifications = Some(Arc::new(f));
+        self
+    }
+}
+
+/// True for a host-to-extension method of the catalogue.
+fn is_host_to_extension(method: &str) -> bool {
+    const HOST_TO_EXTENSION_PREFIXES: &[&str] = &[
+        "configure",
+        "validate",
+        "webhook.",
+        "ingress.reconcile",
+        "route.",
+        "work_kind.",
+        "recurrence.",
+        "operation.",
+        "emit.commit",
+        "dependency.filter",
+        "work.admit",
+        "work.annotate",
+        "work.actions",
+        "work.act",
+        "event.render",
+        "target.resolve",
+        "segment.ended",
+        "executor.",
+        "provider.",
+        "sandbox_provider.",
+        "container_provider.",
+        "tunnel.run",
+        "task.run",
+        "check.run",
+        "telemetry.export",
+        "telemetry.sink",
+        "probe.serve",
+        "config.candidate",
+        "run.environment",
+        "view.render",
+        "setup.run",
+    ];
+    HOST_TO_EXTENSION_PREFIXES.iter().any(|p| {
+        if p.ends_with('.') {
+            method.starts_with(p)
+        } else {
+            method == *p
+        }
+    }) && method != "event.render_owned"
+        && method != "provider.owner_status"
+}
+
+const STARTING: u8 = 0;
+const READY: u8 = 1;
+const SHUTTING_DOWN: u8 = 2;
+
+struct Served {
+    ext: Extension,
+    state: AtomicU8,
+}
+
+impl Handler for Served {
+    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+        let method = request.method.as_str();
+        let state = self.state.load(Ordering::SeqCst);
+        if method == "initialize" {
+            let answer = self.initialize(&request.params);
+            return Box::pin(async move { answer });
+        }
+        if state == STARTING {
+            let e = RpcError::new(
+                Code::Invalid,
+                format!("{method} refused: initialize has not succeeded yet"),
+            );
+            return Box::pin(async move { Err(e) });
+        }
+        if state == SHUTTING_DOWN {
+            let e = RpcError::new(
+                Code::ShuttingDown,
+                format!("{method} refused: shutting down"),
+            );
+            return Box::pin(async move { Err(e) });
+        }
+        if method == "shutdown" {
+            self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+            return Box::pin(async move { Ok(json!({})) });
+        }
+        let Some(handler) = self.ext.methods.get(method) else {
+            let e = RpcError::method_not_found(method);
+            return Box::pin(async move { Err(e) });
+        };
+        let ctx = Ctx {
+            host: Host {
+                peer: request.peer.clone(),
+            },
+            cancel: request.cancel.clone(),
+        };
+        handler(ctx, request.params)
+    }
+
+    fn notify(&self, peer: &Peer, method: &str, params: Value) {
+        if let Some(f) = &self.ext.notifications {
+            f(Host { peer: peer.clone() }, method, params);
+        }
+    }
+}
+
+impl Served {
+    fn initialize(&self, params: &Value) -> Result<Value, RpcError> {
+        let offered: Vec<u32> = params
+            .get("protocol_versions")
+            .and_then(Value::as_array)
+            .map(|v| {
+                v.iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|n| u32::try_from(n).ok())
+                    .collect()
+            })
+            .ok_or_else(|| RpcError::invalid_params("initialize needs protocol_versions"))?;
+        let ours: Vec<u32> = self
+            .ext
+            .versions
+            .iter()
+            .copied()
+            .filter(|v| protocol::version::PROTOCOL_VERSIONS.contains(v))
+            .collect();
+        let Some(version) = protocol::version::negotiate(&ours, &offered) else {
+            return Err(protocol::version::unsupported(&ours, &offered));
+        };
+        self.state.store(READY, Ordering::SeqCst);
+        Ok(json!({ "protocol_version": version, "manifest": self.ext.manifest }))
+    }
+}
+
+/// Move the protocol off fds 0 and 1: returns private close-on-exec copies of
+/// stdin and stdout, and leaves fd 0 reading `/dev/null` and fd 1 writing to
+/// stderr.
+pub fn take_stdio() -> Result<(OwnedFd, OwnedFd), SdkError> {
+    let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd()).map_err(std::io::Error::from)?;
+    let null = std::fs::File::open("/dev/null")?;
+    nix::unistd::dup2_stdin(null.as_fd()).map_err(std::io::Error::from)?;
+    Ok((input, output))
+}
+
+/// Serve `ext` on the connection made of these two descriptors until the host
+/// closes it. Returns why the connection ended.
+pub async fn serve_fds(
+    mut ext: Extension,
+    input: OwnedFd,
+    output: OwnedFd,
+) -> Result<Arc<protocol::CloseReason>, SdkError> {
+    if !ext.errors.is_empty() {
+        return Err(ext.errors.remove(0));
+    }
+    let reader = stream_reader(input)?;
+    let writer = stream_writer(output)?;
+    let name = ext.name.clone();
+    let served = Arc::new(Served {
+        ext,
+        state: AtomicU8::new(STARTING),
+    });
+    let peer = connect_arc(
+        reader,
+        writer,
+        served,
+        Options::named(format!("host of {name}")),
+    );
+    Ok(peer.finished(std::time::Duration::from_secs(5)).await)
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+fn stream_reader(fd: OwnedFd) -> Result<Reader, SdkError> {
+    let file = std::fs::File::from(fd);
+    let kind = file.metadata()?.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        return Ok(Box::new(tokio::net::unix::pipe::Receiver::from_file(file)?));
+    }
+    if kind.is_socket() {
+        let s = std::os::unix::net::UnixStream::from(OwnedFd::from(file));
+        s.set_nonblocking(true)?;
+        return Ok(Box::new(tokio::net::UnixStream::from_std(s)?));
+    }
+    Ok(Box::new(tokio::fs::File::from_std(file)))
+}
+
+fn stream_writer(fd: OwnedFd) -> Result<Writer, SdkError> {
+    let file = std::fs::File::from(fd);
+    let kind = file.metadata()?.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        return Ok(Box::new(tokio::net::unix::pipe::Sender::from_file(file)?));
+    }
+    if kind.is_socket() {
+        let s = std::os::unix::net::UnixStream::from(OwnedFd::from(file));
+        s.set_nonblocking(true)?;
+        return Ok(Box::new(tokio::net::UnixStream::from_std(s)?));
+    }
+    Ok(Box::new(tokio::fs::File::from_std(file)))
+}
+
+/// Serve `ext` over this process's stdio on a single-threaded runtime until stdin
+/// reaches EOF or the host closes the connection. Returns the exit status: 0 when
+/// the host closed the connection, 1 when serving could not start or the
+/// connection broke.
+pub fn run(ext: Extension) -> i32 {
+    let (input, output) = match take_stdio() {
+        Ok(fds) => fds,
+        Err(e) => {
+            eprintln!("{}: {e}", ext.name);
+            return 1;
+        }
+    };
+    let name = ext.name.clone();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: cannot start a runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(serve_fds(ext, input, output)) {
+        Ok(reason) => match &*reason {
+            protocol::CloseReason::PeerClosed | protocol::CloseReason::Local(_) => 0,
+            other => {
+                eprintln!("{name}: {other}");
+                1
+            }
+        },
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            1
+        }
+    }
+}
