@@ -1,1 +1,405 @@
-fn main() {}
+//! Benchmarks that print the tables kept in `docs/benchmarks.md`.
+//!
+//! `bench transport [--json]`: the spec's transport table for this implementation
+//! on this machine, over a real child process (this same binary, re-executed as the
+//! scenario extension), with a raw-pipe round trip measured in the same run as the
+//! floor and each latency as a ratio to it.
+
+use oc_scenario::host::{spawn, HostEvent, Running};
+use protocol::{CallOptions, CancelToken};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The argument that makes this binary the scenario extension.
+const AS_EXTENSION: &str = "__scenario-extension";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(AS_EXTENSION) {
+        std::process::exit(oc_scenario::main_entry(&args[1..]));
+    }
+    match args.first().map(String::as_str) {
+        Some("transport") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = transport(json) {
+                eprintln!("bench transport: {e}");
+                std::process::exit(1);
+            }
+        }
+        _ => {
+            eprintln!("usage: bench transport [--json]");
+            std::process::exit(2);
+        }
+    }
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    percentile(samples, 50.0)
+}
+
+fn progress(what: &str) {
+    eprintln!("bench transport: {what}");
+}
+
+/// A raw pipe round trip: a line to a child that writes it back, no protocol.
+fn pipe_floor(exe: &Path) -> Res<Duration> {
+    let mut child = Command::new(exe)
+        .args([AS_EXTENSION, oc_scenario::PIPE_ECHO_ARG])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    let mut samples = Vec::with_capacity(5000);
+    for i in 0..5200 {
+        let t = Instant::now();
+        stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1}\n")?;
+        stdin.flush()?;
+        line.clear();
+        stdout.read_line(&mut line)?;
+        if i >= 200 {
+            samples.push(t.elapsed());
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    Ok(median(&mut samples))
+}
+
+async fn start(exe: &Path) -> Res<(Running, Duration)> {
+    let t = Instant::now();
+    let ext = spawn(exe, &[AS_EXTENSION])?;
+    ext.initialize(protocol::version::PROTOCOL_VERSIONS).await?;
+    Ok((ext, t.elapsed()))
+}
+
+async fn stop(ext: Running) {
+    ext.peer.close("benchmark done");
+    let mut child = ext.child;
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+}
+
+struct Figures {
+    floor: Duration,
+    cold_start: Duration,
+    warm_restart: Duration,
+    version_mismatch: Duration,
+    echo_p50: Duration,
+    echo_p99: Duration,
+    callback: Duration,
+    artifact_mib_s: f64,
+    artifact_chunk: Duration,
+    cancel: Duration,
+    crash: Duration,
+    binary_bytes: u64,
+    deps: Option<usize>,
+}
+
+async fn measure(exe: &Path) -> Res<Figures> {
+    progress("raw pipe floor");
+    let floor = pipe_floor(exe)?;
+
+    progress("cold start");
+    let (ext, cold_start) = start(exe).await?;
+    stop(ext).await;
+
+    progress("warm restart");
+    let mut restarts = Vec::new();
+    for _ in 0..10 {
+        let (ext, t) = start(exe).await?;
+        restarts.push(t);
+        stop(ext).await;
+    }
+
+    progress("version mismatch");
+    let mut mismatches = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let ext = spawn(exe, &[AS_EXTENSION])?;
+        let refused = ext.initialize(&[999]).await;
+        let elapsed = t.elapsed();
+        match refused {
+            Err(e) if e.is(protocol::Code::UnsupportedProtocolVersion) => {}
+            other => return Err(format!("version mismatch not refused: {other:?}").into()),
+        }
+        mismatches.push(elapsed);
+        stop(ext).await;
+    }
+
+    let (mut ext, _) = start(exe).await?;
+
+    progress("echo");
+    let mut echoes = Vec::with_capacity(10_000);
+    for i in 0..10_500u32 {
+        let t = Instant::now();
+        ext.peer.call("scenario.echo", &json!(i)).await?;
+        if i >= 500 {
+            echoes.push(t.elapsed());
+        }
+    }
+
+    progress("host callbacks");
+    let n = 5000u64;
+    let t = Instant::now();
+    ext.peer
+        .call("scenario.callbacks", &json!({ "n": n }))
+        .await?;
+    let callback = t.elapsed() / n as u32;
+
+    progress("artifact 16 MiB in 256 KiB chunks");
+    let mut uploads = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let v = ext
+            .peer
+            .call("scenario.upload", &json!({ "bytes": 16 << 20 }))
+            .await?;
+        uploads.push(t.elapsed());
+        if v["chunks"] != 64 {
+            return Err(format!("upload answered {v}").into());
+        }
+    }
+    let upload = median(&mut uploads);
+    let artifact_mib_s = 16.0 / upload.as_secs_f64();
+    let artifact_chunk = upload / 64;
+    while ext.events.try_recv().is_ok() {}
+
+    progress("cancellation");
+    let mut cancels = Vec::new();
+    for i in 0..50 {
+        let token = CancelToken::new();
+        let opts = CallOptions {
+            cancel: Some(token.clone()),
+            ..Default::default()
+        };
+        let peer = ext.peer.clone();
+        let call = tokio::spawn(async move {
+            peer.call_with("scenario.wait_cancel", &json!(i), opts)
+                .await
+        });
+        ext.peer.call("scenario.echo", &Value::Null).await?;
+        let t = Instant::now();
+        token.cancel();
+        loop {
+            match ext.events.recv().await {
+                Some(HostEvent::CancelSeen(v)) if v == json!(i) => break,
+                Some(_) => continue,
+                None => return Err("event stream ended".into()),
+            }
+        }
+        cancels.push(t.elapsed());
+        let _ = call.await;
+    }
+    stop(ext).await;
+
+    progress("crash detection");
+    let mut crashes = Vec::new();
+    for _ in 0..10 {
+        let (ext, _) = start(exe).await?;
+        let t = Instant::now();
+        ext.kill_group();
+        ext.peer.closed().await;
+        crashes.push(t.elapsed());
+        let mut child = ext.child;
+        let _ = child.wait().await;
+    }
+
+    Ok(Figures {
+        floor,
+        cold_start,
+        warm_restart: median(&mut restarts),
+        version_mismatch: median(&mut mismatches),
+        echo_p50: percentile(&mut echoes, 50.0),
+        echo_p99: percentile(&mut echoes, 99.0),
+        callback,
+        artifact_mib_s,
+        artifact_chunk,
+        cancel: median(&mut cancels),
+        crash: median(&mut crashes),
+        binary_bytes: std::fs::metadata(exe)?.len(),
+        deps: dependency_count(),
+    })
+}
+
+/// The crates.io packages the extension side links (the SDK and protocol's
+/// dependencies), from `cargo tree`; `None` when cargo is not at hand.
+fn dependency_count() -> Option<usize> {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "tree",
+            "-p",
+            "oc-scenario",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("(/") && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(names.len())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    format!("{cores} cores, {cpu}, Linux {kernel}")
+}
+
+fn transport(as_json: bool) -> Res<()> {
+    let exe: PathBuf = std::env::current_exe()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let f = rt.block_on(measure(&exe))?;
+    let ratio = |d: Duration| micros(d) / micros(f.floor);
+    if as_json {
+        let v = json!({
+            "machine": machine(),
+            "floor_pipe_rtt_us": micros(f.floor),
+            "cold_start_ms": millis(f.cold_start),
+            "warm_restart_ms": millis(f.warm_restart),
+            "version_mismatch_ms": millis(f.version_mismatch),
+            "echo_p50_us": micros(f.echo_p50),
+            "echo_p99_us": micros(f.echo_p99),
+            "callback_us": micros(f.callback),
+            "artifact_mib_s": f.artifact_mib_s,
+            "cancel_us": micros(f.cancel),
+            "crash_detect_ms": millis(f.crash),
+            "binary_bytes": f.binary_bytes,
+            "dependency_count": f.deps,
+            "ratio_to_floor": {
+                "echo_p50": ratio(f.echo_p50),
+                "echo_p99": ratio(f.echo_p99),
+                "callback": ratio(f.callback),
+                "artifact_chunk": ratio(f.artifact_chunk),
+                "cancel": ratio(f.cancel),
+                "crash_detect": ratio(f.crash),
+                "cold_start": ratio(f.cold_start),
+                "warm_restart": ratio(f.warm_restart),
+                "version_mismatch": ratio(f.version_mismatch),
+            },
+        });
+        println!("{v}");
+        return Ok(());
+    }
+    println!("Transport: JSON-RPC 2.0 over stdio ({})", machine());
+    println!();
+    println!("| figure | value | × raw pipe round trip |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| raw pipe round trip (floor) | {:.1} µs | 1.0 |",
+        micros(f.floor)
+    );
+    let rows: [(&str, String, Option<Duration>); 12] = [
+        (
+            "cold start",
+            format!("{:.2} ms", millis(f.cold_start)),
+            Some(f.cold_start),
+        ),
+        (
+            "warm restart",
+            format!("{:.2} ms", millis(f.warm_restart)),
+            Some(f.warm_restart),
+        ),
+        (
+            "version mismatch",
+            format!("{:.2} ms", millis(f.version_mismatch)),
+            Some(f.version_mismatch),
+        ),
+        (
+            "echo p50",
+            format!("{:.1} µs", micros(f.echo_p50)),
+            Some(f.echo_p50),
+        ),
+        (
+            "echo p99",
+            format!("{:.1} µs", micros(f.echo_p99)),
+            Some(f.echo_p99),
+        ),
+        (
+            "host callback",
+            format!("{:.1} µs", micros(f.callback)),
+            Some(f.callback),
+        ),
+        (
+            "artifact 16 MiB / 256 KiB chunks",
+            format!("{:.0} MiB/s", f.artifact_mib_s),
+            Some(f.artifact_chunk),
+        ),
+        (
+            "cancel seen by extension",
+            format!("{:.1} µs", micros(f.cancel)),
+            Some(f.cancel),
+        ),
+        (
+            "crash detected",
+            format!("{:.3} ms", millis(f.crash)),
+            Some(f.crash),
+        ),
+        (
+            "binary",
+            format!("{:.1} MiB", f.binary_bytes as f64 / (1024.0 * 1024.0)),
+            None,
+        ),
+        (
+            "crates.io dependencies (extension side)",
+            f.deps.map_or("n/a".into(), |n| n.to_string()),
+            None,
+        ),
+        ("", String::new(), None),
+    ];
+    for (name, value, d) in rows.iter().filter(|r| !r.0.is_empty()) {
+        let r = d.map_or("".to_string(), |d| format!("{:.1}", ratio(d)));
+        println!("| {name} | {value} | {r} |");
+    }
+    println!();
+    println!("(artifact's ratio is per 256 KiB chunk round trip)");
+    Ok(())
+}

@@ -318,6 +318,15 @@ impl Peer {
             .map_err(|e| CallError::Codec(format!("answer to {method} does not decode: {e}")))
     }
 
+    /// A typed call: the method is the params type's, and the answer decodes into
+    /// its result type. A request of `{}` params is sent as `{}`.
+    pub async fn call_typed<C: crate::wire::Call>(
+        &self,
+        params: &C,
+    ) -> Result<C::Result, CallError> {
+        self.call_as(C::METHOD, params).await
+    }
+
     /// An in-transaction call: bounded by [`IN_TRANSACTION_DEADLINE`], and every
     /// callback from the peer meanwhile is refused with `reentrant_call`.
     pub async fn call_in_transaction<P: Serialize>(

@@ -3,9 +3,13 @@
 //! protocol versions, the extension manifest, the method catalogue and the wire
 //! types.
 
+pub mod b64;
+pub mod catalogue;
 pub mod conn;
 pub mod error;
+pub mod manifest;
 pub mod version;
+pub mod wire;
 
 pub use conn::{
     connect, connect_arc, BoxFuture, CallOptions, CancelToken, FnHandler, Handler, NoHandler,

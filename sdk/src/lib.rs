@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 pub use protocol;
+use protocol::wire;
 
 type Dyn = Arc<dyn Fn(Ctx, Value) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
 type Notif = Arc<dyn Fn(Host, &str, Value) + Send + Sync>;
@@ -66,6 +67,82 @@ impl Host {
         self.peer.call_as(method, params).await
     }
 
+    /// A typed call to the host (`kv.get`, `kv.commit`, `state.events`,
+    /// `event.accept`, `secret.resolve`, `timer.arm`, `ingress.deliver`, …).
+    pub async fn call_typed<C: protocol::wire::Call>(
+        &self,
+        params: &C,
+    ) -> Result<C::Result, CallError> {
+        self.peer.call_typed(params).await
+    }
+
+    /// Read one KV key of the extension's own namespace.
+    pub async fn kv_get(&self, key: &str) -> Result<wire::KvGetResult, CallError> {
+        self.call_typed(&wire::KvGetParams {
+            key: key.to_string(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Apply checks, puts, deletes and emissions as one atomic unit (`conflict` when
+    /// a check fails: re-read and retry).
+    pub async fn kv_commit(
+        &self,
+        batch: &wire::KvCommitParams,
+    ) -> Result<wire::KvCommitResult, CallError> {
+        self.call_typed(batch).await
+    }
+
+    /// Resolve secrets of a connection bound to the extension.
+    pub async fn secret_resolve(
+        &self,
+        params: &wire::SecretResolveParams,
+    ) -> Result<wire::SecretResolveResult, CallError> {
+        self.call_typed(params).await
+    }
+
+    /// Upload an artifact: create it, write it in acknowledged chunks of at most
+    /// 256 KiB (each acknowledged before the next), and commit it.
+    pub async fn upload_artifact(
+        &self,
+        create: &wire::ArtifactCreateParams,
+        bytes: &[u8],
+    ) -> Result<wire::ArtifactCommitResult, CallError> {
+        let created = self.call_typed(create).await?;
+        let id = created.artifact_id;
+        let mut offset = 0u64;
+        for chunk in bytes.chunks(wire::MAX_CHUNK_BYTES) {
+            let write = wire::ArtifactWriteParams {
+                artifact_id: id.clone(),
+                offset,
+                data: chunk.to_vec(),
+            };
+            let end = offset + chunk.len() as u64;
+            let acked = match self.call_typed(&write).await {
+                Ok(ack) if ack.size == end => Ok(()),
+                Ok(ack) => Err(CallError::Rpc(RpcError::new(
+                    Code::Conflict,
+                    format!("chunk ending at {end} acknowledged at {}", ack.size),
+                ))),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = acked {
+                let abort = wire::ArtifactAbortParams {
+                    artifact_id: id.clone(),
+                };
+                let _ = self.call_typed(&abort).await;
+                return Err(e);
+            }
+            offset = end;
+        }
+        self.call_typed(&wire::ArtifactCommitParams {
+            artifact_id: id,
+            size: offset,
+        })
+        .await
+    }
+
     /// Send the host a notification.
     pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), CallError> {
         self.peer.notify(method, params)
@@ -99,6 +176,7 @@ pub enum SdkError {
 /// An extension: its manifest and its handlers.
 pub struct Extension {
     name: String,
+    parsed: protocol::manifest::Manifest,
     manifest: Value,
     versions: Vec<u32>,
     methods: HashMap<String, Dyn>,
@@ -110,36 +188,25 @@ impl Extension {
     /// An extension with this manifest (the text of its
     /// `open-conduit-extension.json`, usually `include_str!`).
     pub fn new(manifest_json: &str) -> Result<Extension, SdkError> {
+        let parsed = protocol::manifest::parse_manifest(manifest_json.as_bytes())
+            .map_err(|e| SdkError::Manifest(e.to_string()))?;
         let manifest: Value =
             serde_json::from_str(manifest_json).map_err(|e| SdkError::Manifest(e.to_string()))?;
-        let name = manifest
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| SdkError::Manifest("no name".into()))?
-            .to_string();
-        let versions = manifest
-            .get("protocol")
-            .and_then(Value::as_array)
-            .map(|v| {
-                v.iter()
-                    .filter_map(Value::as_u64)
-                    .filter_map(|n| u32::try_from(n).ok())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        if versions.is_empty() {
-            return Err(SdkError::Manifest(
-                "`protocol` lists no protocol version".into(),
-            ));
-        }
         Ok(Extension {
-            name,
+            name: parsed.name.clone(),
+            versions: parsed.protocol.clone(),
+            parsed,
             manifest,
-            versions,
             methods: HashMap::new(),
             notifications: None,
             errors: Vec::new(),
         })
+    }
+
+    /// What was wrong with the handlers given so far (serving refuses to start
+    /// while any is).
+    pub fn errors(&self) -> &[SdkError] {
+        &self.errors
     }
 
     /// The manifest's name.
@@ -156,23 +223,10 @@ impl Extension {
         F: Fn(Ctx, P) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
     {
-        let own = method.strip_prefix(self.name.as_str());
-        let own = matches!(own, Some(rest) if rest.starts_with('.'));
-        let reserved = matches!(method, "initialize" | "shutdown");
-        if reserved {
+        if let Err(why) = self.may_serve(method) {
             self.errors.push(SdkError::Method {
                 method: method.into(),
-                why: "the SDK serves it".into(),
-            });
-            return self;
-        }
-        if !own && !is_host_to_extension(method) {
-            self.errors.push(SdkError::Method {
-                method: method.into(),
-                why: format!(
-                    "it is neither a host-to-extension method of the catalogue nor named under `{}.`",
-                    self.name
-                ),
+                why,
             });
             return self;
         }
@@ -180,13 +234,61 @@ impl Extension {
         let erased: Dyn = Arc::new(move |ctx: Ctx, params: Value| {
             let f = f.clone();
             Box::pin(async move {
-                let p = P::deserialize(params).map_err(RpcError::invalid_params)?;
+                // A request without params reads as `{}` for a struct of params.
+                let p = match P::deserialize(&params) {
+                    Ok(p) => p,
+                    Err(_) if params.is_null() => {
+                        P::deserialize(json!({})).map_err(RpcError::invalid_params)?
+                    }
+                    Err(e) => return Err(RpcError::invalid_params(e)),
+                };
                 let r = f(ctx, p).await?;
                 serde_json::to_value(r).map_err(RpcError::unauthored)
             })
         });
         self.methods.insert(method.to_string(), erased);
         self
+    }
+
+    /// Serve a host-to-extension method of the catalogue with its wire types.
+    pub fn on<C, F, Fut>(self, f: F) -> Self
+    where
+        C: protocol::wire::Call + Send + 'static,
+        C::Result: Send + 'static,
+        F: Fn(Ctx, C) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<C::Result, RpcError>> + Send + 'static,
+    {
+        self.method(C::METHOD, f)
+    }
+
+    /// Whether this extension may serve `method`: a host-to-extension method of
+    /// the catalogue that its manifest enables, or a method of its own, named
+    /// `<name>.…`, that the catalogue does not take.
+    fn may_serve(&self, method: &str) -> Result<(), String> {
+        use protocol::catalogue::{self, Direction};
+        if matches!(method, "initialize" | "shutdown") {
+            return Err("the SDK serves it".into());
+        }
+        match catalogue::method(method) {
+            Some(m) if m.direction == Direction::ExtensionToHost => {
+                Err("it is an extension-to-host method: the host serves it".into())
+            }
+            Some(_) if !self.parsed.enables(method) => Err(format!(
+                "the manifest of `{}` does not declare the surface that enables it",
+                self.name
+            )),
+            Some(_) => Ok(()),
+            None if method
+                .strip_prefix(self.name.as_str())
+                .is_some_and(|rest| rest.starts_with('.')) =>
+            {
+                Ok(())
+            }
+            None => Err(format!(
+                "it is not in the method catalogue and not named under `{}.`",
+                self.name
+            )),
+        }
     }
 
     /// Receive the host's notifications (other than `$/cancel`).
@@ -197,51 +299,6 @@ impl Extension {
         self.notifications = Some(Arc::new(f));
         self
     }
-}
-
-/// True for a host-to-extension method of the catalogue.
-fn is_host_to_extension(method: &str) -> bool {
-    const HOST_TO_EXTENSION_PREFIXES: &[&str] = &[
-        "configure",
-        "validate",
-        "webhook.",
-        "ingress.reconcile",
-        "route.",
-        "work_kind.",
-        "recurrence.",
-        "operation.",
-        "emit.commit",
-        "dependency.filter",
-        "work.admit",
-        "work.annotate",
-        "work.actions",
-        "work.act",
-        "event.render",
-        "target.resolve",
-        "segment.ended",
-        "executor.",
-        "provider.",
-        "sandbox_provider.",
-        "container_provider.",
-        "tunnel.run",
-        "task.run",
-        "check.run",
-        "telemetry.export",
-        "telemetry.sink",
-        "probe.serve",
-        "config.candidate",
-        "run.environment",
-        "view.render",
-        "setup.run",
-    ];
-    HOST_TO_EXTENSION_PREFIXES.iter().any(|p| {
-        if p.ends_with('.') {
-            method.starts_with(p)
-        } else {
-            method == *p
-        }
-    }) && method != "event.render_owned"
-        && method != "provider.owner_status"
 }
 
 const STARTING: u8 = 0;

@@ -2,13 +2,14 @@
 //! process group, the protocol on its stdin and stdout) and the host methods the
 //! scenario calls back.
 
-use base64::Engine;
-use protocol::{connect, BoxFuture, CallError, Handler, Options, Peer, Request, RpcError};
+use protocol::{
+    connect, wire, BoxFuture, CallError, Code, Handler, Options, Peer, Request, RpcError,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -21,8 +22,8 @@ pub enum HostEvent {
     PushAnswered(Value),
     /// The host served an `ingress.push` with this many events.
     Pushed(usize),
-    /// An artifact was committed with this many bytes, all in place.
-    ArtifactCommitted { size: usize, intact: bool },
+    /// An artifact was committed with these bytes.
+    ArtifactCommitted(Arc<Vec<u8>>),
     /// Any other notification.
     Notification(String, Value),
 }
@@ -31,6 +32,14 @@ pub enum HostEvent {
 struct Artifacts {
     next: u64,
     open: HashMap<String, Vec<u8>>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    T::deserialize(params).map_err(RpcError::invalid_params)
+}
+
+fn encode<T: serde::Serialize>(value: T) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(RpcError::unauthored)
 }
 
 /// The host methods the scenario calls.
@@ -64,60 +73,70 @@ impl ScenarioHost {
                 Ok(json!({"accepted": n}))
             }
             "artifact.create" => {
+                let _: wire::ArtifactCreateParams = decode(params)?;
                 let mut a = lock(&self.artifacts);
                 a.next += 1;
                 let id = format!("art-{}", a.next);
                 a.open.insert(id.clone(), Vec::new());
-                Ok(json!({"artifact_id": id}))
+                encode(wire::ArtifactCreateResult { artifact_id: id })
             }
             "artifact.write" => {
-                let id = params
-                    .get("artifact_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-                let data = params.get("data").and_then(Value::as_str).unwrap_or("");
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(data)
-                    .map_err(|e| RpcError::invalid_params(format!("data: {e}")))?;
-                if bytes.len() > protocol::conn::MAX_MESSAGE_BYTES / 64 {
+                let p: wire::ArtifactWriteParams = decode(params)?;
+                if p.data.len() > wire::MAX_CHUNK_BYTES {
                     return Err(RpcError::new(
-                        protocol::Code::Invalid,
-                        "chunk over the 256 KiB limit",
+                        Code::Invalid,
+                        format!(
+                            "a chunk of {} bytes is over the 256 KiB limit",
+                            p.data.len()
+                        ),
                     ));
                 }
                 let mut a = lock(&self.artifacts);
                 let buf = a
                     .open
-                    .get_mut(id)
-                    .ok_or_else(|| RpcError::new(protocol::Code::NotFound, "no such artifact"))?;
-                if offset != buf.len() {
+                    .get_mut(&p.artifact_id)
+                    .ok_or_else(|| RpcError::new(Code::NotFound, "no such artifact"))?;
+                if p.offset != buf.len() as u64 {
                     return Err(RpcError::new(
-                        protocol::Code::Conflict,
+                        Code::Conflict,
                         format!(
-                            "write at {offset}, but the artifact has {} bytes",
+                            "write at {}, but the artifact has {} bytes",
+                            p.offset,
                             buf.len()
                         ),
                     ));
                 }
-                buf.extend_from_slice(&bytes);
-                Ok(json!({"size": buf.len()}))
+                buf.extend_from_slice(&p.data);
+                encode(wire::ArtifactWriteResult {
+                    size: buf.len() as u64,
+                })
             }
             "artifact.commit" => {
-                let id = params
-                    .get("artifact_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let p: wire::ArtifactCommitParams = decode(params)?;
                 let buf = lock(&self.artifacts)
                     .open
-                    .remove(id)
-                    .ok_or_else(|| RpcError::new(protocol::Code::NotFound, "no such artifact"))?;
-                let intact = buf.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8);
-                let _ = self.events.send(HostEvent::ArtifactCommitted {
-                    size: buf.len(),
-                    intact,
-                });
-                Ok(json!({"size": buf.len()}))
+                    .remove(&p.artifact_id)
+                    .ok_or_else(|| RpcError::new(Code::NotFound, "no such artifact"))?;
+                if p.size != 0 && p.size != buf.len() as u64 {
+                    return Err(RpcError::new(
+                        Code::Conflict,
+                        format!("commit of {} bytes, but {} were written", p.size, buf.len()),
+                    ));
+                }
+                let size = buf.len() as u64;
+                let _ = self
+                    .events
+                    .send(HostEvent::ArtifactCommitted(Arc::new(buf)));
+                encode(wire::ArtifactCommitResult {
+                    artifact_id: p.artifact_id,
+                    size,
+                    digest: String::new(),
+                })
+            }
+            "artifact.abort" => {
+                let p: wire::ArtifactAbortParams = decode(params)?;
+                lock(&self.artifacts).open.remove(&p.artifact_id);
+                encode(wire::ArtifactAbortResult {})
             }
             other => Err(RpcError::method_not_found(other)),
         }

@@ -6,7 +6,7 @@
 //! ([`host`]) is what a host would serve back (echo, artifacts, ingress push) and
 //! a launcher for the child process.
 
-use base64::Engine;
+use protocol::wire;
 use sdk::{Ctx, Extension};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -184,48 +184,59 @@ pub fn extension() -> Result<Extension, sdk::SdkError> {
     Ok(ext)
 }
 
+/// `len` bytes of a repeating 251-byte pattern, so a receiver can check every
+/// byte arrived in place.
+pub fn pattern(len: usize) -> Vec<u8> {
+    let block: Vec<u8> = (0..251u8).collect();
+    let mut data = Vec::with_capacity(len);
+    while data.len() < len {
+        let n = (len - data.len()).min(block.len());
+        data.extend_from_slice(&block[..n]);
+    }
+    data
+}
+
 async fn upload(ctx: &Ctx, bytes: usize, chunk: usize) -> Result<Value, protocol::RpcError> {
-    let created = ctx
-        .host
-        .call(
-            "artifact.create",
-            &json!({"name": "scenario.bin", "media_type": "application/octet-stream"}),
-        )
-        .await
-        .map_err(host_failed)?;
-    let id = created
-        .get("artifact_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    // A repeating pattern, so the host can check every byte arrived in place.
-    let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
-    let mut acks = 0u64;
-    for (n, piece) in data.chunks(chunk).enumerate() {
-        let offset = n * chunk;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(piece);
-        let ack = ctx
+    let data = pattern(bytes);
+    let create = wire::ArtifactCreateParams {
+        name: "scenario.bin".into(),
+        media_type: "application/octet-stream".into(),
+        ..Default::default()
+    };
+    if chunk == CHUNK_BYTES {
+        let committed = ctx
             .host
-            .call(
-                "artifact.write",
-                &json!({"artifact_id": id, "offset": offset, "data": encoded}),
-            )
+            .upload_artifact(&create, &data)
             .await
             .map_err(host_failed)?;
-        if ack.get("size").and_then(Value::as_u64) != Some((offset + piece.len()) as u64) {
-            return Err(protocol::RpcError::authored(
-                "bad_ack",
-                format!("chunk {n} acknowledged as {ack}"),
-            ));
-        }
-        acks += 1;
+        let chunks = bytes.div_ceil(CHUNK_BYTES);
+        return Ok(
+            json!({"artifact_id": committed.artifact_id, "chunks": chunks, "committed": committed}),
+        );
     }
-    let committed = ctx
+    // Smaller chunks, by hand.
+    let id = ctx
         .host
-        .call("artifact.commit", &json!({"artifact_id": id}))
+        .call_typed(&create)
         .await
-        .map_err(host_failed)?;
-    Ok(json!({"artifact_id": id, "chunks": acks, "committed": committed}))
+        .map_err(host_failed)?
+        .artifact_id;
+    let mut chunks = 0u64;
+    for (n, piece) in data.chunks(chunk).enumerate() {
+        let write = wire::ArtifactWriteParams {
+            artifact_id: id.clone(),
+            offset: (n * chunk) as u64,
+            data: piece.to_vec(),
+        };
+        ctx.host.call_typed(&write).await.map_err(host_failed)?;
+        chunks += 1;
+    }
+    let commit = wire::ArtifactCommitParams {
+        artifact_id: id.clone(),
+        size: bytes as u64,
+    };
+    let committed = ctx.host.call_typed(&commit).await.map_err(host_failed)?;
+    Ok(json!({"artifact_id": id, "chunks": chunks, "committed": committed}))
 }
 
 /// A raw pipe echo with no protocol at all: the floor of a round trip.

@@ -153,13 +153,32 @@ async fn a_16_mib_artifact_in_256_kib_chunks_each_acknowledged() {
     .unwrap();
     assert_eq!(v["chunks"], 64);
     assert_eq!(v["committed"]["size"], 16 << 20);
-    assert_eq!(
-        next_event(&mut ext).await,
-        HostEvent::ArtifactCommitted {
-            size: 16 << 20,
-            intact: true
+    match next_event(&mut ext).await {
+        HostEvent::ArtifactCommitted(data) => {
+            assert_eq!(data.len(), 16 << 20);
+            assert!(
+                *data == oc_scenario::pattern(16 << 20),
+                "every byte in place"
+            );
         }
-    );
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_artifact_in_small_chunks_is_acknowledged_per_chunk() {
+    let mut ext = started().await;
+    let v = within(
+        ext.peer
+            .call("scenario.upload", &json!({"bytes": 1000, "chunk": 64})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["chunks"], 16);
+    match next_event(&mut ext).await {
+        HostEvent::ArtifactCommitted(data) => assert!(*data == oc_scenario::pattern(1000)),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]
