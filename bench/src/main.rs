@@ -118,6 +118,21 @@ struct Figures {
     deps: Option<usize>,
 }
 
+/// Only the artifact upload, `rounds` times (for profiling: `OC_BENCH_ONLY=artifact`).
+async fn artifact_only(exe: &Path, rounds: u32) -> Res<()> {
+    let (ext, _) = start(exe).await?;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        ext.peer
+            .call("scenario.upload", &json!({ "bytes": 16 << 20 }))
+            .await?;
+    }
+    let mib_s = 16.0 * f64::from(rounds) / t.elapsed().as_secs_f64();
+    println!("artifact: {mib_s:.0} MiB/s over {rounds} uploads");
+    stop(ext).await;
+    Ok(())
+}
+
 async fn measure(exe: &Path) -> Res<Figures> {
     progress("raw pipe floor");
     let floor = pipe_floor(exe)?;
@@ -297,6 +312,9 @@ fn transport(as_json: bool) -> Res<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if std::env::var("OC_BENCH_ONLY").as_deref() == Ok("artifact") {
+        return rt.block_on(artifact_only(&exe, 20));
+    }
     let f = rt.block_on(measure(&exe))?;
     let ratio = |d: Duration| micros(d) / micros(f.floor);
     if as_json {

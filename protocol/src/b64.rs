@@ -18,19 +18,18 @@
 
 use std::fmt;
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
+use base64_simd::STANDARD;
 use serde::de::{self, Visitor};
 use serde::{Deserializer, Serializer};
 
 /// Encodes bytes as a standard, padded base64 string.
 pub fn encode(bytes: impl AsRef<[u8]>) -> String {
-    STANDARD.encode(bytes)
+    STANDARD.encode_to_string(bytes)
 }
 
 /// Decodes a standard, padded base64 string.
-pub fn decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    STANDARD.decode(text)
+pub fn decode(text: &str) -> Result<Vec<u8>, base64_simd::Error> {
+    STANDARD.decode_to_vec(text)
 }
 
 /// Serializes bytes as a base64 string.
@@ -39,7 +38,17 @@ where
     T: AsRef<[u8]> + ?Sized,
     S: Serializer,
 {
-    serializer.serialize_str(&STANDARD.encode(value.as_ref()))
+    // Base64 never needs escaping: hand the quoted text over as raw JSON, so the
+    // JSON writer copies it instead of checking every byte for escapes.
+    let bytes = value.as_ref();
+    let mut quoted = String::with_capacity(STANDARD.encoded_length(bytes.len()) + 2);
+    quoted.push('"');
+    STANDARD.encode_append(bytes, &mut quoted);
+    quoted.push('"');
+    match serde_json::value::RawValue::from_string(quoted) {
+        Ok(raw) => serde::Serialize::serialize(&raw, serializer),
+        Err(_) => serializer.serialize_str(&STANDARD.encode_to_string(bytes)),
+    }
 }
 
 /// Deserializes bytes from a base64 string.
@@ -61,7 +70,7 @@ impl Visitor<'_> for B64Visitor {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<u8>, E> {
         STANDARD
-            .decode(v)
+            .decode_to_vec(v)
             .map_err(|err| E::custom(format_args!("invalid base64: {err}")))
     }
 }

@@ -11,6 +11,7 @@
 use crate::error::{CallError, CloseReason, Code, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;
@@ -114,8 +115,9 @@ impl CancelToken {
 pub struct Request {
     /// The method.
     pub method: String,
-    /// The params (`null` when absent).
-    pub params: Value,
+    /// The params as they arrived (`null` when absent): decode them with
+    /// [`Request::params`] straight into the handler's type.
+    pub params: Box<RawValue>,
     /// The connection it came on, for callbacks to the peer.
     pub peer: Peer,
     /// Cancelled when the peer sends `$/cancel` for this request or the connection
@@ -124,9 +126,21 @@ pub struct Request {
 }
 
 impl Request {
-    /// The params decoded into `T`, or `invalid params`.
+    /// The params decoded into `T`, or `invalid params`. Absent params read as
+    /// `{}` for a type that does not take `null`.
     pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
-        T::deserialize(&self.params).map_err(RpcError::invalid_params)
+        match serde_json::from_str(self.params.get()) {
+            Ok(v) => Ok(v),
+            Err(_) if self.params.get() == "null" => {
+                serde_json::from_str("{}").map_err(RpcError::invalid_params)
+            }
+            Err(e) => Err(RpcError::invalid_params(e)),
+        }
+    }
+
+    /// The params as a JSON value.
+    pub fn params_value(&self) -> Result<Value, RpcError> {
+        serde_json::from_str(self.params.get()).map_err(RpcError::invalid_params)
     }
 }
 
@@ -182,11 +196,14 @@ enum Out {
     Close,
 }
 
+/// Where a call's answer goes.
+type Answer = oneshot::Sender<Result<Box<RawValue>, CallError>>;
+
 struct Inner {
     opts: Options,
     handler: Arc<dyn Handler>,
     next_id: AtomicU64,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>,
+    pending: Mutex<HashMap<u64, Answer>>,
     serving: Mutex<HashMap<String, CancelToken>>,
     in_transaction: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
@@ -313,8 +330,10 @@ impl Peer {
         method: &str,
         params: &P,
     ) -> Result<T, CallError> {
-        let value = self.call(method, params).await?;
-        T::deserialize(value)
+        let raw = self
+            .call_raw(method, params, CallOptions::default())
+            .await?;
+        serde_json::from_str(raw.get())
             .map_err(|e| CallError::Codec(format!("answer to {method} does not decode: {e}")))
     }
 
@@ -350,6 +369,18 @@ impl Peer {
         params: &P,
         opts: CallOptions,
     ) -> Result<Value, CallError> {
+        let raw = self.call_raw(method, params, opts).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| CallError::Codec(format!("answer to {method}: {e}")))
+    }
+
+    /// [`Peer::call_with`], answering the result exactly as it arrived.
+    pub async fn call_raw<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, CallError> {
         let inner = &self.inner;
         if let Some(reason) = inner.closed.borrow().clone() {
             return Err(CallError::Transport(reason));
@@ -678,25 +709,31 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-/// One incoming message, before it is told apart.
+/// One incoming message, before it is told apart. Params and results stay raw
+/// (borrowed from the line): they are decoded once, by whoever knows their type.
 #[derive(Deserialize)]
-struct Incoming {
-    jsonrpc: Option<String>,
+struct Incoming<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a str>,
     #[serde(default)]
     id: Option<Value>,
     #[serde(default)]
     method: Option<String>,
-    #[serde(default)]
-    params: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    result: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<RpcError>,
 }
 
-/// Tells `"result": null` (present) from no `result` at all.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+/// Tells `null` (present) from no such member at all.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".into()).unwrap_or_else(|_| unreachable!("null is JSON"))
 }
 
 enum ReadError {
@@ -722,7 +759,7 @@ async fn read_line<R: AsyncRead + Unpin>(
                 Err(ReadError::Truncated)
             };
         }
-        match avail.iter().position(|&b| b == b'\n') {
+        match memchr::memchr(b'\n', avail) {
             Some(i) => {
                 if buf.len() + i > max {
                     return Err(ReadError::TooLong);
@@ -783,15 +820,23 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R) {
                 return;
             }
         };
-        if msg.jsonrpc.as_deref() != Some("2.0") {
+        if msg.jsonrpc != Some("2.0") {
             protocol_error(&inner, "a message without \"jsonrpc\": \"2.0\"".into());
             return;
         }
         if let Some(method) = msg.method {
-            let params = msg.params.unwrap_or(Value::Null);
             match msg.id {
-                Some(id) => on_request(&inner, id, method, params),
-                None => on_notification(&inner, &method, params),
+                Some(id) => {
+                    let params = msg.params.map_or_else(null_raw, RawValue::to_owned);
+                    on_request(&inner, id, method, params)
+                }
+                None => {
+                    let params = msg
+                        .params
+                        .and_then(|p| serde_json::from_str(p.get()).ok())
+                        .unwrap_or(Value::Null);
+                    on_notification(&inner, &method, params)
+                }
             }
         } else if let Some(id) = msg.id {
             on_response(&inner, id, msg.result, msg.error);
@@ -839,7 +884,7 @@ fn reply_error(inner: &Inner, id: &Value, error: &RpcError) {
     }
 }
 
-fn on_request(inner: &Arc<Inner>, id: Value, method: String, params: Value) {
+fn on_request(inner: &Arc<Inner>, id: Value, method: String, params: Box<RawValue>) {
     if inner.in_transaction.load(Ordering::SeqCst) > 0 {
         let e = RpcError::new(
             Code::ReentrantCall,
@@ -990,7 +1035,7 @@ fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
     inner.handler.notify(&peer, method, params);
 }
 
-fn on_response(inner: &Arc<Inner>, id: Value, result: Option<Value>, error: Option<RpcError>) {
+fn on_response(inner: &Arc<Inner>, id: Value, result: Option<&RawValue>, error: Option<RpcError>) {
     let Some(id) = id.as_u64() else {
         tracing::debug!(peer = %inner.opts.name, %id, "answer to an id never sent; discarded");
         return;
@@ -1002,7 +1047,7 @@ fn on_response(inner: &Arc<Inner>, id: Value, result: Option<Value>, error: Opti
     };
     let outcome = match error {
         Some(e) => Err(CallError::Rpc(e)),
-        None => Ok(result.unwrap_or(Value::Null)),
+        None => Ok(result.map_or_else(null_raw, RawValue::to_owned)),
     };
     let _ = tx.send(outcome);
 }

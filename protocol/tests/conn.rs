@@ -27,19 +27,20 @@ fn echo_handler() -> FnHandler<impl Fn(Request) -> protocol::BoxFuture<Result<Va
     FnHandler(
         |req: Request| -> protocol::BoxFuture<Result<Value, RpcError>> {
             Box::pin(async move {
+                let params = req.params_value()?;
                 match req.method.as_str() {
-                    "echo" => Ok(req.params),
+                    "echo" => Ok(params),
                     "fail" => Err(RpcError::authored("rate_limited", "slow down, friend")),
                     "secret" => Err(RpcError::unauthored("db password is hunter2")),
                     "panic" => panic!("handler bug"),
                     "sleep" => {
-                        let ms = req.params.as_u64().unwrap_or(50);
+                        let ms = params.as_u64().unwrap_or(50);
                         tokio::time::sleep(Duration::from_millis(ms)).await;
                         Ok(json!(ms))
                     }
                     // Calls the peer back `n` times while serving this request.
                     "nested" => {
-                        let n = req.params.as_u64().unwrap_or(0);
+                        let n = params.as_u64().unwrap_or(0);
                         let mut sum = 0;
                         for i in 0..n {
                             let v = req.peer.call("echo", &json!(i)).await.map_err(|e| {

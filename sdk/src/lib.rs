@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub use protocol;
 use protocol::wire;
 
-type Dyn = Arc<dyn Fn(Ctx, Value) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
+type Dyn = Arc<dyn Fn(Ctx, Request) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
 type Notif = Arc<dyn Fn(Host, &str, Value) + Send + Sync>;
 
 /// What a handler gets besides its params.
@@ -231,17 +231,10 @@ impl Extension {
             return self;
         }
         let f = Arc::new(f);
-        let erased: Dyn = Arc::new(move |ctx: Ctx, params: Value| {
+        let erased: Dyn = Arc::new(move |ctx: Ctx, request: Request| {
             let f = f.clone();
             Box::pin(async move {
-                // A request without params reads as `{}` for a struct of params.
-                let p = match P::deserialize(&params) {
-                    Ok(p) => p,
-                    Err(_) if params.is_null() => {
-                        P::deserialize(json!({})).map_err(RpcError::invalid_params)?
-                    }
-                    Err(e) => return Err(RpcError::invalid_params(e)),
-                };
+                let p = request.params::<P>()?;
                 let r = f(ctx, p).await?;
                 serde_json::to_value(r).map_err(RpcError::unauthored)
             })
@@ -315,7 +308,7 @@ impl Handler for Served {
         let method = request.method.as_str();
         let state = self.state.load(Ordering::SeqCst);
         if method == "initialize" {
-            let answer = self.initialize(&request.params);
+            let answer = self.initialize(&request);
             return Box::pin(async move { answer });
         }
         if state == STARTING {
@@ -346,7 +339,7 @@ impl Handler for Served {
             },
             cancel: request.cancel.clone(),
         };
-        handler(ctx, request.params)
+        handler(ctx, request)
     }
 
     fn notify(&self, peer: &Peer, method: &str, params: Value) {
@@ -357,7 +350,8 @@ impl Handler for Served {
 }
 
 impl Served {
-    fn initialize(&self, params: &Value) -> Result<Value, RpcError> {
+    fn initialize(&self, request: &Request) -> Result<Value, RpcError> {
+        let params = request.params_value()?;
         let offered: Vec<u32> = params
             .get("protocol_versions")
             .and_then(Value::as_array)
