@@ -144,17 +144,27 @@ impl Request {
     }
 }
 
+/// A result as it goes on the wire: JSON text, written as it is.
+pub type Reply = Box<RawValue>;
+
+/// Encode a result for the wire.
+pub fn reply<T: Serialize + ?Sized>(value: &T) -> Result<Reply, RpcError> {
+    serde_json::value::to_raw_value(value).map_err(RpcError::unauthored)
+}
+
 /// Serves what the peer sends.
 pub trait Handler: Send + Sync + 'static {
-    /// Serve one request. Runs in its own task; may call the peer back.
-    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>>;
+    /// Serve one request. Runs in its own task; may call the peer back. The result
+    /// is raw JSON ([`reply`] encodes one), so a forwarder passes an answer on
+    /// without decoding it.
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>>;
 
     /// A notification from the peer (not `$/cancel`, which the connection handles).
     /// Called on the reader: must not block.
     fn notify(&self, _peer: &Peer, _method: &str, _params: Value) {}
 }
 
-/// A [`Handler`] from a closure.
+/// A [`Handler`] from a closure answering JSON values.
 pub struct FnHandler<F>(pub F);
 
 impl<F, Fut> Handler for FnHandler<F>
@@ -162,8 +172,9 @@ where
     F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, RpcError>> + Send + 'static,
 {
-    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
-        Box::pin((self.0)(request))
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
+        let fut = (self.0)(request);
+        Box::pin(async move { reply(&fut.await?) })
     }
 }
 
@@ -171,7 +182,7 @@ where
 pub struct NoHandler;
 
 impl Handler for NoHandler {
-    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let method = request.method;
         Box::pin(async move { Err(RpcError::method_not_found(&method)) })
     }
@@ -296,7 +307,7 @@ struct OutNotification<'a, P: Serialize> {
 struct OutResult<'a> {
     jsonrpc: &'static str,
     id: &'a Value,
-    result: &'a Value,
+    result: &'a RawValue,
 }
 
 #[derive(Serialize)]
@@ -464,6 +475,26 @@ impl Peer {
         }
         inner.send_reply(line);
         Ok(())
+    }
+
+    /// Send a notification only if the peer has less than `room` bytes of output
+    /// unread; otherwise drop it and answer `false`. For fan-out to subscribers:
+    /// a slow reader loses notifications and never holds anyone up.
+    pub fn notify_if_room<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        room: usize,
+    ) -> Result<bool, CallError> {
+        if self.inner.queued_bytes.load(Ordering::SeqCst) >= room {
+            return Ok(false);
+        }
+        self.notify(method, params).map(|()| true)
+    }
+
+    /// Bytes queued for the peer and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.queued_bytes.load(Ordering::SeqCst)
     }
 
     /// True once the connection has closed.
@@ -954,12 +985,12 @@ struct Responder {
 }
 
 impl Responder {
-    fn respond(mut self, result: Result<Value, RpcError>) {
+    fn respond(mut self, result: Result<Reply, RpcError>) {
         let Some(id) = self.id.take() else { return };
         self.finish(&id, result);
     }
 
-    fn finish(&self, id: &Value, result: Result<Value, RpcError>) {
+    fn finish(&self, id: &Value, result: Result<Reply, RpcError>) {
         // Removed first: once the connection closed, nothing is sent.
         if lock(&self.inner.serving).remove(&self.key).is_none() {
             return;

@@ -83,6 +83,7 @@ codes! {
     Cancelled => "cancelled",
     ShuttingDown => "shutting_down",
     Internal => "internal",
+    Unavailable => "unavailable",
 }
 
 impl fmt::Display for Code {
@@ -312,7 +313,7 @@ mod tests {
             assert!(is_stable_code(code.as_str()), "{code}");
             assert_eq!(Code::parse(code.as_str()), Some(*code));
         }
-        assert_eq!(Code::ALL.len(), 25);
+        assert_eq!(Code::ALL.len(), 26);
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //! so a host that dies never leaves the extension serving nobody.
 
 use protocol::{
-    connect_arc, BoxFuture, CallError, CancelToken, Code, Handler, Options, Peer, Request, RpcError,
+    connect_arc, BoxFuture, CallError, CancelToken, Code, Handler, Options, Peer, Reply, Request,
+    RpcError,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 pub use protocol;
 use protocol::wire;
 
-type Dyn = Arc<dyn Fn(Ctx, Request) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
+type Dyn = Arc<dyn Fn(Ctx, Request) -> BoxFuture<Result<Reply, RpcError>> + Send + Sync>;
 type Notif = Arc<dyn Fn(Host, &str, Value) + Send + Sync>;
 
 /// What a handler gets besides its params.
@@ -236,7 +237,7 @@ impl Extension {
             Box::pin(async move {
                 let p = request.params::<P>()?;
                 let r = f(ctx, p).await?;
-                serde_json::to_value(r).map_err(RpcError::unauthored)
+                protocol::reply(&r)
             })
         });
         self.methods.insert(method.to_string(), erased);
@@ -304,11 +305,11 @@ struct Served {
 }
 
 impl Handler for Served {
-    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let method = request.method.as_str();
         let state = self.state.load(Ordering::SeqCst);
         if method == "initialize" {
-            let answer = self.initialize(&request);
+            let answer = self.initialize(&request).and_then(|v| protocol::reply(&v));
             return Box::pin(async move { answer });
         }
         if state == STARTING {
@@ -327,7 +328,7 @@ impl Handler for Served {
         }
         if method == "shutdown" {
             self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
-            return Box::pin(async move { Ok(json!({})) });
+            return Box::pin(async move { protocol::reply(&json!({})) });
         }
         let Some(handler) = self.ext.methods.get(method) else {
             let e = RpcError::method_not_found(method);

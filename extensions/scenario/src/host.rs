@@ -3,7 +3,7 @@
 //! scenario calls back.
 
 use protocol::{
-    connect, wire, BoxFuture, CallError, Code, Handler, Options, Peer, Request, RpcError,
+    connect, wire, BoxFuture, CallError, Code, Handler, Options, Peer, Reply, Request, RpcError,
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -145,10 +145,11 @@ impl ScenarioHost {
 }
 
 impl Handler for ScenarioHost {
-    fn call(&self, request: Request) -> BoxFuture<Result<Value, RpcError>> {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let answer = request
             .params_value()
-            .and_then(|params| self.serve(&request.method, params));
+            .and_then(|params| self.serve(&request.method, params))
+            .and_then(|v| protocol::reply(&v));
         Box::pin(async move { answer })
     }
 
