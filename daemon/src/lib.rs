@@ -1,1 +1,20 @@
-//! Shared daemon start-up: logging, readiness, watchdog, signals, socket activation and the bus client. Built in issue 3.
+//! What every Open Conduit daemon shares: logging ([`log`]), readiness and watchdog
+//! notifications ([`notify`]), stop and reload signals ([`signals`]), socket
+//! activation ([`activation`]) and the bus client ([`bus`]).
+//!
+//! A daemon's `main`, in this order: [`log::init`], then [`Notifier::from_env`] and
+//! [`Activation::from_env`] (both before any thread starts, as they edit the environment),
+//! then the tokio runtime, [`Signals::new`], serving, and [`Notifier::ready`].
+
+pub mod activation;
+pub mod bus;
+pub mod error;
+pub mod log;
+pub mod notify;
+pub mod signals;
+
+pub use activation::{bind_unix, Activation};
+pub use error::Error;
+pub use log::{fields, LogTarget};
+pub use notify::Notifier;
+pub use signals::{with_deadline, DeadlineElapsed, Signal, Signals};

@@ -289,7 +289,7 @@ where
 }
 
 #[derive(Serialize)]
-struct OutRequest<'a, P: Serialize> {
+struct OutRequest<'a, P: Serialize + ?Sized> {
     jsonrpc: &'static str,
     id: u64,
     method: &'a str,
@@ -297,7 +297,7 @@ struct OutRequest<'a, P: Serialize> {
 }
 
 #[derive(Serialize)]
-struct OutNotification<'a, P: Serialize> {
+struct OutNotification<'a, P: Serialize + ?Sized> {
     jsonrpc: &'static str,
     method: &'a str,
     params: &'a P,
@@ -331,12 +331,16 @@ impl Peer {
     }
 
     /// Call `method` and wait for its answer.
-    pub async fn call<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, CallError> {
+    pub async fn call<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Value, CallError> {
         self.call_with(method, params, CallOptions::default()).await
     }
 
     /// Call `method` and decode its answer into `T`.
-    pub async fn call_as<P: Serialize, T: DeserializeOwned>(
+    pub async fn call_as<P: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,
@@ -359,7 +363,7 @@ impl Peer {
 
     /// An in-transaction call: bounded by [`IN_TRANSACTION_DEADLINE`], and every
     /// callback from the peer meanwhile is refused with `reentrant_call`.
-    pub async fn call_in_transaction<P: Serialize>(
+    pub async fn call_in_transaction<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
@@ -374,7 +378,7 @@ impl Peer {
 
     /// Call with a deadline, a cancellation token, or in a transaction. Dropping the
     /// returned future before it completes cancels the call (`$/cancel`).
-    pub async fn call_with<P: Serialize>(
+    pub async fn call_with<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
@@ -386,7 +390,7 @@ impl Peer {
     }
 
     /// [`Peer::call_with`], answering the result exactly as it arrived.
-    pub async fn call_raw<P: Serialize>(
+    pub async fn call_raw<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
@@ -457,7 +461,7 @@ impl Peer {
     }
 
     /// Send a notification.
-    pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), CallError> {
+    pub fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), CallError> {
         let inner = &self.inner;
         if let Some(reason) = inner.closed.borrow().clone() {
             return Err(CallError::Transport(reason));
@@ -480,7 +484,7 @@ impl Peer {
     /// Send a notification only if the peer has less than `room` bytes of output
     /// unread; otherwise drop it and answer `false`. For fan-out to subscribers:
     /// a slow reader loses notifications and never holds anyone up.
-    pub fn notify_if_room<P: Serialize>(
+    pub fn notify_if_room<P: Serialize + ?Sized>(
         &self,
         method: &str,
         params: &P,
@@ -872,8 +876,10 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R) {
         } else if let Some(id) = msg.id {
             on_response(&inner, id, msg.result, msg.error);
         } else if let Some(error) = msg.error {
-            // An error with a null id: the peer could not read something we sent.
-            tracing::warn!(peer = %inner.opts.name, %error, "the peer reports an error");
+            // An error with a null id: the peer could not read what we sent, or
+            // refuses us. Either way it is closing: say why.
+            inner.close(CloseReason::PeerError(error.to_string()), Shutdown::Flush);
+            return;
         } else {
             protocol_error(
                 &inner,

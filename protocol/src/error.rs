@@ -232,6 +232,9 @@ pub enum CloseReason {
     Protocol(String),
     /// This side closed the connection.
     Local(String),
+    /// The peer said why it would not go on (an error with a null id), such as a
+    /// refusal at connect.
+    PeerError(String),
 }
 
 impl fmt::Display for CloseReason {
@@ -241,6 +244,7 @@ impl fmt::Display for CloseReason {
             CloseReason::Io(e) => write!(f, "connection failed: {e}"),
             CloseReason::Protocol(e) => write!(f, "protocol error: {e}"),
             CloseReason::Local(e) => write!(f, "connection closed: {e}"),
+            CloseReason::PeerError(e) => write!(f, "the peer ended the connection: {e}"),
         }
     }
 }

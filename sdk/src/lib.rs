@@ -60,7 +60,7 @@ impl Host {
     }
 
     /// Call a host method and decode its answer.
-    pub async fn call_as<P: Serialize, T: DeserializeOwned>(
+    pub async fn call_as<P: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,
@@ -145,7 +145,7 @@ impl Host {
     }
 
     /// Send the host a notification.
-    pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), CallError> {
+    pub fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), CallError> {
         self.peer.notify(method, params)
     }
 

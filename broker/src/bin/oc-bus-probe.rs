@@ -1,0 +1,5 @@
+//! The bus probe: a small service and client for the bus's tests and benchmark.
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    std::process::exit(broker::probe::main(&args));
+}

@@ -1,0 +1,480 @@
+//! The bus with real processes on real sockets: the broker binary, probe services
+//! that join through `daemon::bus`, clients in this process, real signals.
+
+#![allow(clippy::unwrap_used)]
+
+use daemon::bus::{Bus, BusOptions};
+use protocol::{BoxFuture, Code, Handler, Peer, Reply, Request, RpcError};
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const BROKER: &str = env!("CARGO_BIN_EXE_open-conduit-broker");
+const PROBE: &str = env!("CARGO_BIN_EXE_oc-bus-probe");
+
+/// Turns a hang into a failure; never a timing assertion.
+const HANG: Duration = Duration::from_secs(60);
+
+async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(HANG, f).await.expect("hung")
+}
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory for one test's sockets.
+fn temp_dir() -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("oc-bus-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A child process, SIGKILLed when dropped unless it was reaped.
+struct Proc(Child, bool);
+
+impl Proc {
+    fn new(child: Child) -> Self {
+        Proc(child, false)
+    }
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+    fn sigkill(&mut self) {
+        if self.1 {
+            return;
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.0.wait();
+        self.1 = true;
+    }
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let status = self.0.wait().unwrap();
+        self.1 = true;
+        status
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.sigkill();
+    }
+}
+
+fn broker_cmd(socket: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(BROKER);
+    cmd.arg("--socket")
+        .arg(socket)
+        .args(["--log", "stderr", "--bus-wait-ms", "3000"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID");
+    cmd
+}
+
+async fn wait_for_socket(socket: &Path) {
+    within(async {
+        loop {
+            if tokio::net::UnixStream::connect(socket).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+async fn start_broker(socket: &Path) -> Proc {
+    let child = broker_cmd(socket, &[]).spawn().unwrap();
+    wait_for_socket(socket).await;
+    Proc::new(child)
+}
+
+/// A probe service, returned once it printed `ready` (registered).
+async fn start_probe(socket: &Path, service: &str, prefix: &str) -> Proc {
+    let mut child = Command::new(PROBE)
+        .args(["serve", socket.to_str().unwrap(), service, prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = within(tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        line
+    }))
+    .await
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    Proc::new(child)
+}
+
+/// Receives notifications into a channel.
+struct Inbox(mpsc::UnboundedSender<(String, Value)>);
+
+impl Handler for Inbox {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
+        let m = request.method;
+        Box::pin(async move { Err(RpcError::method_not_found(&m)) })
+    }
+    fn notify(&self, _peer: &Peer, method: &str, params: Value) {
+        let _ = self.0.send((method.to_string(), params));
+    }
+}
+
+fn client(socket: &Path) -> Bus {
+    Bus::start(BusOptions::client(socket))
+}
+
+#[tokio::test]
+async fn calls_go_through_the_broker_to_a_service_and_back() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    let v = within(bus.call("probe.echo", &json!({"hello": [1, 2]})))
+        .await
+        .unwrap();
+    assert_eq!(v, json!({"hello": [1, 2]}));
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(probe.pid()));
+    // An authored error crosses both hops verbatim.
+    let e = within(bus.call("probe.fail", &Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("probe_failed"));
+    // An unknown prefix is method-not-found at once.
+    let e = within(bus.call("nosuch.thing", &Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc().unwrap().code, -32601);
+    // The broker's own status names the service with its pid.
+    let status = within(bus.call("bus.status", &Value::Null)).await.unwrap();
+    assert_eq!(status["services"]["probe"]["pid"], json!(probe.pid()));
+}
+
+#[tokio::test]
+async fn many_concurrent_callers() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let _probe = start_probe(&socket, "probe", "probe").await;
+    let mut tasks = Vec::new();
+    for c in 0..16 {
+        let bus = client(&socket);
+        tasks.push(tokio::spawn(async move {
+            for i in 0..50 {
+                let v = bus.call("probe.echo", &json!([c, i])).await.unwrap();
+                assert_eq!(v, json!([c, i]));
+            }
+        }));
+    }
+    for t in tasks {
+        within(t).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn notifications_fan_out_to_subscribers() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let _probe = start_probe(&socket, "probe", "probe").await;
+    let mut inboxes = Vec::new();
+    let mut subscribers = Vec::new();
+    for _ in 0..3 {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut opts = BusOptions::client(&socket).with_topics(&["work.changed"]);
+        opts.handler = Arc::new(Inbox(tx));
+        let bus = Bus::start(opts);
+        within(bus.connected(HANG)).await.unwrap();
+        subscribers.push(bus);
+        inboxes.push(rx);
+    }
+    let caller = client(&socket);
+    within(caller.call(
+        "probe.publish",
+        &json!({"topic": "work.changed", "params": {"work_id": "w1"}}),
+    ))
+    .await
+    .unwrap();
+    // Another topic reaches nobody subscribed here.
+    within(caller.call("probe.publish", &json!({"topic": "other", "params": {}})))
+        .await
+        .unwrap();
+    for rx in &mut inboxes {
+        let (topic, params) = within(rx.recv()).await.unwrap();
+        assert_eq!(topic, "work.changed");
+        assert_eq!(params, json!({"work_id": "w1"}));
+    }
+    // Nothing else arrived for them.
+    within(caller.call(
+        "probe.publish",
+        &json!({"topic": "work.changed", "params": {"work_id": "w2"}}),
+    ))
+    .await
+    .unwrap();
+    for rx in &mut inboxes {
+        assert_eq!(within(rx.recv()).await.unwrap().1, json!({"work_id": "w2"}));
+    }
+}
+
+#[tokio::test]
+async fn a_killed_service_fails_in_flight_calls_unavailable_and_its_restart_serves_them_again() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let mut probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    within(bus.connected(HANG)).await.unwrap();
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let bus = bus.clone();
+        calls.push(tokio::spawn(async move {
+            bus.call("probe.sleep", &json!(600_000)).await
+        }));
+    }
+    // Wait until the three are in flight at the probe.
+    within(async {
+        loop {
+            let s = bus.call("bus.status", &Value::Null).await.unwrap();
+            if s["counters"]["requests"].as_u64().unwrap_or(0) >= 3 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    probe.sigkill();
+    for call in calls {
+        let e = within(call).await.unwrap().unwrap_err();
+        assert!(e.is(Code::Unavailable), "{e:?}");
+    }
+    let restarted = start_probe(&socket, "probe", "probe").await;
+    // The same client, without reconnecting, reaches the new process.
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(restarted.pid()));
+}
+
+#[tokio::test]
+async fn a_request_waits_for_a_service_that_is_registering() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let bus = client(&socket);
+    within(bus.connected(HANG)).await.unwrap();
+    // `store` is one of the suite's prefixes: the call waits for its owner.
+    let call = tokio::spawn({
+        let bus = bus.clone();
+        async move { bus.call("store.echo", &json!("waited")).await }
+    });
+    let _probe = start_probe(&socket, "storaged", "store").await;
+    assert_eq!(within(call).await.unwrap().unwrap(), json!("waited"));
+}
+
+#[tokio::test]
+async fn a_request_for_a_known_prefix_with_no_owner_fails_unavailable_after_the_wait() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let bus = client(&socket);
+    let e = within(bus.call("sched.anything", &Value::Null))
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unavailable), "{e:?}");
+    assert!(e.to_string().contains("sched"), "{e}");
+}
+
+#[tokio::test]
+async fn a_killed_broker_restarted_on_the_same_socket_is_rejoined_by_itself() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let mut broker = start_broker(&socket).await;
+    let probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    assert_eq!(
+        within(bus.call("probe.echo", &json!(1))).await.unwrap(),
+        json!(1)
+    );
+    broker.sigkill();
+    let _broker = start_broker(&socket).await;
+    // The probe re-registers and the client reconnects, both on their own.
+    let pid = within(async {
+        loop {
+            match bus.call("probe.pid", &Value::Null).await {
+                Ok(v) => return v,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(pid, json!(probe.pid()));
+}
+
+#[tokio::test]
+async fn a_registration_replaces_the_old_connection() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let _first = start_probe(&socket, "probe", "probe").await;
+    let second = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(second.pid()));
+}
+
+#[tokio::test]
+async fn socket_activation_serves_on_the_inherited_socket() {
+    let activate = Path::new("/usr/bin/systemd-socket-activate");
+    assert!(
+        activate.exists(),
+        "systemd-socket-activate is needed (Debian's systemd package; .ci/run installs it)"
+    );
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let child = Command::new(activate)
+        .arg("-l")
+        .arg(&socket)
+        .arg("--fdname=bus")
+        .arg(BROKER)
+        // No --socket: the broker must use the socket it is given.
+        .args(["--log", "stderr", "--socket", "/nonexistent/unused.sock"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _activator = Proc::new(child);
+    wait_for_socket(&socket).await;
+    let _probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    assert_eq!(
+        within(bus.call("probe.echo", &json!("activated")))
+            .await
+            .unwrap(),
+        json!("activated")
+    );
+    let status = within(bus.call("bus.status", &Value::Null)).await.unwrap();
+    assert!(status["pid"].as_u64().is_some());
+}
+
+/// Run the probe's `call` as another uid and gid; answers (exit code, stdout, stderr).
+fn call_as(socket: &Path, uid: u32, gid: u32, method: &str) -> (i32, String, String) {
+    let out = Command::new(PROBE)
+        .args(["call", socket.to_str().unwrap(), method])
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_peer_whose_uid_is_not_allowed_is_refused() {
+    let dir = temp_dir();
+    // The directory and socket open to everyone, so that only SO_PEERCRED decides.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let socket = dir.join("bus.sock");
+    let child = broker_cmd(&socket, &["--socket-mode", "666", "--group-gid", "4242"])
+        .spawn()
+        .unwrap();
+    let _broker = Proc::new(child);
+    wait_for_socket(&socket).await;
+    let socket2 = socket.clone();
+    let (code, _out, err) =
+        tokio::task::spawn_blocking(move || call_as(&socket2, 65534, 65534, "bus.status"))
+            .await
+            .unwrap();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("refused by the bus") && err.contains("uid 65534"),
+        "{err}"
+    );
+    // A member of the bus group gets in, and may call but not register.
+    let socket3 = socket.clone();
+    let (code, out, err) =
+        tokio::task::spawn_blocking(move || call_as(&socket3, 65534, 4242, "bus.status"))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"services\""), "{out}");
+    let (code, _out, err) =
+        tokio::task::spawn_blocking(move || call_as(&socket, 65534, 4242, "bus.register"))
+            .await
+            .unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("may call but not register"), "{err}");
+}
+
+#[tokio::test]
+async fn readiness_status_watchdog_and_stopping_reach_the_notify_socket() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let notify_path = dir.join("notify.sock");
+    let notify = tokio::net::UnixDatagram::bind(&notify_path).unwrap();
+    let mut cmd = broker_cmd(&socket, &[]);
+    cmd.env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "100000");
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let broker = Proc::new(child);
+    let mut seen: Vec<String> = Vec::new();
+    let recv = || async {
+        let mut buf = vec![0u8; 4096];
+        let n = within(notify.recv(&mut buf)).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    // READY=1 comes only once it serves: a connection made after it succeeds.
+    loop {
+        let msg = recv().await;
+        let ready = msg.lines().any(|l| l == "READY=1");
+        seen.push(msg);
+        if ready {
+            break;
+        }
+    }
+    assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
+    // The watchdog keeps coming while it runs.
+    let mut pings = 0;
+    while pings < 3 {
+        let msg = recv().await;
+        if msg.lines().any(|l| l == "WATCHDOG=1") {
+            pings += 1;
+        }
+        seen.push(msg);
+    }
+    assert!(seen.iter().any(|m| m.starts_with("STATUS=")), "{seen:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    loop {
+        let msg = recv().await;
+        if msg.lines().any(|l| l == "STOPPING=1") {
+            break;
+        }
+    }
+    let mut broker = broker;
+    let status = within(tokio::task::spawn_blocking(move || broker.wait()))
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

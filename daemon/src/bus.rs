@@ -1,0 +1,343 @@
+//! The bus client every daemon (and the CLI) uses to reach the broker.
+//!
+//! It connects to the broker's unix socket, registers the daemon's service and
+//! prefixes, subscribes to its topics, and serves the requests the broker routes to
+//! it. When the connection is lost (the broker restarted, say) it reconnects with
+//! backoff (100 ms doubling to 5 s), registers and subscribes again by itself. A
+//! call made while disconnected waits up to [`BusOptions::call_wait`] for a
+//! connection and then fails `unavailable`.
+
+use protocol::{CallError, CallOptions, Code, Handler, NoHandler, Options, Peer, Reply, RpcError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The bus socket when packaged.
+pub const DEFAULT_BUS_SOCKET: &str = "/run/open-conduit/bus.sock";
+
+/// The first reconnection delay.
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+/// The longest reconnection delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How a client joins the bus.
+#[derive(Clone)]
+pub struct BusOptions {
+    /// The broker's socket.
+    pub socket: PathBuf,
+    /// The service to register (`None` for a plain client such as the CLI).
+    pub service: Option<String>,
+    /// The method prefixes the service owns (`store` for `store.*`).
+    pub prefixes: Vec<String>,
+    /// The notification topics to receive.
+    pub topics: Vec<String>,
+    /// Serves requests routed to this service, and receives notifications.
+    pub handler: Arc<dyn Handler>,
+    /// How long a call waits for a connection before failing `unavailable`.
+    pub call_wait: Duration,
+    /// A name for logs.
+    pub name: String,
+}
+
+impl BusOptions {
+    /// A plain client of the bus at `socket`: no service, no topics.
+    pub fn client(socket: impl Into<PathBuf>) -> Self {
+        BusOptions {
+            socket: socket.into(),
+            service: None,
+            prefixes: Vec::new(),
+            topics: Vec::new(),
+            handler: Arc::new(NoHandler),
+            call_wait: Duration::from_secs(5),
+            name: "bus client".into(),
+        }
+    }
+
+    /// A service owning `prefixes`, served by `handler`.
+    pub fn service(
+        socket: impl Into<PathBuf>,
+        service: &str,
+        prefixes: &[&str],
+        handler: Arc<dyn Handler>,
+    ) -> Self {
+        BusOptions {
+            service: Some(service.to_string()),
+            prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
+            handler,
+            name: format!("bus ({service})"),
+            ..BusOptions::client(socket)
+        }
+    }
+
+    /// Receive these topics.
+    pub fn with_topics(mut self, topics: &[&str]) -> Self {
+        self.topics = topics.iter().map(|t| t.to_string()).collect();
+        self
+    }
+}
+
+/// The notification the broker sends a service's old connection when a new one
+/// registers the same service.
+pub const REPLACED: &str = "bus.replaced";
+
+/// Serves the user's handler, and notes `bus.replaced`.
+struct Intercept {
+    inner: Arc<dyn Handler>,
+    replaced: watch::Sender<bool>,
+}
+
+impl Handler for Intercept {
+    fn call(&self, request: protocol::Request) -> protocol::BoxFuture<Result<Reply, RpcError>> {
+        self.inner.call(request)
+    }
+
+    fn notify(&self, peer: &Peer, method: &str, params: Value) {
+        if method == REPLACED {
+            tracing::error!(%params, "another instance registered this service: leaving the bus");
+            self.replaced.send_replace(true);
+            return;
+        }
+        self.inner.notify(peer, method, params);
+    }
+}
+
+struct Shared {
+    opts: BusOptions,
+    handler: Arc<dyn Handler>,
+    current: watch::Sender<Option<Peer>>,
+    topics: Mutex<Vec<String>>,
+    stop: watch::Sender<bool>,
+}
+
+/// A connection to the bus that keeps itself up. Cheap to clone.
+#[derive(Clone)]
+pub struct Bus {
+    shared: Arc<Shared>,
+}
+
+impl Bus {
+    /// Start joining the bus; returns at once, the connection comes up in the
+    /// background (see [`Bus::connected`]). Must be called within a tokio runtime.
+    pub fn start(opts: BusOptions) -> Bus {
+        let (current, _) = watch::channel(None);
+        let (stop, _) = watch::channel(false);
+        let topics = Mutex::new(opts.topics.clone());
+        let handler: Arc<dyn Handler> = Arc::new(Intercept {
+            inner: opts.handler.clone(),
+            replaced: stop.clone(),
+        });
+        let shared = Arc::new(Shared {
+            handler,
+            opts,
+            current,
+            topics,
+            stop,
+        });
+        tokio::spawn(keep_connected(shared.clone()));
+        Bus { shared }
+    }
+
+    /// Wait up to `limit` for a registered connection.
+    pub async fn connected(&self, limit: Duration) -> Result<Peer, CallError> {
+        let mut rx = self.shared.current.subscribe();
+        let found = tokio::time::timeout(limit, async {
+            rx.wait_for(|p| p.as_ref().is_some_and(|p| !p.is_closed()))
+                .await
+                .ok()
+                .and_then(|p| p.clone())
+        })
+        .await;
+        match found {
+            Ok(Some(peer)) => Ok(peer),
+            _ => Err(unavailable(&self.shared.opts, limit)),
+        }
+    }
+
+    /// True while connected (and registered).
+    pub fn is_connected(&self) -> bool {
+        self.shared
+            .current
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| !p.is_closed())
+    }
+
+    /// Call a method through the broker.
+    pub async fn call<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Value, CallError> {
+        let peer = self.connected(self.shared.opts.call_wait).await?;
+        peer.call(method, params).await
+    }
+
+    /// Call and decode the answer.
+    pub async fn call_as<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<T, CallError> {
+        let peer = self.connected(self.shared.opts.call_wait).await?;
+        peer.call_as(method, params).await
+    }
+
+    /// Call with options (deadline, cancellation).
+    pub async fn call_with<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        opts: CallOptions,
+    ) -> Result<Value, CallError> {
+        let peer = self.connected(self.shared.opts.call_wait).await?;
+        peer.call_with(method, params, opts).await
+    }
+
+    /// Publish a notification on `topic`. Dropped (and `false`) while disconnected:
+    /// a notification is a nudge, never the state.
+    pub fn publish<P: Serialize + ?Sized>(&self, topic: &str, params: &P) -> bool {
+        let peer = self.shared.current.borrow().clone();
+        match peer {
+            Some(peer) => peer.notify(topic, params).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Receive `topics` too, now and after every reconnection.
+    pub async fn subscribe(&self, topics: &[&str]) -> Result<(), CallError> {
+        {
+            let mut mine = lock(&self.shared.topics);
+            for t in topics {
+                if !mine.iter().any(|m| m == t) {
+                    mine.push(t.to_string());
+                }
+            }
+        }
+        let peer = self.shared.current.borrow().clone();
+        if let Some(peer) = peer {
+            peer.call("bus.subscribe", &json!({ "topics": topics }))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Resolves once this client left the bus for good: closed, or replaced by
+    /// another instance registering the same service (a daemon then stops).
+    pub async fn left(&self) {
+        let mut rx = self.shared.stop.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Leave the bus: close the connection and stop reconnecting.
+    pub fn close(&self) {
+        self.shared.stop.send_replace(true);
+        if let Some(peer) = self.shared.current.borrow().as_ref() {
+            peer.close("leaving the bus");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unavailable(opts: &BusOptions, waited: Duration) -> CallError {
+    CallError::Rpc(RpcError::new(
+        Code::Unavailable,
+        format!(
+            "no connection to the bus at {} within {waited:?}",
+            opts.socket.display()
+        ),
+    ))
+}
+
+/// Connect, register, subscribe; on loss, again with backoff, until closed.
+async fn keep_connected(shared: Arc<Shared>) {
+    let mut backoff = BACKOFF_FIRST;
+    let mut stop = shared.stop.subscribe();
+    let mut logged_down = false;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        match join(&shared).await {
+            Ok(peer) => {
+                if logged_down {
+                    tracing::info!(socket = %shared.opts.socket.display(), "bus connection back");
+                }
+                logged_down = false;
+                backoff = BACKOFF_FIRST;
+                shared.current.send_replace(Some(peer.clone()));
+                tokio::select! {
+                    reason = peer.closed() => {
+                        tracing::warn!(%reason, "bus connection lost; reconnecting");
+                    }
+                    _ = stop.wait_for(|s| *s) => {
+                        peer.close("leaving the bus");
+                        shared.current.send_replace(None);
+                        return;
+                    }
+                }
+                shared.current.send_replace(None);
+            }
+            Err(e) => {
+                if !logged_down {
+                    tracing::warn!(socket = %shared.opts.socket.display(), error = %e, "cannot join the bus; retrying with backoff");
+                    logged_down = true;
+                } else {
+                    tracing::debug!(error = %e, "cannot join the bus");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+async fn join(shared: &Shared) -> Result<Peer, String> {
+    let opts = &shared.opts;
+    let stream = tokio::net::UnixStream::connect(&opts.socket)
+        .await
+        .map_err(|e| format!("connect {}: {e}", opts.socket.display()))?;
+    let (r, w) = stream.into_split();
+    let peer = protocol::connect_arc(r, w, shared.handler.clone(), Options::named(&opts.name));
+    if let Some(service) = &opts.service {
+        peer.call(
+            "bus.register",
+            &json!({ "service": service, "prefixes": opts.prefixes }),
+        )
+        .await
+        .map_err(|e| format!("bus.register {service}: {e}"))?;
+    }
+    let topics = lock(&shared.topics).clone();
+    if !topics.is_empty() {
+        peer.call("bus.subscribe", &json!({ "topics": topics }))
+            .await
+            .map_err(|e| format!("bus.subscribe: {e}"))?;
+    }
+    Ok(peer)
+}
+
+/// A handler for a service from a closure over (method, params): the usual shape
+/// of a daemon's bus methods.
+pub struct ServiceFn<F>(pub F);
+
+impl<F, Fut> Handler for ServiceFn<F>
+where
+    F: Fn(String, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Value, RpcError>> + Send + 'static,
+{
+    fn call(&self, request: protocol::Request) -> protocol::BoxFuture<Result<Reply, RpcError>> {
+        let params = request.params_value();
+        let method = request.method;
+        let fut = params.map(|p| (self.0)(method, p));
+        Box::pin(async move { protocol::reply(&fut?.await?) })
+    }
+}
