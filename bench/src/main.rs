@@ -18,10 +18,23 @@ const AS_EXTENSION: &str = "__scenario-extension";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(AS_EXTENSION) {
-        std::process::exit(oc_scenario::main_entry(&args[1..]));
+    match args.first().map(String::as_str) {
+        Some(AS_EXTENSION) => std::process::exit(oc_scenario::main_entry(&args[1..])),
+        Some(bus::AS_BROKER) => std::process::exit(broker::cli::main(
+            std::iter::once("open-conduit-broker".to_string()).chain(args[1..].iter().cloned()),
+        )),
+        Some(bus::AS_PROBE) => std::process::exit(broker::probe::main(&args[1..])),
+        Some(bus::AS_UNIX_ECHO) => std::process::exit(bus::unix_echo(&args[1..])),
+        _ => {}
     }
     match args.first().map(String::as_str) {
+        Some("bus") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = bus::run(json) {
+                eprintln!("bench bus: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("transport") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = transport(json) {
@@ -30,15 +43,17 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport [--json]");
+            eprintln!("usage: bench transport [--json] | bench bus [--json]");
             std::process::exit(2);
         }
     }
 }
 
+mod bus;
+
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn micros(d: Duration) -> f64 {
+pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
@@ -46,7 +61,7 @@ fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+pub(crate) fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     if samples.is_empty() {
         return Duration::ZERO;
@@ -55,7 +70,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[rank.clamp(1, samples.len()) - 1]
 }
 
-fn median(samples: &mut [Duration]) -> Duration {
+pub(crate) fn median(samples: &mut [Duration]) -> Duration {
     percentile(samples, 50.0)
 }
 
@@ -290,7 +305,7 @@ fn dependency_count() -> Option<usize> {
     Some(names.len())
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

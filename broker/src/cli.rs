@@ -56,8 +56,9 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
             return 1;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the broker's work is short hops between sockets, and keeping
+    // them on one thread saves a cross-thread wake-up per hop.
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

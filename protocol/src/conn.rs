@@ -677,6 +677,10 @@ impl Inner {
     /// A caller's request waits (it may: it is not the reader) while the peer has
     /// more than half the queue bound unread.
     async fn wait_for_room(&self, len: usize) -> Result<(), CallError> {
+        let room = |queued: usize| queued == 0 || queued + len <= self.opts.max_queued_bytes / 2;
+        if room(self.queued_bytes.load(Ordering::SeqCst)) {
+            return Ok(());
+        }
         loop {
             let written = self.written.notified();
             tokio::pin!(written);
@@ -684,8 +688,7 @@ impl Inner {
             if let Some(reason) = self.closed.borrow().clone() {
                 return Err(CallError::Transport(reason));
             }
-            let queued = self.queued_bytes.load(Ordering::SeqCst);
-            if queued == 0 || queued + len <= self.opts.max_queued_bytes / 2 {
+            if room(self.queued_bytes.load(Ordering::SeqCst)) {
                 return Ok(());
             }
             written.await;
