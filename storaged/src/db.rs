@@ -1,0 +1,315 @@
+//! The database: one writer thread with group commit, and a pool of read-only
+//! connections.
+//!
+//! Every write is a closure run by the writer thread inside a transaction that it
+//! shares with the other writes queued at the same moment, each in its own
+//! savepoint: a write that fails (or panics) is rolled back to its savepoint alone,
+//! and the rest commit together, sharing one fsync. A write is answered only after
+//! its transaction committed (WAL, `synchronous=FULL`), so an answer means it is on
+//! disk. Reads run on a small pool of read-only connections, off the async
+//! threads.
+
+use crate::error::StoreError;
+use crate::schema;
+use rusqlite::{Connection, OpenFlags};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// The bounds of the store. Every one has an error that names it.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most writes in one group-committed transaction.
+    pub max_group: usize,
+    /// Most writes queued for the writer; a caller past it waits.
+    pub max_queued_writes: usize,
+    /// Read-only connections (and reads at once).
+    pub readers: usize,
+    /// Largest event payload (its JSON text).
+    pub max_payload_bytes: usize,
+    /// Largest KV value (its JSON text).
+    pub max_value_bytes: usize,
+    /// Longest KV key.
+    pub max_key_bytes: usize,
+    /// Most events in one accept, or puts, deletes, checks and emissions in one commit.
+    pub max_batch: usize,
+    /// Largest page of any list.
+    pub max_page: usize,
+    /// Largest artifact.
+    pub max_artifact_bytes: u64,
+    /// Largest artifact chunk.
+    pub max_chunk_bytes: usize,
+    /// Deepest causal chain a derived event may extend.
+    pub max_causal_depth: i64,
+    /// Most events derived in one chain (by root) per minute.
+    pub max_derived_per_minute: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_group: 256,
+            max_queued_writes: 4096,
+            readers: 4,
+            max_payload_bytes: 1024 * 1024,
+            max_value_bytes: 1024 * 1024,
+            max_key_bytes: 512,
+            max_batch: 1000,
+            max_page: 1000,
+            max_artifact_bytes: 1024 * 1024 * 1024,
+            max_chunk_bytes: protocol::wire::MAX_CHUNK_BYTES,
+            max_causal_depth: 16,
+            max_derived_per_minute: 120,
+        }
+    }
+}
+
+type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// One queued write.
+trait Job: Send {
+    /// Run inside the savepoint: whether it succeeded, and how to answer once the
+    /// transaction's fate is known.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish);
+    /// Answer without running (the transaction could not begin).
+    fn fail(self: Box<Self>, why: String);
+}
+
+struct TypedJob<T, F> {
+    f: F,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish) {
+        let TypedJob { f, tx } = *self;
+        let result = f(conn);
+        let ok = result.is_ok();
+        let finish: Finish = Box::new(move |committed: Result<(), String>| {
+            let answer = match committed {
+                Err(e) if ok => Err(StoreError::Internal(format!("commit failed: {e}"))),
+                _ => result,
+            };
+            let _ = tx.send(answer);
+        });
+        (ok, finish)
+    }
+
+    fn fail(self: Box<Self>, why: String) {
+        let _ = self.tx.send(Err(StoreError::Internal(why)));
+    }
+}
+
+struct Inner {
+    writer: mpsc::Sender<Box<dyn Job>>,
+    readers: Mutex<Vec<Connection>>,
+    read_permits: Arc<Semaphore>,
+    dir: PathBuf,
+    db_path: PathBuf,
+    limits: Limits,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// Apply the pragmas every connection needs.
+fn configure(conn: &Connection, writer: bool) -> Result<(), StoreError> {
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    if writer {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+    } else {
+        conn.pragma_update(None, "query_only", "ON")?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Open (creating and migrating) the store under `state_dir`: the database in
+    /// `db/conduit.db`, artifacts in `artifacts/`. A database from a newer release
+    /// is refused.
+    pub fn open(state_dir: &Path, limits: Limits) -> Result<Store, StoreError> {
+        let db_dir = state_dir.join("db");
+        for dir in [&db_dir, &state_dir.join("artifacts")] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Io(format!("create {}: {e}", dir.display())))?;
+        }
+        let db_path = db_dir.join("conduit.db");
+        let mut conn = Connection::open(&db_path)?;
+        configure(&conn, true)?;
+        schema::migrate(&mut conn)?;
+        let mut readers = Vec::with_capacity(limits.readers);
+        for _ in 0..limits.readers.max(1) {
+            let r = Connection::open_with_flags(
+                &db_path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            configure(&r, false)?;
+            readers.push(r);
+        }
+        let (tx, rx) = mpsc::channel(limits.max_queued_writes.max(1));
+        let max_group = limits.max_group.max(1);
+        let thread = std::thread::Builder::new()
+            .name("storaged-writer".into())
+            .spawn(move || writer_loop(conn, rx, max_group))
+            .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                writer: tx,
+                read_permits: Arc::new(Semaphore::new(readers.len())),
+                readers: Mutex::new(readers),
+                dir: state_dir.to_path_buf(),
+                db_path,
+                limits,
+                writer_thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// The store's bounds.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The database file.
+    pub fn db_path(&self) -> &Path {
+        &self.inner.db_path
+    }
+
+    /// Run `f` as one atomic write, group-committed with the writes queued beside
+    /// it. Answers once the transaction holding it is on disk.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
+        self.inner
+            .writer
+            .send(Box::new(TypedJob { f, tx }))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| {
+            StoreError::Internal("the write failed inside the writer (see the log)".into())
+        })?
+    }
+
+    /// Run `f` on a read-only connection, off the async threads.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let permit = self
+            .inner
+            .read_permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let inner = self.inner.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let conn = lock(&inner.readers).pop();
+            let Some(conn) = conn else {
+                return Err(StoreError::Internal("no read connection free".into()));
+            };
+            let result = catch_unwind(AssertUnwindSafe(|| f(&conn)));
+            lock(&inner.readers).push(conn);
+            drop(permit);
+            result.unwrap_or_else(|_| Err(StoreError::Internal("a read panicked".into())))
+        })
+        .await;
+        joined.map_err(|e| StoreError::Internal(format!("read task: {e}")))?
+    }
+
+    /// Stop the writer once the queued writes are done, and wait for it.
+    pub fn close(self) {
+        let thread = lock(&self.inner.writer_thread).take();
+        drop(self);
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Job>>, max_group: usize) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < max_group {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        run_group(&conn, jobs);
+    }
+    tracing::debug!("the writer thread stops");
+}
+
+/// One transaction: each job in its own savepoint, one commit for all.
+fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let why = format!("cannot begin a write transaction: {e}");
+        tracing::error!(error = %why);
+        for job in jobs {
+            job.fail(why.clone());
+        }
+        return;
+    }
+    let mut finishes = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+            job.fail(format!("cannot open a savepoint: {e}"));
+            continue;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| job.run(conn)));
+        match outcome {
+            Ok((true, finish)) => {
+                if let Err(e) = conn.execute_batch("RELEASE job") {
+                    tracing::error!(error = %e, "cannot release a savepoint");
+                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                    finish(Err(e.to_string()));
+                    continue;
+                }
+                finishes.push(finish);
+            }
+            Ok((false, finish)) => {
+                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                finishes.push(finish);
+            }
+            Err(_) => {
+                // The job's answer channel went with the panic: its caller hears
+                // of the failure; the others are untouched.
+                tracing::error!("a write panicked; rolled back alone");
+                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+            }
+        }
+    }
+    let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+    if let Err(e) = &committed {
+        tracing::error!(error = %e, "commit failed");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for finish in finishes {
+        finish(committed.clone());
+    }
+}

@@ -1,0 +1,78 @@
+//! The store's errors, and how they cross the wire.
+
+use protocol::{Code, RpcError};
+
+/// What a store operation can end in besides its result.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The record is not there (or not visible to the caller).
+    #[error("{0}")]
+    NotFound(String),
+    /// A precondition failed: re-read and retry.
+    #[error("{0}")]
+    Conflict(String),
+    /// The request breaks a rule or a limit (the message names it).
+    #[error("{0}")]
+    Invalid(String),
+    /// The caller may not touch this.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A family, kind or type the owner did not declare.
+    #[error("{0}")]
+    Undeclared(String),
+    /// A derived event over its chain's causal bounds.
+    #[error("{0}")]
+    CausalLimit(String),
+    /// The database was written by a newer release.
+    #[error("the database has schema version {found}, newer than this release's {ours}: run the newer release, or restore a backup taken before the upgrade")]
+    NewerDatabase {
+        /// The version found.
+        found: u32,
+        /// The version this release writes.
+        ours: u32,
+    },
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A file operation failed.
+    #[error("{0}")]
+    Io(String),
+    /// A bug or an impossible state.
+    #[error("{0}")]
+    Internal(String),
+    /// The store is shutting down.
+    #[error("the store is shutting down")]
+    Closed,
+}
+
+impl StoreError {
+    /// `invalid`, naming the limit.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        StoreError::Invalid(msg.into())
+    }
+
+    /// `conflict`.
+    pub fn conflict(msg: impl Into<String>) -> Self {
+        StoreError::Conflict(msg.into())
+    }
+
+    /// `not_found`.
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        StoreError::NotFound(msg.into())
+    }
+}
+
+impl From<StoreError> for RpcError {
+    fn from(e: StoreError) -> RpcError {
+        match e {
+            StoreError::NotFound(m) => RpcError::new(Code::NotFound, m),
+            StoreError::Conflict(m) => RpcError::new(Code::Conflict, m),
+            StoreError::Invalid(m) => RpcError::new(Code::Invalid, m),
+            StoreError::Unauthorized(m) => RpcError::new(Code::Unauthorized, m),
+            StoreError::Undeclared(m) => RpcError::new(Code::Undeclared, m),
+            StoreError::CausalLimit(m) => RpcError::new(Code::CausalLimit, m),
+            StoreError::Closed => RpcError::new(Code::ShuttingDown, "the store is shutting down"),
+            other => RpcError::unauthored(other),
+        }
+    }
+}

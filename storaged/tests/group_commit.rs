@@ -1,0 +1,96 @@
+//! Group commit: concurrent writes share transactions, and one failing (or
+//! panicking) write never fails another.
+
+#![allow(clippy::unwrap_used)]
+
+use storaged::{Limits, Store, StoreError};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("oc-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn put(conn: &rusqlite::Connection, key: &str) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO kv (namespace, key, value, version, updated_at) VALUES ('t', ?1, '1', 'v', 'now')",
+        [key],
+    )?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_commit_and_a_failing_one_fails_alone() {
+    let dir = temp_dir("group");
+    let store = Store::open(&dir, Limits::default()).unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .write(move |conn| {
+                    put(conn, &format!("k{i}"))?;
+                    match i {
+                        // Writes a row, then fails: the row must not survive.
+                        13 => Err(StoreError::conflict("write 13 fails on purpose")),
+                        // Panics mid-write: rolled back alone, the writer lives on.
+                        77 => panic!("write 77 panics on purpose"),
+                        _ => Ok(i),
+                    }
+                })
+                .await
+        }));
+    }
+    let mut ok = 0;
+    for (i, t) in tasks.into_iter().enumerate() {
+        match t.await.unwrap() {
+            Ok(v) => {
+                assert_eq!(v, i);
+                ok += 1;
+            }
+            Err(StoreError::Conflict(m)) => assert_eq!(i, 13, "{m}"),
+            Err(StoreError::Internal(m)) => assert_eq!(i, 77, "{m}"),
+            Err(e) => panic!("write {i}: {e}"),
+        }
+    }
+    assert_eq!(ok, 198);
+    let keys: Vec<String> = store
+        .read(|conn| {
+            let mut stmt = conn.prepare("SELECT key FROM kv WHERE namespace = 't'")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<String>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 198);
+    assert!(!keys.contains(&"k13".to_string()));
+    assert!(!keys.contains(&"k77".to_string()));
+    // The writer still serves after the panic.
+    store.write(|conn| put(conn, "after")).await.unwrap();
+    store.close();
+    // Everything answered is on disk: a fresh open sees it.
+    let reopened = Store::open(&dir, Limits::default()).unwrap();
+    let n: i64 = reopened
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM kv", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(n, 199);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_database_marked_newer_is_refused_naming_both_versions() {
+    let dir = temp_dir("newer");
+    std::fs::create_dir_all(dir.join("db")).unwrap();
+    let conn = rusqlite::Connection::open(dir.join("db/conduit.db")).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = Store::open(&dir, Limits::default()).err().unwrap();
+    let text = err.to_string();
+    assert!(text.contains("99"), "{text}");
+    assert!(
+        text.contains(&storaged::schema::current_version().to_string()),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
