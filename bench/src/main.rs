@@ -25,9 +25,19 @@ fn main() {
         )),
         Some(bus::AS_PROBE) => std::process::exit(broker::probe::main(&args[1..])),
         Some(bus::AS_UNIX_ECHO) => std::process::exit(bus::unix_echo(&args[1..])),
+        Some(store::AS_STORAGED) => std::process::exit(storaged::cli::main(
+            std::iter::once("open-conduit-storaged".to_string()).chain(args[1..].iter().cloned()),
+        )),
         _ => {}
     }
     match args.first().map(String::as_str) {
+        Some("store") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = store::run(json) {
+                eprintln!("bench store: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("bus") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = bus::run(json) {
@@ -43,13 +53,14 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport [--json] | bench bus [--json]");
+            eprintln!("usage: bench transport|bus|store [--json]");
             std::process::exit(2);
         }
     }
 }
 
 mod bus;
+mod store;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

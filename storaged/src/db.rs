@@ -14,6 +14,7 @@ use crate::schema;
 use rusqlite::{Connection, OpenFlags};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -67,6 +68,13 @@ impl Default for Limits {
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 
+/// What the writer thread receives.
+enum Msg {
+    Job(Box<dyn Job>),
+    /// Finish what is queued and stop.
+    Stop,
+}
+
 /// One queued write.
 trait Job: Send {
     /// Run inside the savepoint: whether it succeeded, and how to answer once the
@@ -106,7 +114,8 @@ where
 }
 
 struct Inner {
-    writer: mpsc::Sender<Box<dyn Job>>,
+    writer: mpsc::Sender<Msg>,
+    closing: Arc<AtomicBool>,
     readers: Mutex<Vec<Connection>>,
     read_permits: Arc<Semaphore>,
     dir: PathBuf,
@@ -159,13 +168,16 @@ impl Store {
         }
         let (tx, rx) = mpsc::channel(limits.max_queued_writes.max(1));
         let max_group = limits.max_group.max(1);
+        let closing = Arc::new(AtomicBool::new(false));
+        let flag = closing.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_group))
+            .spawn(move || writer_loop(conn, rx, max_group, flag))
             .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 writer: tx,
+                closing,
                 read_permits: Arc::new(Semaphore::new(readers.len())),
                 readers: Mutex::new(readers),
                 dir: state_dir.to_path_buf(),
@@ -201,7 +213,7 @@ impl Store {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
         self.inner
             .writer
-            .send(Box::new(TypedJob { f, tx }))
+            .send(Msg::Job(Box::new(TypedJob { f, tx })))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| {
@@ -237,10 +249,14 @@ impl Store {
         joined.map_err(|e| StoreError::Internal(format!("read task: {e}")))?
     }
 
-    /// Stop the writer once the queued writes are done, and wait for it.
+    /// Stop the writer once the writes queued so far are done, and wait for it
+    /// (blocking). Later writes fail with [`StoreError::Closed`].
     pub fn close(self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        // Wakes a writer waiting for work; when the queue is full the writer is
+        // busy and sees the flag after its group.
+        let _ = self.inner.writer.try_send(Msg::Stop);
         let thread = lock(&self.inner.writer_thread).take();
-        drop(self);
         if let Some(t) = thread {
             let _ = t.join();
         }
@@ -251,16 +267,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Job>>, max_group: usize) {
-    while let Some(first) = rx.blocking_recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < max_group {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+fn writer_loop(
+    conn: Connection,
+    mut rx: mpsc::Receiver<Msg>,
+    max_group: usize,
+    closing: Arc<AtomicBool>,
+) {
+    let mut stop = false;
+    while !stop {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut jobs = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Job(job) => jobs.push(job),
+                Msg::Stop => stop = true,
+            }
+            if jobs.len() < max_group {
+                next = rx.try_recv().ok();
             }
         }
-        run_group(&conn, jobs);
+        if !jobs.is_empty() {
+            run_group(&conn, jobs);
+        }
+        if closing.load(Ordering::SeqCst) && rx.is_empty() {
+            stop = true;
+        }
+    }
+    rx.close();
+    // Writes that raced the close are answered, not left hanging.
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Job(job) = msg {
+            job.fail("the store is shutting down".into());
+        }
     }
     tracing::debug!("the writer thread stops");
 }

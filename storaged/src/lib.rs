@@ -5,10 +5,20 @@
 //! connections. The bus methods (`store.*`) sit above it, so another backend can
 //! replace it without touching a caller.
 
+pub mod artifacts;
+pub mod cli;
+pub mod config;
 pub mod db;
 pub mod error;
+pub mod events;
+pub mod kv;
+pub mod retention;
 pub mod schema;
+pub mod service;
+pub mod timers;
 pub mod util;
+pub mod waits;
+pub mod work;
 
 pub use db::{Limits, Store};
 pub use error::StoreError;

@@ -1,1 +1,4 @@
-fn main() {}
+//! `open-conduit-storaged`: the durable store.
+fn main() {
+    std::process::exit(storaged::cli::main(std::env::args()));
+}

@@ -99,6 +99,8 @@ CREATE TABLE works (
 );
 CREATE INDEX works_scope ON works(scope_id, state);
 CREATE INDEX works_state ON works(state, retry_at_ms);
+CREATE INDEX works_state_page ON works(state, id);
+CREATE INDEX works_scope_page ON works(scope_id, id);
 -- A correlation key names at most one Work.
 CREATE TABLE work_keys (
     key     TEXT PRIMARY KEY,
@@ -155,6 +157,7 @@ CREATE TABLE executions (
     UNIQUE (work_id, attempt)
 );
 CREATE INDEX executions_state ON executions(state, lease_expires_ms);
+CREATE INDEX executions_state_page ON executions(state, id);
 
 -- Waits: at most one active per Work.
 CREATE TABLE waits (
@@ -175,6 +178,8 @@ CREATE TABLE waits (
 );
 CREATE UNIQUE INDEX waits_active ON waits(work_id) WHERE state = 'active';
 CREATE INDEX waits_due ON waits(state, due_ms);
+CREATE INDEX waits_work ON waits(work_id, id);
+CREATE INDEX waits_state_page ON waits(state, id);
 
 -- Timers: recurrences, wait timeouts, retries; fired and re-armed atomically.
 CREATE TABLE timers (
@@ -190,6 +195,7 @@ CREATE TABLE timers (
     UNIQUE (owner, kind, scope_id, key)
 );
 CREATE INDEX timers_due ON timers(due_ms);
+CREATE INDEX timers_owner_page ON timers(owner, id);
 
 -- Extension KV. `version` is a digest of the value. The reserved namespace
 -- `core.extensions` holds each extension's KV layout version; no extension can
@@ -215,14 +221,16 @@ CREATE TABLE artifacts (
     created_ms   INTEGER NOT NULL
 );
 CREATE INDEX artifacts_created ON artifacts(created_ms);
+CREATE INDEX artifacts_execution ON artifacts(execution_id);
 
 -- Applied configurations.
 CREATE TABLE config_generations (
     generation INTEGER PRIMARY KEY AUTOINCREMENT,
-    hash       TEXT    NOT NULL UNIQUE,
+    hash       TEXT    NOT NULL,
     config     TEXT    NOT NULL,
     applied_at TEXT    NOT NULL
 );
+CREATE INDEX config_generations_hash ON config_generations(hash);
 "#;
 
 #[cfg(test)]

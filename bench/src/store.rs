@@ -1,0 +1,200 @@
+//! `bench store`: durable accepts per second through the bus with 1, 16 and 64
+//! concurrent writers, next to the single-row-transaction rate of a SQLite file on
+//! the same disk (WAL, `synchronous=FULL`) measured in the same run; and `kv.get`
+//! latency through the bus. Three processes: the broker and storaged (this binary
+//! re-executed) and the clients (this process).
+
+use crate::bus::AS_BROKER;
+use crate::{machine, micros, percentile, Res};
+use serde_json::json;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const AS_STORAGED: &str = "__storaged";
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Single-row transactions, one after another, for `run_for`.
+fn floor(dir: &Path, run_for: Duration) -> Res<f64> {
+    let conn = rusqlite::Connection::open(dir.join("floor.db"))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < run_for {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        conn.execute("INSERT INTO t (v) VALUES (?1)", [format!("row {n}")])?;
+        conn.execute_batch("COMMIT")?;
+        n += 1;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn client(socket: &Path) -> Res<protocol::Peer> {
+    let stream = tokio::net::UnixStream::connect(socket).await?;
+    let (r, w) = stream.into_split();
+    Ok(protocol::connect(
+        r,
+        w,
+        protocol::NoHandler,
+        protocol::Options::named("bench"),
+    ))
+}
+
+async fn accepts_per_s(socket: &Path, writers: usize, run_for: Duration, tag: &str) -> Res<f64> {
+    let mut peers = Vec::new();
+    for _ in 0..writers {
+        peers.push(client(socket).await?);
+    }
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (w, peer) in peers.into_iter().enumerate() {
+        let tag = tag.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while start.elapsed() < run_for {
+                let delivery = format!("{tag}-{w}-{n}");
+                let params = json!({"events": [{
+                    "scope_id": "bench", "type": "bench.ping", "source": "bench",
+                    "delivery_id": delivery, "payload": {"n": n}, "keys": [],
+                }]});
+                if peer.call("store.events_accept", &params).await.is_ok() {
+                    n += 1;
+                }
+            }
+            n
+        }));
+    }
+    let mut total = 0u64;
+    for t in tasks {
+        total += t.await?;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
+    let socket = dir.join("bus.sock");
+    let socket_s = socket.to_str().ok_or("socket path")?.to_string();
+    let state = dir.join("state");
+    let _broker = Kill(
+        Command::new(exe)
+            .args([AS_BROKER, "--socket", &socket_s, "--log", "stderr"])
+            .env("OC_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()?,
+    );
+    let _storaged = Kill(
+        Command::new(exe)
+            .args([
+                AS_STORAGED,
+                "--bus",
+                &socket_s,
+                "--log",
+                "stderr",
+                "--state",
+            ])
+            .arg(&state)
+            .env("OC_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()?,
+    );
+    // Wait until storaged serves.
+    let probe = loop {
+        if let Ok(p) = client(&socket).await {
+            if p.call("store.sequence", &json!({})).await.is_ok() {
+                break p;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let run_for = Duration::from_secs(3);
+    eprintln!("bench store: single-row transactions (floor)");
+    let floor = floor(dir, run_for)?;
+    let mut rates = Vec::new();
+    for writers in [1usize, 16, 64] {
+        eprintln!("bench store: {writers} concurrent writers");
+        rates.push(accepts_per_s(&socket, writers, run_for, &format!("w{writers}")).await?);
+    }
+    eprintln!("bench store: kv.get");
+    probe
+        .call(
+            "store.kv_commit",
+            &json!({"owner": "bench", "puts": [{"key": "k", "value": {"hello": "world"}}]}),
+        )
+        .await?;
+    let mut samples = Vec::new();
+    for i in 0..5500 {
+        let t = Instant::now();
+        probe
+            .call("store.kv_get", &json!({"owner": "bench", "key": "k"}))
+            .await?;
+        if i >= 500 {
+            samples.push(t.elapsed());
+        }
+    }
+    Ok(json!({
+        "machine": machine(),
+        "floor_single_txn_per_s": floor,
+        "accepts_per_s_1": rates[0],
+        "accepts_per_s_16": rates[1],
+        "accepts_per_s_64": rates[2],
+        "ratio_64_to_floor": rates[2] / floor,
+        "kv_get_p50_us": micros(percentile(&mut samples, 50.0)),
+        "kv_get_p99_us": micros(percentile(&mut samples, 99.0)),
+    }))
+}
+
+pub fn run(as_json: bool) -> Res<()> {
+    let exe = std::env::current_exe()?;
+    // On the disk the state would live on: under the working directory's target,
+    // not tmpfs.
+    let dir = std::env::current_dir()?.join(format!("target/bench-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(measure(&exe, &dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    let v = result?;
+    if as_json {
+        println!("{v}");
+        return Ok(());
+    }
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    println!("Store: durable accepts through the bus ({})", machine());
+    println!();
+    println!("| figure | value | × single-row transactions |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| single-row transactions per second (floor) | {:.0} | 1.0 |",
+        f("floor_single_txn_per_s")
+    );
+    for w in [1, 16, 64] {
+        let k = format!("accepts_per_s_{w}");
+        println!(
+            "| accepts per second, {w} writer{} | {:.0} | {:.1} |",
+            if w == 1 { "" } else { "s" },
+            f(&k),
+            f(&k) / f("floor_single_txn_per_s")
+        );
+    }
+    println!(
+        "| kv.get p50 through the bus | {:.1} µs | |",
+        f("kv_get_p50_us")
+    );
+    println!(
+        "| kv.get p99 through the bus | {:.1} µs | |",
+        f("kv_get_p99_us")
+    );
+    Ok(())
+}

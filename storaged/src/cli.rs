@@ -1,0 +1,165 @@
+//! `open-conduit-storaged`: arguments, start-up and the main loop.
+
+use crate::service::{Publish, Service};
+use crate::{Limits, Store};
+use clap::Parser;
+use daemon::bus::{Bus, BusOptions};
+use daemon::{LogTarget, Notifier, Signal, Signals};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// storaged: the only process that opens Open Conduit's database.
+#[derive(Parser, Debug)]
+#[command(name = "open-conduit-storaged", version)]
+pub struct Args {
+    /// The state directory (the database is `db/conduit.db`, artifacts `artifacts/`).
+    #[arg(long, default_value = "/var/lib/open-conduit")]
+    pub state: PathBuf,
+    /// The bus socket.
+    #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
+    pub bus: PathBuf,
+    /// Where logs go: auto (journald when started by it), journald or stderr.
+    #[arg(long, default_value = "auto")]
+    pub log: LogTarget,
+    /// Remove events older than this many days (never those open Work needs).
+    #[arg(long)]
+    pub max_event_age_days: Option<u64>,
+    /// Remove artifacts older than this many days (never a running execution's).
+    #[arg(long)]
+    pub max_artifact_age_days: Option<u64>,
+    /// Run retention this often (seconds), when an age is set.
+    #[arg(long, default_value_t = 3600)]
+    pub retention_interval_s: u64,
+}
+
+/// storaged's main: returns the exit status.
+pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    if let Err(e) = daemon::log::init("open-conduit-storaged", args.log) {
+        eprintln!("open-conduit-storaged: {e}");
+        return 1;
+    }
+    let notifier = Notifier::from_env();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return 1;
+        }
+    };
+    match rt.block_on(run(args, notifier)) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "storaged stops");
+            1
+        }
+    }
+}
+
+async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
+    let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let _ = notifier.status("opening the database");
+    let state = args.state.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&state, Limits::default()))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    tracing::info!(db = %store.db_path().display(), "database open");
+    let publish: Arc<OnceLock<Publish>> = Arc::new(OnceLock::new());
+    let handler = Arc::new(Service::new(store.clone(), publish.clone()));
+    let bus = Bus::start(BusOptions::service(
+        &args.bus,
+        "storaged",
+        &["store"],
+        handler,
+    ));
+    {
+        let bus = bus.clone();
+        let _ = publish.set(Arc::new(move |topic: &str, params: &serde_json::Value| {
+            bus.publish(topic, params);
+        }));
+    }
+    let _ = notifier.status(&format!("joining the bus at {}", args.bus.display()));
+    loop {
+        tokio::select! {
+            joined = bus.connected(Duration::from_secs(3600)) => {
+                if joined.is_ok() { break; }
+            }
+            signal = signals.next() => {
+                if signal == Signal::Stop {
+                    bus.close();
+                    store.close();
+                    return Ok(());
+                }
+            }
+        }
+    }
+    let _ = notifier.ready();
+    let _ = notifier.status("serving store.* on the bus");
+    tracing::info!("serving store.* on the bus");
+    let mut watchdog = notifier.watchdog_ticker();
+    let retention = retention_policy(&args);
+    let mut retention_tick =
+        tokio::time::interval(Duration::from_secs(args.retention_interval_s.max(60)));
+    loop {
+        tokio::select! {
+            _ = daemon::notify::tick(&mut watchdog) => {
+                let _ = notifier.watchdog();
+            }
+            _ = retention_tick.tick(), if retention.is_some() => {
+                if let Some(policy) = &retention {
+                    let params = serde_json::value::to_raw_value(policy).map_err(|e| e.to_string())?;
+                    match crate::service::call(&store, "store.retention_run", &params).await {
+                        Ok(done) => tracing::info!(%done, "retention pass"),
+                        Err(e) => tracing::warn!(error = %e, "retention pass failed"),
+                    }
+                }
+            }
+            _ = bus.left() => {
+                tracing::error!("left the bus (another storaged registered): stopping");
+                break;
+            }
+            signal = signals.next() => match signal {
+                Signal::Stop => break,
+                Signal::Reload => {
+                    let _ = notifier.reloading();
+                    tracing::info!("reload asked: storaged reads no configuration file");
+                    let _ = notifier.ready();
+                }
+            },
+        }
+    }
+    let _ = notifier.stopping();
+    tracing::info!("stopping: finishing queued writes");
+    bus.close();
+    tokio::task::spawn_blocking(move || store.close())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn retention_policy(args: &Args) -> Option<serde_json::Value> {
+    const DAY_MS: u64 = 24 * 3600 * 1000;
+    if args.max_event_age_days.is_none() && args.max_artifact_age_days.is_none() {
+        return None;
+    }
+    let mut policy = serde_json::Map::new();
+    if let Some(d) = args.max_event_age_days {
+        policy.insert("max_event_age_ms".into(), (d * DAY_MS).into());
+    }
+    if let Some(d) = args.max_artifact_age_days {
+        policy.insert("max_artifact_age_ms".into(), (d * DAY_MS).into());
+    }
+    Some(serde_json::Value::Object(policy))
+}

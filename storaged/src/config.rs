@@ -1,0 +1,221 @@
+//! Applied configurations: each apply of a changed configuration stores a new
+//! generation with the digest of its canonical JSON. Daemons read the stored
+//! generation, never the file.
+//!
+//! Applying the configuration of the latest generation again adds nothing
+//! (`changed: false`). The schema keeps each hash once (`UNIQUE`), so re-applying
+//! an older configuration after another moves it to a new generation: its old row
+//! is removed and a new one, with the next number, is written.
+
+use crate::artifacts::{decode, encode};
+use crate::db::Store;
+use crate::error::StoreError;
+use crate::util;
+use rusqlite::{Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The bus methods of this module.
+pub const METHODS: &[&str] = &[
+    "store.config_apply",
+    "store.config_current",
+    "store.config_generation",
+];
+
+/// The largest configuration (its canonical JSON).
+pub const MAX_CONFIG_BYTES: usize = 8 * 1024 * 1024;
+
+/// `store.config_apply`: store a configuration as the current generation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigApplyRequest {
+    /// The whole configuration (a JSON object).
+    pub config: Value,
+}
+
+/// Result of `store.config_apply`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigApplyResponse {
+    /// The current generation.
+    pub generation: i64,
+    /// `sha256:<hex>` of the configuration's canonical JSON.
+    pub hash: String,
+    /// Whether this apply stored a new generation.
+    pub changed: bool,
+}
+
+/// `store.config_current`: no fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigCurrentRequest {}
+
+/// `store.config_generation`: one stored generation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigGenerationRequest {
+    /// The generation.
+    pub generation: i64,
+}
+
+/// A stored generation (the answer of `store.config_current` and
+/// `store.config_generation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigGeneration {
+    /// Its number.
+    pub generation: i64,
+    /// `sha256:<hex>` of the configuration's canonical JSON.
+    pub hash: String,
+    /// The configuration.
+    pub config: Value,
+    /// When it was applied (RFC 3339).
+    pub applied_at: String,
+}
+
+/// The digest a configuration is known by, and its canonical text.
+pub fn config_hash(config: &Value) -> (String, String) {
+    let text = util::canonical(config);
+    (util::digest(text.as_bytes()), text)
+}
+
+/// Store `config` as the current generation unless it already is.
+pub fn config_apply(conn: &Connection, config: &Value) -> Result<ConfigApplyResponse, StoreError> {
+    if !config.is_object() {
+        return Err(StoreError::invalid("a configuration must be a JSON object"));
+    }
+    let (hash, text) = config_hash(config);
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(StoreError::invalid(format!(
+            "the configuration is {} bytes, over max_config_bytes ({MAX_CONFIG_BYTES})",
+            text.len()
+        )));
+    }
+    let latest: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT generation, hash FROM config_generations ORDER BY generation DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if let Some((generation, latest_hash)) = latest {
+        if latest_hash == hash {
+            return Ok(ConfigApplyResponse {
+                generation,
+                hash,
+                changed: false,
+            });
+        }
+    }
+    conn.execute(
+        "INSERT INTO config_generations (hash, config, applied_at) VALUES (?1, ?2, ?3)",
+        rusqlite::params![hash, text, util::now()],
+    )?;
+    Ok(ConfigApplyResponse {
+        generation: conn.last_insert_rowid(),
+        hash,
+        changed: true,
+    })
+}
+
+fn row_to_generation(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn to_generation(row: (i64, String, String, String)) -> Result<ConfigGeneration, StoreError> {
+    let (generation, hash, text, applied_at) = row;
+    let config = serde_json::from_str(&text).map_err(|e| {
+        StoreError::Internal(format!("stored configuration {generation} is corrupt: {e}"))
+    })?;
+    Ok(ConfigGeneration {
+        generation,
+        hash,
+        config,
+        applied_at,
+    })
+}
+
+/// The latest generation, if any.
+pub fn config_current(conn: &Connection) -> Result<Option<ConfigGeneration>, StoreError> {
+    conn.query_row(
+        "SELECT generation, hash, config, applied_at FROM config_generations
+          ORDER BY generation DESC LIMIT 1",
+        [],
+        row_to_generation,
+    )
+    .optional()?
+    .map(to_generation)
+    .transpose()
+}
+
+/// One generation, if stored.
+pub fn config_generation(
+    conn: &Connection,
+    generation: i64,
+) -> Result<Option<ConfigGeneration>, StoreError> {
+    conn.query_row(
+        "SELECT generation, hash, config, applied_at FROM config_generations
+          WHERE generation = ?1",
+        [generation],
+        row_to_generation,
+    )
+    .optional()?
+    .map(to_generation)
+    .transpose()
+}
+
+impl Store {
+    /// `store.config_apply`.
+    pub async fn config_apply(
+        &self,
+        req: ConfigApplyRequest,
+    ) -> Result<ConfigApplyResponse, StoreError> {
+        self.write(move |conn| config_apply(conn, &req.config))
+            .await
+    }
+
+    /// `store.config_current`.
+    pub async fn config_current(
+        &self,
+        _req: ConfigCurrentRequest,
+    ) -> Result<ConfigGeneration, StoreError> {
+        self.read(config_current)
+            .await?
+            .ok_or_else(|| StoreError::not_found("no configuration has been applied"))
+    }
+
+    /// `store.config_generation`.
+    pub async fn config_generation(
+        &self,
+        req: ConfigGenerationRequest,
+    ) -> Result<ConfigGeneration, StoreError> {
+        let generation = req.generation;
+        self.read(move |conn| config_generation(conn, generation))
+            .await?
+            .ok_or_else(|| {
+                StoreError::not_found(format!("no configuration generation {generation}"))
+            })
+    }
+}
+
+/// Serve one of [`METHODS`]; `None` for any other method.
+pub async fn dispatch(
+    store: &Store,
+    method: &str,
+    params: &RawValue,
+) -> Option<Result<Value, StoreError>> {
+    Some(match method {
+        "store.config_apply" => match decode(method, params) {
+            Ok(req) => encode(store.config_apply(req).await),
+            Err(e) => Err(e),
+        },
+        "store.config_current" => match decode(method, params) {
+            Ok(req) => encode(store.config_current(req).await),
+            Err(e) => Err(e),
+        },
+        "store.config_generation" => match decode(method, params) {
+            Ok(req) => encode(store.config_generation(req).await),
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    })
+}

@@ -1,0 +1,753 @@
+//! Extension KV: namespaced values with digest versions, read one at a time or
+//! paged by key, and written in atomic batches with preconditions (`kv.commit`),
+//! optionally together with Events (emissions). Also the reserved
+//! `core.extensions` namespace, which holds each extension's KV layout version for
+//! extrunner and which no extension can address.
+//!
+//! Namespace rule (spec, "Authority and scoping"): an empty namespace is the
+//! owner's own name; any other must be the owner's name or `owner.` + suffix. A
+//! request naming any other namespace, anywhere in a batch, applies nothing
+//! (`unauthorized`).
+
+use crate::db::{Limits, Store};
+use crate::error::StoreError;
+use crate::events::{self, AcceptContext, EventInput};
+use crate::util;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The bus methods this module serves.
+pub const METHODS: &[&str] = &[
+    "store.kv_get",
+    "store.kv_list",
+    "store.kv_commit",
+    "store.kv_layout_get",
+    "store.kv_layout_set",
+];
+
+/// The namespace that holds each extension's KV layout version.
+pub const RESERVED_NAMESPACE: &str = "core.extensions";
+
+/// The page size of `kv_list` when the request names none.
+pub const DEFAULT_PAGE: usize = 100;
+
+// ---------------------------------------------------------------------------
+// Requests and responses
+
+/// `store.kv_get`: one key of one of the owner's namespaces.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvGetRequest {
+    /// The extension the call is made for (bound by extrunner).
+    pub owner: String,
+    /// The namespace: empty for the owner's name, or `owner.` + suffix.
+    #[serde(default)]
+    pub namespace: String,
+    /// The key.
+    pub key: String,
+}
+
+/// The value and its version, or neither when the key is absent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KvGetResponse {
+    /// The value (a stored JSON `null` is present as `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The value's version (a digest of its canonical JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// `store.kv_list`: a page of a namespace's keys with a prefix, in key order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvListRequest {
+    /// The extension the call is made for.
+    pub owner: String,
+    /// The namespace: empty for the owner's name, or `owner.` + suffix.
+    #[serde(default)]
+    pub namespace: String,
+    /// Only keys with this prefix.
+    #[serde(default)]
+    pub prefix: String,
+    /// Only keys after this one (the previous page's `next`).
+    #[serde(default)]
+    pub after: String,
+    /// At most this many entries (0 or absent: 100; at most max_page).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// One entry of a `kv_list` page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KvListEntry {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: Value,
+    /// The value's version.
+    pub version: String,
+}
+
+/// A page of entries and the cursor of the next page (empty at the end).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KvListResponse {
+    /// The entries, in key order.
+    #[serde(default)]
+    pub entries: Vec<KvListEntry>,
+    /// The `after` of the next page; empty when there is none.
+    #[serde(default)]
+    pub next: String,
+}
+
+/// A precondition: the key holds exactly `version`, or (`absent: true`) nothing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvCheckItem {
+    /// The namespace: empty for the owner's name, or `owner.` + suffix.
+    #[serde(default)]
+    pub namespace: String,
+    /// The key.
+    pub key: String,
+    /// The version the key must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The key must hold nothing.
+    #[serde(default)]
+    pub absent: bool,
+}
+
+/// A write of `value` under `key`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvPutItem {
+    /// The namespace: empty for the owner's name, or `owner.` + suffix.
+    #[serde(default)]
+    pub namespace: String,
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: Value,
+}
+
+/// A delete (of an absent key is no error).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvDeleteItem {
+    /// The namespace: empty for the owner's name, or `owner.` + suffix.
+    #[serde(default)]
+    pub namespace: String,
+    /// The key.
+    pub key: String,
+}
+
+/// `store.kv_commit`: checks, emissions, deletes and puts as one atomic unit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvCommitRequest {
+    /// The extension the call is made for.
+    pub owner: String,
+    /// The owner's declared event families (for emissions).
+    #[serde(default)]
+    pub families: Option<Vec<String>>,
+    /// The scopes the owner is configured in: when given, a root emission must be
+    /// of one of them and a derived one's parent in one of them.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// Preconditions, all of which must hold.
+    #[serde(default)]
+    pub checks: Vec<KvCheckItem>,
+    /// Writes (applied after the deletes).
+    #[serde(default)]
+    pub puts: Vec<KvPutItem>,
+    /// Deletes.
+    #[serde(default)]
+    pub deletes: Vec<KvDeleteItem>,
+    /// Events accepted in the same transaction; each needs a `delivery_id`, and a
+    /// root one (no `parent_id`) a `scope_id`.
+    #[serde(default)]
+    pub emissions: Vec<EventInput>,
+}
+
+/// The accepted Event of an emission.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmittedEvent {
+    /// Its ID (`evt_` + 32 hex digits of sha256(source "\n" delivery_id)).
+    pub id: String,
+    /// Its sequence.
+    pub seq: i64,
+}
+
+/// What became of one emission.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmissionOutcome {
+    /// The accepted Event; none when refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EmittedEvent>,
+    /// True when this commit added it; false when it was already accepted.
+    #[serde(default)]
+    pub added: bool,
+    /// The code of a refusal of this emission alone (`causal_limit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// Each emission's outcome, in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KvCommitResponse {
+    /// One per emission.
+    #[serde(default)]
+    pub emissions: Vec<EmissionOutcome>,
+}
+
+/// `store.kv_layout_get`: the KV layout version recorded for an extension.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvLayoutGetRequest {
+    /// The extension's name.
+    pub extension: String,
+}
+
+/// The recorded version; none when nothing was recorded yet.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KvLayoutGetResponse {
+    /// The version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+/// `store.kv_layout_set`: record an extension's KV layout version (never lower).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvLayoutSetRequest {
+    /// The extension's name.
+    pub extension: String,
+    /// The version it reported.
+    pub version: u64,
+}
+
+/// The version recorded before, if any.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KvLayoutSetResponse {
+    /// The previous version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------
+// Rules
+
+/// The owner must be an extension name (`[a-z][a-z0-9_-]*`, at most 64 bytes).
+pub fn check_owner(owner: &str) -> Result<(), StoreError> {
+    if !protocol::manifest::is_identifier(owner) {
+        return Err(StoreError::invalid(format!(
+            "owner {owner:?} is not an extension name"
+        )));
+    }
+    Ok(())
+}
+
+/// The namespace a request addresses: empty is the owner's name; otherwise it must
+/// be `owner` or `owner.` + suffix, and never the reserved `core.extensions`.
+pub fn resolve_namespace(owner: &str, namespace: &str) -> Result<String, StoreError> {
+    if namespace.is_empty() {
+        return Ok(owner.to_string());
+    }
+    let reserved = namespace == RESERVED_NAMESPACE
+        || namespace
+            .strip_prefix(RESERVED_NAMESPACE)
+            .is_some_and(|rest| rest.starts_with('.'));
+    let own = namespace == owner
+        || namespace
+            .strip_prefix(owner)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|rest| !rest.is_empty());
+    if reserved || !own {
+        return Err(StoreError::Unauthorized(format!(
+            "namespace {namespace:?} is not {owner:?}'s (only {owner:?} or \"{owner}.…\")"
+        )));
+    }
+    Ok(namespace.to_string())
+}
+
+fn check_key(limits: &Limits, key: &str) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::invalid("a KV key must not be empty"));
+    }
+    if key.len() > limits.max_key_bytes {
+        return Err(StoreError::invalid(format!(
+            "key is {} bytes, over max_key_bytes ({})",
+            key.len(),
+            limits.max_key_bytes
+        )));
+    }
+    Ok(())
+}
+
+fn check_namespace_len(limits: &Limits, namespace: &str) -> Result<(), StoreError> {
+    if namespace.len() > limits.max_key_bytes {
+        return Err(StoreError::invalid(format!(
+            "namespace is {} bytes, over max_key_bytes ({})",
+            namespace.len(),
+            limits.max_key_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The stored text and the version of a value, refusing one over max_value_bytes.
+pub fn encode_value(limits: &Limits, value: &Value) -> Result<(String, String), StoreError> {
+    let text = util::canonical(value);
+    if text.len() > limits.max_value_bytes {
+        return Err(StoreError::invalid(format!(
+            "value is {} bytes, over max_value_bytes ({})",
+            text.len(),
+            limits.max_value_bytes
+        )));
+    }
+    let version = util::digest(text.as_bytes());
+    Ok((text, version))
+}
+
+fn page_limit(limits: &Limits, limit: Option<u32>) -> Result<usize, StoreError> {
+    match limit {
+        None | Some(0) => Ok(DEFAULT_PAGE.min(limits.max_page.max(1))),
+        Some(n) if n as usize > limits.max_page => Err(StoreError::invalid(format!(
+            "limit {n} is over max_page ({})",
+            limits.max_page
+        ))),
+        Some(n) => Ok(n as usize),
+    }
+}
+
+/// A batch's KV operations, validated: the owner, namespaces, keys and sizes.
+/// Nothing is read or written.
+pub fn validate_ops(
+    limits: &Limits,
+    owner: &str,
+    checks: &[KvCheckItem],
+    puts: &[KvPutItem],
+    deletes: &[KvDeleteItem],
+) -> Result<(), StoreError> {
+    check_owner(owner)?;
+    for c in checks {
+        resolve_namespace(owner, &c.namespace)?;
+        check_namespace_len(limits, &c.namespace)?;
+        check_key(limits, &c.key)?;
+        match (&c.version, c.absent) {
+            (Some(_), true) => {
+                return Err(StoreError::invalid(format!(
+                    "check of {:?}: version and absent are exclusive",
+                    c.key
+                )))
+            }
+            (None, false) => {
+                return Err(StoreError::invalid(format!(
+                    "check of {:?}: needs a version or absent: true",
+                    c.key
+                )))
+            }
+            (Some(v), false) if v.len() > limits.max_key_bytes => {
+                return Err(StoreError::invalid(format!(
+                    "check of {:?}: version is {} bytes, over max_key_bytes ({})",
+                    c.key,
+                    v.len(),
+                    limits.max_key_bytes
+                )))
+            }
+            _ => {}
+        }
+    }
+    for p in puts {
+        resolve_namespace(owner, &p.namespace)?;
+        check_namespace_len(limits, &p.namespace)?;
+        check_key(limits, &p.key)?;
+        encode_value(limits, &p.value)?;
+    }
+    for d in deletes {
+        resolve_namespace(owner, &d.namespace)?;
+        check_namespace_len(limits, &d.namespace)?;
+        check_key(limits, &d.key)?;
+    }
+    Ok(())
+}
+
+fn stored_version(
+    conn: &Connection,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT version FROM kv WHERE namespace = ?1 AND key = ?2")?
+        .query_row(params![namespace, key], |r| r.get::<_, String>(0))
+        .optional()?)
+}
+
+/// Apply the preconditions (validated by [`validate_ops`]): the first that fails is
+/// `conflict`, naming its key.
+pub fn apply_checks(
+    conn: &Connection,
+    owner: &str,
+    checks: &[KvCheckItem],
+) -> Result<(), StoreError> {
+    for c in checks {
+        let ns = resolve_namespace(owner, &c.namespace)?;
+        let found = stored_version(conn, &ns, &c.key)?;
+        let ok = match (&c.version, &found) {
+            (Some(want), Some(have)) => want == have,
+            (None, None) => c.absent,
+            _ => false,
+        };
+        if !ok {
+            let want = c.version.as_deref().unwrap_or("absent");
+            let have = found.as_deref().unwrap_or("absent");
+            return Err(StoreError::conflict(format!(
+                "check failed on {ns}/{}: expected {want}, found {have}",
+                c.key
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Apply the deletes, then the puts (validated by [`validate_ops`]).
+pub fn apply_writes(
+    conn: &Connection,
+    limits: &Limits,
+    owner: &str,
+    puts: &[KvPutItem],
+    deletes: &[KvDeleteItem],
+) -> Result<(), StoreError> {
+    let mut del = conn.prepare_cached("DELETE FROM kv WHERE namespace = ?1 AND key = ?2")?;
+    for d in deletes {
+        let ns = resolve_namespace(owner, &d.namespace)?;
+        del.execute(params![ns, d.key])?;
+    }
+    let now = util::now();
+    for p in puts {
+        let ns = resolve_namespace(owner, &p.namespace)?;
+        let (text, version) = encode_value(limits, &p.value)?;
+        put_raw(conn, &ns, &p.key, &text, &version, &now)?;
+    }
+    Ok(())
+}
+
+fn put_raw(
+    conn: &Connection,
+    namespace: &str,
+    key: &str,
+    text: &str,
+    version: &str,
+    now: &str,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO kv (namespace, key, value, version, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
+             version = excluded.version, updated_at = excluded.updated_at",
+    )?
+    .execute(params![namespace, key, text, version, now])?;
+    Ok(())
+}
+
+fn decode_value(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Internal(format!("a stored KV value is not JSON: {e}")))
+}
+
+// ---------------------------------------------------------------------------
+// The sync cores
+
+/// `store.kv_get`.
+pub fn kv_get(
+    conn: &Connection,
+    limits: &Limits,
+    req: &KvGetRequest,
+) -> Result<KvGetResponse, StoreError> {
+    check_owner(&req.owner)?;
+    let ns = resolve_namespace(&req.owner, &req.namespace)?;
+    check_key(limits, &req.key)?;
+    let row = conn
+        .prepare_cached("SELECT value, version FROM kv WHERE namespace = ?1 AND key = ?2")?
+        .query_row(params![ns, req.key], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()?;
+    match row {
+        None => Ok(KvGetResponse::default()),
+        Some((text, version)) => Ok(KvGetResponse {
+            value: Some(decode_value(&text)?),
+            version: Some(version),
+        }),
+    }
+}
+
+/// `store.kv_list`.
+pub fn kv_list(
+    conn: &Connection,
+    limits: &Limits,
+    req: &KvListRequest,
+) -> Result<KvListResponse, StoreError> {
+    check_owner(&req.owner)?;
+    let ns = resolve_namespace(&req.owner, &req.namespace)?;
+    let limit = page_limit(limits, req.limit)?;
+    for (what, s) in [("prefix", &req.prefix), ("after", &req.after)] {
+        if s.len() > limits.max_key_bytes {
+            return Err(StoreError::invalid(format!(
+                "{what} is {} bytes, over max_key_bytes ({})",
+                s.len(),
+                limits.max_key_bytes
+            )));
+        }
+    }
+    // Keys sort bytewise, so the keys with a prefix are contiguous from the prefix
+    // itself: read from there and stop at the first key without it.
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, value, version FROM kv
+         WHERE namespace = ?1 AND key >= ?2 AND key > ?3
+         ORDER BY key LIMIT ?4",
+    )?;
+    let mut rows = stmt.query(params![ns, req.prefix, req.after, (limit + 1) as i64])?;
+    let mut out = KvListResponse::default();
+    while let Some(row) = rows.next()? {
+        let key: String = row.get(0)?;
+        if !key.starts_with(&req.prefix) {
+            break;
+        }
+        if out.entries.len() == limit {
+            out.next = out
+                .entries
+                .last()
+                .map(|e| e.key.clone())
+                .unwrap_or_default();
+            break;
+        }
+        let text: String = row.get(1)?;
+        out.entries.push(KvListEntry {
+            key,
+            value: decode_value(&text)?,
+            version: row.get(2)?,
+        });
+    }
+    Ok(out)
+}
+
+/// `store.kv_commit`: validate everything, apply the checks, accept each emission
+/// (one over its chain's causal bounds is refused alone), then the deletes and
+/// puts. Any other failure applies nothing.
+pub fn kv_commit(
+    conn: &Connection,
+    limits: &Limits,
+    req: &KvCommitRequest,
+) -> Result<KvCommitResponse, StoreError> {
+    let items = req.checks.len() + req.puts.len() + req.deletes.len() + req.emissions.len();
+    if items > limits.max_batch {
+        return Err(StoreError::invalid(format!(
+            "the batch has {items} items, over max_batch ({})",
+            limits.max_batch
+        )));
+    }
+    validate_ops(limits, &req.owner, &req.checks, &req.puts, &req.deletes)?;
+    for (i, e) in req.emissions.iter().enumerate() {
+        if e.delivery_id.as_deref().unwrap_or("").is_empty() {
+            return Err(StoreError::invalid(format!(
+                "emissions[{i}]: delivery_id is required"
+            )));
+        }
+        if e.parent_id.as_deref().unwrap_or("").is_empty() && e.scope_id.is_empty() {
+            return Err(StoreError::invalid(format!(
+                "emissions[{i}]: a root emission needs a scope_id"
+            )));
+        }
+    }
+    apply_checks(conn, &req.owner, &req.checks)?;
+    let families = req.families.clone().unwrap_or_default();
+    let ctx = AcceptContext {
+        owner: Some(&req.owner),
+        families: &families,
+        scopes: req.scopes.as_deref(),
+    };
+    let now_ms = util::now_ms();
+    let mut out = KvCommitResponse::default();
+    for e in &req.emissions {
+        match events::accept_event(conn, limits, e, &ctx, now_ms) {
+            Ok(a) => out.emissions.push(EmissionOutcome {
+                event: Some(EmittedEvent {
+                    id: a.id,
+                    seq: a.seq,
+                }),
+                added: a.added,
+                refused: None,
+            }),
+            Err(StoreError::CausalLimit(why)) => {
+                tracing::warn!(
+                    OC_EXTENSION = %req.owner,
+                    source = %e.source,
+                    reason = %why,
+                    "emission refused alone: causal_limit"
+                );
+                out.emissions.push(EmissionOutcome {
+                    event: None,
+                    added: false,
+                    refused: Some("causal_limit".to_string()),
+                });
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    apply_writes(conn, limits, &req.owner, &req.puts, &req.deletes)?;
+    Ok(out)
+}
+
+fn check_extension(extension: &str) -> Result<(), StoreError> {
+    if !protocol::manifest::is_identifier(extension) {
+        return Err(StoreError::invalid(format!(
+            "extension {extension:?} is not an extension name"
+        )));
+    }
+    Ok(())
+}
+
+fn layout_version(conn: &Connection, extension: &str) -> Result<Option<u64>, StoreError> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT value FROM kv WHERE namespace = ?1 AND key = ?2")?
+        .query_row(params![RESERVED_NAMESPACE, extension], |r| r.get(0))
+        .optional()?;
+    match text {
+        None => Ok(None),
+        Some(t) => match decode_value(&t)?.as_u64() {
+            Some(v) => Ok(Some(v)),
+            None => Err(StoreError::Internal(format!(
+                "the KV layout version of {extension:?} is not a number: {t}"
+            ))),
+        },
+    }
+}
+
+/// `store.kv_layout_get`.
+pub fn kv_layout_get(
+    conn: &Connection,
+    req: &KvLayoutGetRequest,
+) -> Result<KvLayoutGetResponse, StoreError> {
+    check_extension(&req.extension)?;
+    Ok(KvLayoutGetResponse {
+        version: layout_version(conn, &req.extension)?,
+    })
+}
+
+/// `store.kv_layout_set`: a lower version than stored is `conflict` (kv_downgrade).
+pub fn kv_layout_set(
+    conn: &Connection,
+    req: &KvLayoutSetRequest,
+) -> Result<KvLayoutSetResponse, StoreError> {
+    check_extension(&req.extension)?;
+    let previous = layout_version(conn, &req.extension)?;
+    if let Some(stored) = previous {
+        if req.version < stored {
+            return Err(StoreError::conflict(format!(
+                "kv_downgrade: stored {stored}, declared {}",
+                req.version
+            )));
+        }
+    }
+    let value = Value::from(req.version);
+    let text = util::canonical(&value);
+    let version = util::digest(text.as_bytes());
+    put_raw(
+        conn,
+        RESERVED_NAMESPACE,
+        &req.extension,
+        &text,
+        &version,
+        &util::now(),
+    )?;
+    Ok(KvLayoutSetResponse { previous })
+}
+
+// ---------------------------------------------------------------------------
+// The store's methods and the bus dispatch
+
+impl Store {
+    /// `store.kv_get`.
+    pub async fn kv_get(&self, req: KvGetRequest) -> Result<KvGetResponse, StoreError> {
+        let limits = self.limits().clone();
+        self.read(move |conn| kv_get(conn, &limits, &req)).await
+    }
+
+    /// `store.kv_list`.
+    pub async fn kv_list(&self, req: KvListRequest) -> Result<KvListResponse, StoreError> {
+        let limits = self.limits().clone();
+        self.read(move |conn| kv_list(conn, &limits, &req)).await
+    }
+
+    /// `store.kv_commit`.
+    pub async fn kv_commit(&self, req: KvCommitRequest) -> Result<KvCommitResponse, StoreError> {
+        let limits = self.limits().clone();
+        self.write(move |conn| kv_commit(conn, &limits, &req)).await
+    }
+
+    /// `store.kv_layout_get`.
+    pub async fn kv_layout_get(
+        &self,
+        req: KvLayoutGetRequest,
+    ) -> Result<KvLayoutGetResponse, StoreError> {
+        self.read(move |conn| kv_layout_get(conn, &req)).await
+    }
+
+    /// `store.kv_layout_set`.
+    pub async fn kv_layout_set(
+        &self,
+        req: KvLayoutSetRequest,
+    ) -> Result<KvLayoutSetResponse, StoreError> {
+        self.write(move |conn| kv_layout_set(conn, &req)).await
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: &RawValue,
+) -> Result<T, StoreError> {
+    let text = match params.get().trim() {
+        "null" => "{}",
+        other => other,
+    };
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
+}
+
+fn encode<T: Serialize>(v: T) -> Result<Value, StoreError> {
+    serde_json::to_value(v).map_err(|e| StoreError::Internal(format!("encode a response: {e}")))
+}
+
+/// Serve one of [`METHODS`]; `None` for any other method.
+pub async fn dispatch(
+    store: &Store,
+    method: &str,
+    params: &RawValue,
+) -> Option<Result<Value, StoreError>> {
+    let out = match method {
+        "store.kv_get" => match decode(method, params) {
+            Ok(req) => store.kv_get(req).await.and_then(encode),
+            Err(e) => Err(e),
+        },
+        "store.kv_list" => match decode(method, params) {
+            Ok(req) => store.kv_list(req).await.and_then(encode),
+            Err(e) => Err(e),
+        },
+        "store.kv_commit" => match decode(method, params) {
+            Ok(req) => store.kv_commit(req).await.and_then(encode),
+            Err(e) => Err(e),
+        },
+        "store.kv_layout_get" => match decode(method, params) {
+            Ok(req) => store.kv_layout_get(req).await.and_then(encode),
+            Err(e) => Err(e),
+        },
+        "store.kv_layout_set" => match decode(method, params) {
+            Ok(req) => store.kv_layout_set(req).await.and_then(encode),
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    };
+    Some(out)
+}

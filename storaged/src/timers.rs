@@ -1,0 +1,430 @@
+//! Timers: recurrences, Wait timeouts and retries, armed by (owner, kind, scope, key)
+//! and fired atomically: `store.timer_fire` deletes (or re-arms) a timer only while it
+//! still has the due time its caller read, so two schedulers never both fire it.
+//!
+//! Every arming (an arm, a re-arm by `timer_arm`, a re-arm as it fires) takes a new
+//! ID, so a fire that read an earlier arming is refused even at the same due time.
+
+use crate::db::{Limits, Store};
+use crate::error::StoreError;
+use crate::util;
+use crate::work::{
+    call, check_name, check_opt_name, json_text, page_limit, parse_json, read_method, write_method,
+};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The bus methods of this module.
+pub const METHODS: &[&str] = &[
+    "store.timer_arm",
+    "store.timer_cancel",
+    "store.timers_due",
+    "store.timer_fire",
+    "store.timers",
+];
+
+/// A timer, as storaged's reads answer it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimerRow {
+    /// The timer ID (new at every arming).
+    pub id: String,
+    /// Who armed it (an extension, or `core`).
+    pub owner: String,
+    /// Its kind (`recurrence`, `wait.timeout`, ...).
+    pub kind: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its key.
+    pub key: String,
+    /// When it fires (ms).
+    pub due_ms: i64,
+    /// When it fires (RFC 3339).
+    pub due_at: String,
+    /// Its recurrence spec.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub spec: Value,
+    /// Its payload.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub payload: Value,
+    /// Armed (RFC 3339).
+    pub created_at: String,
+}
+
+const TIMER_COLS: &str = "id, owner, kind, scope_id, key, due_ms, spec, payload, created_at";
+
+fn timer_from_row(r: &Row<'_>) -> rusqlite::Result<TimerRow> {
+    let due_ms: i64 = r.get(5)?;
+    Ok(TimerRow {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        kind: r.get(2)?,
+        scope_id: r.get(3)?,
+        key: r.get(4)?,
+        due_ms,
+        due_at: util::rfc3339(due_ms),
+        spec: parse_json(r.get(6)?),
+        payload: parse_json(r.get(7)?),
+        created_at: r.get(8)?,
+    })
+}
+
+/// What to arm.
+pub(crate) struct Arm<'a> {
+    pub owner: &'a str,
+    pub kind: &'a str,
+    pub scope_id: &'a str,
+    pub key: &'a str,
+    pub due_ms: i64,
+    pub spec: Option<String>,
+    pub payload: Option<String>,
+}
+
+/// Arm (or re-arm) a timer under a new ID: `(id, replaced)`.
+pub(crate) fn arm_in(
+    conn: &Connection,
+    a: &Arm<'_>,
+    now: &str,
+) -> Result<(String, bool), StoreError> {
+    let replaced = conn.execute(
+        "DELETE FROM timers WHERE owner = ?1 AND kind = ?2 AND scope_id = ?3 AND key = ?4",
+        params![a.owner, a.kind, a.scope_id, a.key],
+    )? > 0;
+    let id = util::new_id("tmr");
+    conn.execute(
+        "INSERT INTO timers (id, owner, kind, scope_id, key, due_ms, spec, payload, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![id, a.owner, a.kind, a.scope_id, a.key, a.due_ms, a.spec, a.payload, now],
+    )?;
+    Ok((id, replaced))
+}
+
+fn opt_json(field: &str, v: &Option<Value>, limits: &Limits) -> Result<Option<String>, StoreError> {
+    match v {
+        Some(v) if !v.is_null() => Ok(Some(json_text(field, v, limits)?)),
+        _ => Ok(None),
+    }
+}
+
+fn load(conn: &Connection, id: &str) -> Result<Option<TimerRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {TIMER_COLS} FROM timers WHERE id = ?1"),
+            [id],
+            timer_from_row,
+        )
+        .optional()?)
+}
+
+// ---------------------------------------------------------------------------------------
+// store.timer_arm, store.timer_cancel
+// ---------------------------------------------------------------------------------------
+
+/// `store.timer_arm`: arm a timer, replacing the one with the same (owner, kind,
+/// scope_id, key).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerArmRequest {
+    /// Who arms it (bound by the host).
+    pub owner: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its scope.
+    #[serde(default)]
+    pub scope_id: String,
+    /// Its key.
+    pub key: String,
+    /// When it fires (ms).
+    pub due_ms: i64,
+    /// Its recurrence spec.
+    #[serde(default)]
+    pub spec: Option<Value>,
+    /// Its payload.
+    #[serde(default)]
+    pub payload: Option<Value>,
+}
+
+/// Result of `store.timer_arm`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimerArmResponse {
+    /// The timer as armed.
+    pub timer: TimerRow,
+    /// Whether it replaced an armed one.
+    pub replaced: bool,
+}
+
+/// Arm a timer.
+pub fn timer_arm(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TimerArmRequest,
+) -> Result<TimerArmResponse, StoreError> {
+    check_name("owner", &req.owner, limits)?;
+    check_name("kind", &req.kind, limits)?;
+    check_opt_name("scope_id", &req.scope_id, limits)?;
+    check_name("key", &req.key, limits)?;
+    let spec = opt_json("spec", &req.spec, limits)?;
+    let payload = opt_json("payload", &req.payload, limits)?;
+    let (id, replaced) = arm_in(
+        conn,
+        &Arm {
+            owner: &req.owner,
+            kind: &req.kind,
+            scope_id: &req.scope_id,
+            key: &req.key,
+            due_ms: req.due_ms,
+            spec,
+            payload,
+        },
+        &util::now(),
+    )?;
+    let timer = load(conn, &id)?
+        .ok_or_else(|| StoreError::Internal(format!("timer {id} vanished while armed")))?;
+    Ok(TimerArmResponse { timer, replaced })
+}
+
+/// `store.timer_cancel`: delete the timer with this (owner, kind, scope_id, key).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerCancelRequest {
+    /// Who armed it.
+    pub owner: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its scope.
+    #[serde(default)]
+    pub scope_id: String,
+    /// Its key.
+    pub key: String,
+}
+
+/// Result of `store.timer_cancel`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimerCancelResponse {
+    /// Whether a timer was armed (cancelling none is not an error).
+    pub cancelled: bool,
+}
+
+/// Cancel a timer.
+pub fn timer_cancel(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TimerCancelRequest,
+) -> Result<TimerCancelResponse, StoreError> {
+    check_name("owner", &req.owner, limits)?;
+    check_name("kind", &req.kind, limits)?;
+    check_opt_name("scope_id", &req.scope_id, limits)?;
+    check_name("key", &req.key, limits)?;
+    let n = conn.execute(
+        "DELETE FROM timers WHERE owner = ?1 AND kind = ?2 AND scope_id = ?3 AND key = ?4",
+        params![req.owner, req.kind, req.scope_id, req.key],
+    )?;
+    Ok(TimerCancelResponse { cancelled: n > 0 })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.timers_due, store.timer_fire
+// ---------------------------------------------------------------------------------------
+
+/// `store.timers_due`: timers due by `now_ms`, earliest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimersDueRequest {
+    /// The time to compare with.
+    pub now_ms: i64,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// Result of `store.timers_due` and `store.timers`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimersResponse {
+    /// The timers.
+    pub timers: Vec<TimerRow>,
+    /// The next page's cursor; empty at the end.
+    #[serde(default)]
+    pub next: String,
+}
+
+/// Timers due.
+pub fn timers_due(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TimersDueRequest,
+) -> Result<TimersResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {TIMER_COLS} FROM timers WHERE due_ms <= ?1 ORDER BY due_ms, id LIMIT ?2"
+    ))?;
+    let timers = stmt
+        .query_map(params![req.now_ms, limit], timer_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(TimersResponse {
+        timers,
+        next: String::new(),
+    })
+}
+
+/// `store.timer_fire`: fire one timer, if it is still armed with the due time read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerFireRequest {
+    /// The timer (as read).
+    pub id: String,
+    /// Its due time (as read).
+    pub expect_due_ms: i64,
+    /// Re-arm it at this time (a recurrence's next occurrence) instead of deleting it.
+    #[serde(default)]
+    pub rearm_due_ms: Option<i64>,
+    /// The re-armed timer's payload (default: the fired one's).
+    #[serde(default)]
+    pub payload: Option<Value>,
+}
+
+/// Result of `store.timer_fire`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimerFireResponse {
+    /// What fired.
+    pub fired: TimerRow,
+    /// The timer re-armed in its place.
+    #[serde(default)]
+    pub rearmed: Option<TimerRow>,
+}
+
+/// Fire a timer.
+pub fn timer_fire(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TimerFireRequest,
+) -> Result<TimerFireResponse, StoreError> {
+    check_name("id", &req.id, limits)?;
+    let payload = opt_json("payload", &req.payload, limits)?;
+    if payload.is_some() && req.rearm_due_ms.is_none() {
+        return Err(StoreError::invalid(
+            "a payload goes only with rearm_due_ms (it is the re-armed timer's)",
+        ));
+    }
+    let Some(fired) = load(conn, &req.id)? else {
+        return Err(StoreError::conflict(format!(
+            "timer {} is no longer armed (fired, cancelled or re-armed)",
+            req.id
+        )));
+    };
+    if fired.due_ms != req.expect_due_ms {
+        return Err(StoreError::conflict(format!(
+            "timer {} is due at {}, not {}",
+            req.id, fired.due_ms, req.expect_due_ms
+        )));
+    }
+    conn.execute("DELETE FROM timers WHERE id = ?1", [&req.id])?;
+    let rearmed = match req.rearm_due_ms {
+        Some(due) => {
+            let spec = if fired.spec.is_null() {
+                None
+            } else {
+                Some(fired.spec.to_string())
+            };
+            let payload = payload.or_else(|| {
+                if fired.payload.is_null() {
+                    None
+                } else {
+                    Some(fired.payload.to_string())
+                }
+            });
+            let (id, _) = arm_in(
+                conn,
+                &Arm {
+                    owner: &fired.owner,
+                    kind: &fired.kind,
+                    scope_id: &fired.scope_id,
+                    key: &fired.key,
+                    due_ms: due,
+                    spec,
+                    payload,
+                },
+                &util::now(),
+            )?;
+            load(conn, &id)?
+        }
+        None => None,
+    };
+    Ok(TimerFireResponse { fired, rearmed })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.timers
+// ---------------------------------------------------------------------------------------
+
+/// `store.timers`: a page of armed timers by ID.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimersRequest {
+    /// Only this owner's.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Only this scope's.
+    #[serde(default)]
+    pub scope_id: Option<String>,
+    /// The cursor (the previous page's `next`).
+    #[serde(default)]
+    pub after: String,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// A page of timers.
+pub fn timers(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TimersRequest,
+) -> Result<TimersResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    check_opt_name("after", &req.after, limits)?;
+    let mut sql = format!("SELECT {TIMER_COLS} FROM timers WHERE id > ?1");
+    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&req.after];
+    for (col, v) in [("owner", &req.owner), ("scope_id", &req.scope_id)] {
+        if let Some(v) = v {
+            check_opt_name(col, v, limits)?;
+            args.push(v);
+            sql.push_str(&format!(" AND {col} = ?{}", args.len()));
+        }
+    }
+    args.push(&limit);
+    sql.push_str(&format!(" ORDER BY id LIMIT ?{}", args.len()));
+    let mut stmt = conn.prepare(&sql)?;
+    let timers = stmt
+        .query_map(args.as_slice(), timer_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let next = match timers.last() {
+        Some(t) if timers.len() as i64 == limit => t.id.clone(),
+        _ => String::new(),
+    };
+    Ok(TimersResponse { timers, next })
+}
+
+impl Store {
+    write_method!(timer_arm, TimerArmRequest, TimerArmResponse);
+    write_method!(timer_cancel, TimerCancelRequest, TimerCancelResponse);
+    read_method!(timers_due, TimersDueRequest, TimersResponse);
+    write_method!(timer_fire, TimerFireRequest, TimerFireResponse);
+    read_method!(timers, TimersRequest, TimersResponse);
+}
+
+/// Serve one of [`METHODS`]; `None` for any other method.
+pub async fn dispatch(
+    store: &Store,
+    method: &str,
+    params: &RawValue,
+) -> Option<Result<Value, StoreError>> {
+    Some(match method {
+        "store.timer_arm" => call(method, params, |r| store.timer_arm(r)).await,
+        "store.timer_cancel" => call(method, params, |r| store.timer_cancel(r)).await,
+        "store.timers_due" => call(method, params, |r| store.timers_due(r)).await,
+        "store.timer_fire" => call(method, params, |r| store.timer_fire(r)).await,
+        "store.timers" => call(method, params, |r| store.timers(r)).await,
+        _ => return None,
+    })
+}
