@@ -153,6 +153,43 @@ async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
     }))
 }
 
+/// The store alone, in this process (no bus): `OC_BENCH_ONLY=direct`.
+async fn direct(dir: &Path) -> Res<()> {
+    let store = storaged::Store::open(&dir.join("direct"), storaged::Limits::default())?;
+    for writers in [1usize, 16, 64] {
+        let start = Instant::now();
+        let run_for = Duration::from_secs(2);
+        let mut tasks = Vec::new();
+        for w in 0..writers {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while start.elapsed() < run_for {
+                    let req: storaged::events::EventsAcceptRequest = serde_json::from_value(json!({"events": [{
+                        "scope_id": "bench", "type": "bench.ping", "source": "bench",
+                        "delivery_id": format!("d{writers}-{w}-{n}"), "payload": {"n": n}, "keys": [],
+                    }]}))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    if store.events_accept(req).await.is_ok() {
+                        n += 1;
+                    }
+                }
+                n
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await?;
+        }
+        let (groups, writes) = store.writer_counters();
+        println!(
+            "direct, {writers} writers: {:.0} accepts/s (so far {groups} groups, {writes} writes)",
+            total as f64 / start.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
 pub fn run(as_json: bool) -> Res<()> {
     let exe = std::env::current_exe()?;
     // On the disk the state would live on: under the working directory's target,
@@ -163,6 +200,15 @@ pub fn run(as_json: bool) -> Res<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if std::env::var("OC_BENCH_ONLY").as_deref() == Ok("direct") {
+        let mt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let r = mt.block_on(direct(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+        return r;
+    }
     let result = rt.block_on(measure(&exe, &dir));
     let _ = std::fs::remove_dir_all(&dir);
     let v = result?;

@@ -14,7 +14,7 @@ use crate::schema;
 use rusqlite::{Connection, OpenFlags};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -68,6 +68,15 @@ impl Default for Limits {
 
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 
+/// What the writer thread has done: groups committed and writes in them.
+#[derive(Debug, Default)]
+pub struct WriterCounters {
+    /// Transactions committed (or failed).
+    pub groups: AtomicU64,
+    /// Writes run in them.
+    pub writes: AtomicU64,
+}
+
 /// What the writer thread receives.
 enum Msg {
     Job(Box<dyn Job>),
@@ -116,6 +125,7 @@ where
 struct Inner {
     writer: mpsc::Sender<Msg>,
     closing: Arc<AtomicBool>,
+    counters: Arc<WriterCounters>,
     readers: Mutex<Vec<Connection>>,
     read_permits: Arc<Semaphore>,
     dir: PathBuf,
@@ -133,10 +143,14 @@ pub struct Store {
 /// Apply the pragmas every connection needs.
 fn configure(conn: &Connection, writer: bool) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.set_prepared_statement_cache_capacity(256);
     if writer {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Checkpoints run on a thread of their own (see `checkpointer`), never
+        // inside a commit on the writer thread.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     } else {
         conn.pragma_update(None, "query_only", "ON")?;
     }
@@ -166,18 +180,28 @@ impl Store {
             configure(&r, false)?;
             readers.push(r);
         }
+        let checkpoint_conn = Connection::open(&db_path)?;
+        checkpoint_conn.busy_timeout(std::time::Duration::from_secs(10))?;
         let (tx, rx) = mpsc::channel(limits.max_queued_writes.max(1));
         let max_group = limits.max_group.max(1);
         let closing = Arc::new(AtomicBool::new(false));
         let flag = closing.clone();
+        let counters = Arc::new(WriterCounters::default());
+        let counted = counters.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_group, flag))
+            .spawn(move || writer_loop(conn, rx, max_group, flag, counted))
             .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
+        let stop_checkpoints = closing.clone();
+        std::thread::Builder::new()
+            .name("storaged-checkpoint".into())
+            .spawn(move || checkpointer(checkpoint_conn, stop_checkpoints))
+            .map_err(|e| StoreError::Io(format!("start the checkpoint thread: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 writer: tx,
                 closing,
+                counters,
                 read_permits: Arc::new(Semaphore::new(readers.len())),
                 readers: Mutex::new(readers),
                 dir: state_dir.to_path_buf(),
@@ -191,6 +215,16 @@ impl Store {
     /// The store's bounds.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// Groups committed by the writer and the writes in them (the mean group size
+    /// tells how much group commit is saving).
+    pub fn writer_counters(&self) -> (u64, u64) {
+        let c = &self.inner.counters;
+        (
+            c.groups.load(Ordering::Relaxed),
+            c.writes.load(Ordering::Relaxed),
+        )
     }
 
     /// The state directory.
@@ -235,7 +269,7 @@ impl Store {
             .await
             .map_err(|_| StoreError::Closed)?;
         let inner = self.inner.clone();
-        let joined = tokio::task::spawn_blocking(move || {
+        let work = move || {
             let conn = lock(&inner.readers).pop();
             let Some(conn) = conn else {
                 return Err(StoreError::Internal("no read connection free".into()));
@@ -244,9 +278,20 @@ impl Store {
             lock(&inner.readers).push(conn);
             drop(permit);
             result.unwrap_or_else(|_| Err(StoreError::Internal("a read panicked".into())))
-        })
-        .await;
-        joined.map_err(|e| StoreError::Internal(format!("read task: {e}")))?
+        };
+        // On a multi-threaded runtime the read runs right here, with the worker
+        // handing its other tasks to another thread meanwhile: no hop to the
+        // blocking pool for a read of a few microseconds. Elsewhere (a
+        // single-threaded runtime) it goes to the blocking pool.
+        let multi = tokio::runtime::Handle::try_current()
+            .map(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+            .unwrap_or(false);
+        if multi {
+            return tokio::task::block_in_place(work);
+        }
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| StoreError::Internal(format!("read task: {e}")))?
     }
 
     /// Stop the writer once the writes queued so far are done, and wait for it
@@ -272,6 +317,7 @@ fn writer_loop(
     mut rx: mpsc::Receiver<Msg>,
     max_group: usize,
     closing: Arc<AtomicBool>,
+    counters: Arc<WriterCounters>,
 ) {
     let mut stop = false;
     while !stop {
@@ -290,6 +336,10 @@ fn writer_loop(
             }
         }
         if !jobs.is_empty() {
+            counters.groups.fetch_add(1, Ordering::Relaxed);
+            counters
+                .writes
+                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
             run_group(&conn, jobs);
         }
         if closing.load(Ordering::SeqCst) && rx.is_empty() {
@@ -306,9 +356,30 @@ fn writer_loop(
     tracing::debug!("the writer thread stops");
 }
 
+/// How often the checkpoint thread copies the WAL back into the database.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Copy committed WAL frames into the database file, passively (never blocking
+/// the writer), until the store closes; a last full checkpoint on the way out
+/// keeps the WAL from growing across restarts.
+fn checkpointer(conn: Connection, closing: Arc<AtomicBool>) {
+    while !closing.load(Ordering::SeqCst) {
+        std::thread::sleep(CHECKPOINT_EVERY);
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "passive checkpoint");
+        }
+    }
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+}
+
+/// Run a statement compiled once per connection.
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// One transaction: each job in its own savepoint, one commit for all.
 fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec_cached(conn, "BEGIN IMMEDIATE") {
         let why = format!("cannot begin a write transaction: {e}");
         tracing::error!(error = %why);
         for job in jobs {
@@ -318,14 +389,14 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
     }
     let mut finishes = Vec::with_capacity(jobs.len());
     for job in jobs {
-        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        if let Err(e) = exec_cached(conn, "SAVEPOINT job") {
             job.fail(format!("cannot open a savepoint: {e}"));
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| job.run(conn)));
         match outcome {
             Ok((true, finish)) => {
-                if let Err(e) = conn.execute_batch("RELEASE job") {
+                if let Err(e) = exec_cached(conn, "RELEASE job") {
                     tracing::error!(error = %e, "cannot release a savepoint");
                     let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
                     finish(Err(e.to_string()));
@@ -345,7 +416,7 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
             }
         }
     }
-    let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+    let committed = exec_cached(conn, "COMMIT").map_err(|e| e.to_string());
     if let Err(e) = &committed {
         tracing::error!(error = %e, "commit failed");
         let _ = conn.execute_batch("ROLLBACK");
