@@ -23,25 +23,11 @@ use crate::util;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use rusqlite::{Connection, OptionalExtension};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &[
-    "store.artifact_create",
-    "store.artifact_write",
-    "store.artifact_commit",
-    "store.artifact_abort",
-    "store.artifact_read",
-    "store.artifact_get",
-    "store.artifacts",
-];
 
 /// Most artifacts open (created, neither committed nor aborted) at once.
 pub const MAX_OPEN_ARTIFACTS: usize = 64;
@@ -851,61 +837,12 @@ impl Store {
 // Dispatch
 // ---------------------------------------------------------------------------------------
 
-/// Decode a method's params (`null` or absent params read as `{}`).
-pub(crate) fn decode<T: DeserializeOwned>(
-    method: &str,
-    params: &RawValue,
-) -> Result<T, StoreError> {
-    let text = params.get().trim();
-    let text = if text.is_empty() || text == "null" {
-        "{}"
-    } else {
-        text
-    };
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
-}
-
-/// Encode a response.
-pub(crate) fn encode<T: Serialize>(r: Result<T, StoreError>) -> Result<Value, StoreError> {
-    serde_json::to_value(r?).map_err(|e| StoreError::Internal(format!("encode a response: {e}")))
-}
-
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.artifact_create" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_create(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifact_write" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_write(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifact_commit" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_commit(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifact_abort" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_abort(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifact_read" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_read(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifact_get" => match decode(method, params) {
-            Ok(req) => encode(store.artifact_get(req).await),
-            Err(e) => Err(e),
-        },
-        "store.artifacts" => match decode(method, params) {
-            Ok(req) => encode(store.artifacts(req).await),
-            Err(e) => Err(e),
-        },
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.artifact_create" => artifact_create,
+    "store.artifact_write" => artifact_write,
+    "store.artifact_commit" => artifact_commit,
+    "store.artifact_abort" => artifact_abort,
+    "store.artifact_read" => artifact_read,
+    "store.artifact_get" => artifact_get,
+    "store.artifacts" => artifacts,
 }

@@ -7,21 +7,12 @@
 //! an older configuration after another moves it to a new generation: its old row
 //! is removed and a new one, with the next number, is written.
 
-use crate::artifacts::{decode, encode};
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::util;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &[
-    "store.config_apply",
-    "store.config_current",
-    "store.config_generation",
-];
 
 /// The largest configuration (its canonical JSON).
 pub const MAX_CONFIG_BYTES: usize = 8 * 1024 * 1024;
@@ -197,25 +188,8 @@ impl Store {
     }
 }
 
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.config_apply" => match decode(method, params) {
-            Ok(req) => encode(store.config_apply(req).await),
-            Err(e) => Err(e),
-        },
-        "store.config_current" => match decode(method, params) {
-            Ok(req) => encode(store.config_current(req).await),
-            Err(e) => Err(e),
-        },
-        "store.config_generation" => match decode(method, params) {
-            Ok(req) => encode(store.config_generation(req).await),
-            Err(e) => Err(e),
-        },
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.config_apply" => config_apply,
+    "store.config_current" => config_current,
+    "store.config_generation" => config_generation,
 }

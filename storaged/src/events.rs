@@ -21,23 +21,10 @@ use crate::kv::{self, KvCheckItem, KvDeleteItem, KvPutItem};
 use crate::util;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-
-/// The bus methods this module serves.
-pub const METHODS: &[&str] = &[
-    "store.events_accept",
-    "store.event_accept_derived",
-    "store.checkpoint_get",
-    "store.checkpoint_set",
-    "store.event",
-    "store.events",
-    "store.work_events",
-    "store.sequence",
-];
 
 /// The longest scope, type, source, delivery ID, item, item version, schema,
 /// parent, execution, occurred_at, checkpoint source or generation.
@@ -1216,62 +1203,13 @@ impl Store {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(
-    method: &str,
-    params: &RawValue,
-) -> Result<T, StoreError> {
-    let text = match params.get().trim() {
-        "null" => "{}",
-        other => other,
-    };
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
-}
-
-fn encode<T: Serialize>(v: T) -> Result<Value, StoreError> {
-    serde_json::to_value(v).map_err(|e| StoreError::Internal(format!("encode a response: {e}")))
-}
-
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    let out = match method {
-        "store.events_accept" => match decode(method, params) {
-            Ok(req) => store.events_accept(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.event_accept_derived" => match decode(method, params) {
-            Ok(req) => store.event_accept_derived(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.checkpoint_get" => match decode(method, params) {
-            Ok(req) => store.checkpoint_get(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.checkpoint_set" => match decode(method, params) {
-            Ok(req) => store.checkpoint_set(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.event" => match decode(method, params) {
-            Ok(req) => store.event(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.events" => match decode(method, params) {
-            Ok(req) => store.events(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.work_events" => match decode(method, params) {
-            Ok(req) => store.work_events(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.sequence" => match decode(method, params) {
-            Ok(req) => store.sequence(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        _ => return None,
-    };
-    Some(out)
+crate::store_methods! {
+    "store.events_accept" => events_accept,
+    "store.event_accept_derived" => event_accept_derived,
+    "store.checkpoint_get" => checkpoint_get,
+    "store.checkpoint_set" => checkpoint_set,
+    "store.event" => event,
+    "store.events" => events,
+    "store.work_events" => work_events,
+    "store.sequence" => sequence,
 }

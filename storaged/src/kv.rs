@@ -15,17 +15,7 @@ use crate::events::{self, AcceptContext, EventInput};
 use crate::util;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// The bus methods this module serves.
-pub const METHODS: &[&str] = &[
-    "store.kv_get",
-    "store.kv_list",
-    "store.kv_commit",
-    "store.kv_layout_get",
-    "store.kv_layout_set",
-];
 
 /// The namespace that holds each extension's KV layout version.
 pub const RESERVED_NAMESPACE: &str = "core.extensions";
@@ -704,50 +694,10 @@ impl Store {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(
-    method: &str,
-    params: &RawValue,
-) -> Result<T, StoreError> {
-    let text = match params.get().trim() {
-        "null" => "{}",
-        other => other,
-    };
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
-}
-
-fn encode<T: Serialize>(v: T) -> Result<Value, StoreError> {
-    serde_json::to_value(v).map_err(|e| StoreError::Internal(format!("encode a response: {e}")))
-}
-
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    let out = match method {
-        "store.kv_get" => match decode(method, params) {
-            Ok(req) => store.kv_get(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.kv_list" => match decode(method, params) {
-            Ok(req) => store.kv_list(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.kv_commit" => match decode(method, params) {
-            Ok(req) => store.kv_commit(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.kv_layout_get" => match decode(method, params) {
-            Ok(req) => store.kv_layout_get(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        "store.kv_layout_set" => match decode(method, params) {
-            Ok(req) => store.kv_layout_set(req).await.and_then(encode),
-            Err(e) => Err(e),
-        },
-        _ => return None,
-    };
-    Some(out)
+crate::store_methods! {
+    "store.kv_get" => kv_get,
+    "store.kv_list" => kv_list,
+    "store.kv_commit" => kv_commit,
+    "store.kv_layout_get" => kv_layout_get,
+    "store.kv_layout_set" => kv_layout_set,
 }

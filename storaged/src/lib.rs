@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod kv;
 pub mod retention;
+pub mod rpc;
 pub mod schema;
 pub mod service;
 pub mod timers;

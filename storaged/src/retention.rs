@@ -20,21 +20,16 @@
 //! neither a row nor an open `.meta` is an orphan; files in `artifacts/tmp/` whose
 //! artifact was last touched more than a day ago are stale.
 
-use crate::artifacts::{self, decode, encode, META_SUFFIX};
+use crate::artifacts::{self, META_SUFFIX};
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::util;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::io::ErrorKind;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &["store.retention_run", "store.stats"];
 
 /// Most rows removed by one write.
 pub const BATCH: usize = 1000;
@@ -670,21 +665,7 @@ impl Store {
     }
 }
 
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.retention_run" => match decode(method, params) {
-            Ok(req) => encode(store.retention_run(req).await),
-            Err(e) => Err(e),
-        },
-        "store.stats" => match decode(method, params) {
-            Ok(req) => encode(store.stats(req).await),
-            Err(e) => Err(e),
-        },
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.retention_run" => retention_run,
+    "store.stats" => stats,
 }

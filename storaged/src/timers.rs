@@ -9,21 +9,11 @@ use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::util;
 use crate::work::{
-    call, check_name, check_opt_name, json_text, page_limit, parse_json, read_method, write_method,
+    check_name, check_opt_name, json_text, page_limit, parse_json, read_method, write_method,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &[
-    "store.timer_arm",
-    "store.timer_cancel",
-    "store.timers_due",
-    "store.timer_fire",
-    "store.timers",
-];
 
 /// A timer, as storaged's reads answer it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -413,18 +403,10 @@ impl Store {
     read_method!(timers, TimersRequest, TimersResponse);
 }
 
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.timer_arm" => call(method, params, |r| store.timer_arm(r)).await,
-        "store.timer_cancel" => call(method, params, |r| store.timer_cancel(r)).await,
-        "store.timers_due" => call(method, params, |r| store.timers_due(r)).await,
-        "store.timer_fire" => call(method, params, |r| store.timer_fire(r)).await,
-        "store.timers" => call(method, params, |r| store.timers(r)).await,
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.timer_arm" => timer_arm,
+    "store.timer_cancel" => timer_cancel,
+    "store.timers_due" => timers_due,
+    "store.timer_fire" => timer_fire,
+    "store.timers" => timers,
 }

@@ -13,22 +13,13 @@ use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::util;
 use crate::work::{
-    call, check_list, check_name, check_opt_name, list_text, page_limit, parse_json, parse_list,
+    check_list, check_name, check_opt_name, list_text, page_limit, parse_json, parse_list,
     read_method, set_work_state, state, write_method, SettleWait,
 };
 use protocol::wire::{clip_line, MAX_WAIT_DESCRIPTION_BYTES, MAX_WAIT_PROGRESS_BYTES};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &[
-    "store.waits",
-    "store.wait_wake",
-    "store.wait_progress",
-    "store.waits_matching",
-];
 
 /// The owner of Wait timeout timers.
 pub const TIMER_OWNER: &str = "core";
@@ -536,17 +527,9 @@ impl Store {
     read_method!(waits_matching, WaitsMatchingRequest, WaitsResponse);
 }
 
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.waits" => call(method, params, |r| store.waits(r)).await,
-        "store.wait_wake" => call(method, params, |r| store.wait_wake(r)).await,
-        "store.wait_progress" => call(method, params, |r| store.wait_progress(r)).await,
-        "store.waits_matching" => call(method, params, |r| store.waits_matching(r)).await,
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.waits" => waits,
+    "store.wait_wake" => wait_wake,
+    "store.wait_progress" => wait_progress,
+    "store.waits_matching" => waits_matching,
 }

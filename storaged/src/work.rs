@@ -28,29 +28,8 @@ use crate::error::StoreError;
 use crate::util;
 use protocol::wire::{Outcome, WorkDisplay};
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
-use std::future::Future;
-
-/// The bus methods of this module.
-pub const METHODS: &[&str] = &[
-    "store.route_decide",
-    "store.unrouted",
-    "store.attempt_start",
-    "store.lease_renew",
-    "store.lease_takeover",
-    "store.recovery_persist",
-    "store.attempt_settle",
-    "store.expired_leases",
-    "store.works_ready",
-    "store.work_cancel",
-    "store.work_get",
-    "store.works",
-    "store.executions",
-    "store.work_inputs",
-];
 
 /// The longest route reason, display refusal or cancel reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 2048;
@@ -172,24 +151,6 @@ fn lease_ttl(ttl: u64) -> Result<i64, StoreError> {
         )));
     }
     Ok(ttl as i64)
-}
-
-/// Decode a request, run it, encode the answer: the body of every `dispatch` arm.
-pub(crate) async fn call<Req, Resp, Fut>(
-    method: &str,
-    params: &RawValue,
-    f: impl FnOnce(Req) -> Fut,
-) -> Result<Value, StoreError>
-where
-    Req: DeserializeOwned,
-    Resp: Serialize,
-    Fut: Future<Output = Result<Resp, StoreError>>,
-{
-    let req: Req = serde_json::from_str(params.get())
-        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))?;
-    let resp = f(req).await?;
-    serde_json::to_value(resp)
-        .map_err(|e| StoreError::Internal(format!("encode the answer of {method}: {e}")))
 }
 
 /// Bump a Work's version and `updated_at` (every write to a Work does).
@@ -2054,27 +2015,19 @@ impl Store {
     read_method!(work_inputs, WorkInputsRequest, WorkInputsResponse);
 }
 
-/// Serve one of [`METHODS`]; `None` for any other method.
-pub async fn dispatch(
-    store: &Store,
-    method: &str,
-    params: &RawValue,
-) -> Option<Result<Value, StoreError>> {
-    Some(match method {
-        "store.route_decide" => call(method, params, |r| store.route_decide(r)).await,
-        "store.unrouted" => call(method, params, |r| store.unrouted(r)).await,
-        "store.attempt_start" => call(method, params, |r| store.attempt_start(r)).await,
-        "store.lease_renew" => call(method, params, |r| store.lease_renew(r)).await,
-        "store.lease_takeover" => call(method, params, |r| store.lease_takeover(r)).await,
-        "store.recovery_persist" => call(method, params, |r| store.recovery_persist(r)).await,
-        "store.attempt_settle" => call(method, params, |r| store.attempt_settle(r)).await,
-        "store.expired_leases" => call(method, params, |r| store.expired_leases(r)).await,
-        "store.works_ready" => call(method, params, |r| store.works_ready(r)).await,
-        "store.work_cancel" => call(method, params, |r| store.work_cancel(r)).await,
-        "store.work_get" => call(method, params, |r| store.work_get(r)).await,
-        "store.works" => call(method, params, |r| store.works(r)).await,
-        "store.executions" => call(method, params, |r| store.executions(r)).await,
-        "store.work_inputs" => call(method, params, |r| store.work_inputs(r)).await,
-        _ => return None,
-    })
+crate::store_methods! {
+    "store.route_decide" => route_decide,
+    "store.unrouted" => unrouted,
+    "store.attempt_start" => attempt_start,
+    "store.lease_renew" => lease_renew,
+    "store.lease_takeover" => lease_takeover,
+    "store.recovery_persist" => recovery_persist,
+    "store.attempt_settle" => attempt_settle,
+    "store.expired_leases" => expired_leases,
+    "store.works_ready" => works_ready,
+    "store.work_cancel" => work_cancel,
+    "store.work_get" => work_get,
+    "store.works" => works,
+    "store.executions" => executions,
+    "store.work_inputs" => work_inputs,
 }

@@ -1,0 +1,53 @@
+//! How a module's `store.*` methods meet the bus: decode the params into the
+//! request type, run the method, encode the response. [`store_methods!`] writes a
+//! module's `METHODS` and `dispatch` from its list of methods.
+
+use crate::StoreError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// Decode a method's params; absent params (`null`) read as `{}`.
+pub fn decode<T: DeserializeOwned>(method: &str, params: &RawValue) -> Result<T, StoreError> {
+    let text = match params.get().trim() {
+        "null" => "{}",
+        other => other,
+    };
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
+}
+
+/// Encode a method's response.
+pub fn encode<T: Serialize>(method: &str, response: T) -> Result<Value, StoreError> {
+    serde_json::to_value(response)
+        .map_err(|e| StoreError::Internal(format!("encode the answer of {method}: {e}")))
+}
+
+/// A module's `pub const METHODS` and `pub async fn dispatch` from
+/// `"store.name" => method_on_store` pairs.
+#[macro_export]
+macro_rules! store_methods {
+    ($($name:literal => $method:ident),* $(,)?) => {
+        /// The bus methods this module serves.
+        pub const METHODS: &[&str] = &[$($name),*];
+
+        /// Serve one of [`METHODS`]; `None` for any other method.
+        pub async fn dispatch(
+            store: &$crate::Store,
+            method: &str,
+            params: &serde_json::value::RawValue,
+        ) -> Option<Result<serde_json::Value, $crate::StoreError>> {
+            Some(match method {
+                $($name => match $crate::rpc::decode(method, params) {
+                    Ok(req) => match store.$method(req).await {
+                        Ok(resp) => $crate::rpc::encode(method, resp),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                },)*
+                _ => return None,
+            })
+        }
+    };
+}
