@@ -2,10 +2,14 @@
 //!
 //! This crate holds the behaviour of `open-conduit-extrunner`: the discovery
 //! of installed and bundled packages ([`discovery`]), the atomic conflict
-//! check of the discovered set ([`conflicts`]), and each extension as a
+//! check of the discovered set ([`conflicts`]), each extension as a
 //! supervised process: sanitized start, handshake, restart with backoff, group
-//! stop ([`process`]).
+//! stop ([`process`]), every package started at once and kept ([`runner`]), the
+//! `ext.*` bus methods ([`service`]) and the daemon's main ([`cli`]).
 
+pub mod cli;
 pub mod conflicts;
 pub mod discovery;
 pub mod process;
+pub mod runner;
+pub mod service;

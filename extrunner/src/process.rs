@@ -804,6 +804,7 @@ struct Shared {
     pid: Mutex<Option<i32>>,
     restarts: AtomicU64,
     last_exit: Mutex<Option<ProcessExit>>,
+    protocol_version: Mutex<Option<u32>>,
 }
 
 impl Shared {
@@ -841,6 +842,7 @@ impl Supervisor {
             pid: Mutex::new(None),
             restarts: AtomicU64::new(0),
             last_exit: Mutex::new(None),
+            protocol_version: Mutex::new(None),
         });
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(supervise(spec, opts, shared.clone(), stop_rx));
@@ -882,6 +884,11 @@ impl Supervisor {
             .as_ref()
             .filter(|p| !p.is_closed())
             .cloned()
+    }
+
+    /// The protocol version the last successful `initialize` chose.
+    pub fn protocol_version(&self) -> Option<u32> {
+        *lock(&self.shared.protocol_version)
     }
 
     /// The current (or last) process id, also its process group id.
@@ -982,6 +989,7 @@ async fn supervise(
                     Some(Ok(version)) => {
                         let started = Instant::now();
                         *lock(&shared.peer) = Some(process.peer().clone());
+                        *lock(&shared.protocol_version) = Some(version);
                         tracing::info!(OC_EXTENSION = %name, pid = process.pid(), protocol_version = version, "extension running");
                         shared.set_state(State::Running);
                         let stopping = tokio::select! {

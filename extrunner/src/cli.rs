@@ -1,0 +1,238 @@
+//! `open-conduit-extrunner`: arguments, start-up and the main loop.
+//!
+//! Start-up: discover and start every package at once, join the bus as the
+//! service `extrunner` (prefix `ext`), and say `READY=1` once every first
+//! handshake is done and the service is registered. `STATUS=` says how many
+//! extensions run; the watchdog is fed from the main loop; SIGTERM stops every
+//! extension with its process group and exits 0.
+
+use crate::process::SupervisorOptions;
+use crate::runner::{Runner, RunnerConfig};
+use crate::service::Service;
+use clap::Parser;
+use daemon::bus::{Bus, BusOptions};
+use daemon::{LogTarget, Notifier, Signal, Signals};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the main loop looks whether `STATUS=` changed.
+const STATUS_EVERY: Duration = Duration::from_secs(2);
+
+/// extrunner: every extension as a supervised process.
+#[derive(Parser, Debug)]
+#[command(name = "open-conduit-extrunner", version)]
+pub struct Args {
+    /// The configuration directory: installed packages are in `<config-dir>/extensions`,
+    /// the operator's grants (`settings.extensions.<name>.pass_env`) in `config.json`.
+    #[arg(long, default_value = "/etc/open-conduit")]
+    pub config_dir: PathBuf,
+    /// The bundled packages' directory.
+    #[arg(long, default_value = "/usr/lib/open-conduit/extensions")]
+    pub bundled: PathBuf,
+    /// The state directory (extensions' private state and logs).
+    #[arg(long, default_value = "/var/lib/open-conduit")]
+    pub state: PathBuf,
+    /// The bus socket.
+    #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
+    pub bus: PathBuf,
+    /// Where logs go: auto (journald when started by it), journald or stderr.
+    #[arg(long, default_value = "auto")]
+    pub log: LogTarget,
+}
+
+/// extrunner's main: returns the exit status.
+pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    if let Err(e) = daemon::log::init("open-conduit-extrunner", args.log) {
+        eprintln!("open-conduit-extrunner: {e}");
+        return 1;
+    }
+    let notifier = Notifier::from_env();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return 1;
+        }
+    };
+    match rt.block_on(run(args, notifier)) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "extrunner stops");
+            1
+        }
+    }
+}
+
+/// The variables the operator grants each package: `settings.extensions.<name>.pass_env`
+/// in `<config_dir>/config.json`. A missing file grants nothing; an unreadable or
+/// malformed one is reported and grants nothing.
+pub fn read_grants(config_dir: &Path) -> HashMap<String, Vec<String>> {
+    let path = config_dir.join("config.json");
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the configuration; no variable is granted to any extension");
+            return HashMap::new();
+        }
+    };
+    let doc: Value = match serde_json::from_slice(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "the configuration is not JSON; no variable is granted to any extension");
+            return HashMap::new();
+        }
+    };
+    grants_from(&doc)
+}
+
+/// The grants in a configuration document (see [`read_grants`]).
+pub fn grants_from(doc: &Value) -> HashMap<String, Vec<String>> {
+    let mut out = HashMap::new();
+    let Some(exts) = doc
+        .pointer("/settings/extensions")
+        .and_then(Value::as_object)
+    else {
+        return out;
+    };
+    for (name, settings) in exts {
+        let names: Vec<String> = settings
+            .get("pass_env")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !names.is_empty() {
+            out.insert(name.clone(), names);
+        }
+    }
+    out
+}
+
+async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
+    let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let _ = notifier.status("starting the extensions");
+    let config = RunnerConfig {
+        installed_root: args.config_dir.join("extensions"),
+        bundled_root: Some(args.bundled.clone()),
+        state_dir: args.state.clone(),
+        grants: read_grants(&args.config_dir),
+        options: SupervisorOptions::default(),
+    };
+    let runner = Arc::new(Runner::load(config));
+    tracing::info!(
+        packages = runner.names().len(),
+        "every extension started; waiting for their handshakes"
+    );
+    let bus = Bus::start(BusOptions::service(
+        &args.bus,
+        "extrunner",
+        &["ext"],
+        Arc::new(Service::new(runner.clone())),
+    ));
+
+    // Every first handshake, then the registration on the bus.
+    let mut handshakes_done = false;
+    loop {
+        tokio::select! {
+            _ = runner.ready(), if !handshakes_done => {
+                handshakes_done = true;
+                let counts = runner.counts();
+                tracing::info!(%counts, "every extension's handshake is done");
+                let _ = notifier.status(&format!("{counts}; joining the bus at {}", args.bus.display()));
+            }
+            joined = bus.connected(Duration::from_secs(3600)), if handshakes_done => {
+                if joined.is_ok() { break; }
+            }
+            signal = signals.next() => {
+                if signal == Signal::Stop {
+                    let _ = notifier.stopping();
+                    tracing::info!("stopping before ready: stopping every extension");
+                    runner.stop_all().await;
+                    bus.close();
+                    return Ok(());
+                }
+            }
+        }
+    }
+    let _ = notifier.ready();
+    let mut status = runner.counts().to_string();
+    let _ = notifier.status(&status);
+    tracing::info!(%status, "serving ext.* on the bus");
+
+    let mut watchdog = notifier.watchdog_ticker();
+    let mut status_tick = tokio::time::interval(STATUS_EVERY);
+    loop {
+        tokio::select! {
+            _ = daemon::notify::tick(&mut watchdog) => {
+                let _ = notifier.watchdog();
+            }
+            _ = status_tick.tick() => {
+                let now = runner.counts().to_string();
+                if now != status {
+                    status = now;
+                    let _ = notifier.status(&status);
+                }
+            }
+            _ = bus.left() => {
+                tracing::error!("left the bus (another extrunner registered): stopping");
+                break;
+            }
+            signal = signals.next() => match signal {
+                Signal::Stop => break,
+                Signal::Reload => {
+                    let _ = notifier.reloading();
+                    tracing::info!("reload asked: extrunner rereads nothing yet; restart an extension with ext.restart");
+                    let _ = notifier.ready();
+                }
+            },
+        }
+    }
+    let _ = notifier.stopping();
+    let _ = notifier.status("stopping every extension");
+    tracing::info!("stopping every extension");
+    runner.stop_all().await;
+    bus.close();
+    tracing::info!("every extension stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_come_from_settings_extensions_pass_env() {
+        let doc = serde_json::json!({
+            "settings": {"extensions": {
+                "github": {"pass_env": ["HTTPS_PROXY", 3, "NO_PROXY"]},
+                "slack": {},
+            }},
+        });
+        let grants = grants_from(&doc);
+        assert_eq!(
+            grants.get("github"),
+            Some(&vec!["HTTPS_PROXY".to_string(), "NO_PROXY".to_string()])
+        );
+        assert!(!grants.contains_key("slack"));
+        assert!(grants_from(&serde_json::json!({})).is_empty());
+    }
+}

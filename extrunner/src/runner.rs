@@ -1,0 +1,627 @@
+//! The runner: every discovered package as a supervised extension.
+//!
+//! [`Runner::load`] discovers the installed and bundled packages, reports every
+//! directory it does not offer (refused, misnamed, shadowed), checks the whole
+//! set for conflicts (all admitted or none: on a conflict nothing starts and the
+//! conflicts are kept for `ext.list`), then starts a [`Supervisor`] for every
+//! package at once. [`Runner::ready`] resolves when the slowest first handshake
+//! is done, so adding packages does not add their start times together.
+//!
+//! The runner answers what the `ext.*` bus methods show ([`Runner::list`],
+//! [`Runner::inspect`]), restarts a package on the operator's request
+//! ([`Runner::restart`]), forwards a host-to-extension call ([`Runner::call`])
+//! and stops every extension, each with its process group ([`Runner::stop_all`]).
+
+use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
+use crate::discovery::{discover, Origin, Package, Report, ReportKind};
+use crate::process::{ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions};
+use protocol::catalogue::{method as catalogue_method, Direction};
+use protocol::manifest::is_under;
+use protocol::{
+    CallError, CallOptions, CancelToken, Code, Reply, RpcError, IN_TRANSACTION_DEADLINE,
+};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// The methods only the host's lifecycle sends; never forwarded by `ext.call`.
+const LIFECYCLE: &[&str] = &["initialize", "configure", "shutdown"];
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the runner loads.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The installed packages' root (`<config dir>/extensions`).
+    pub installed_root: PathBuf,
+    /// The bundled packages' root, if any.
+    pub bundled_root: Option<PathBuf>,
+    /// The state directory: each extension's private state goes to
+    /// `<state>/extensions/<name>`, its log to `<state>/logs/extensions/<name>.log`.
+    pub state_dir: PathBuf,
+    /// The daemon variables the operator grants each package, by package name.
+    pub grants: HashMap<String, Vec<String>>,
+    /// How every extension is supervised.
+    pub options: SupervisorOptions,
+}
+
+/// The process before an operator's restart replaced it.
+#[derive(Debug, Clone, Copy)]
+struct Previous {
+    exit: Option<ProcessExit>,
+    restarts: u64,
+}
+
+/// One package and its supervision.
+struct Entry {
+    package: Package,
+    spec: ProcessSpec,
+    /// `None` when the set has a conflict: nothing was started.
+    supervisor: Mutex<Option<Arc<Supervisor>>>,
+    /// Crash restarts of the supervisors an operator's restart replaced, and
+    /// how the last of their processes ended.
+    previous: Mutex<Option<Previous>>,
+    /// Serializes operator restarts of this package.
+    restarting: tokio::sync::Mutex<()>,
+}
+
+impl Entry {
+    fn supervisor(&self) -> Option<Arc<Supervisor>> {
+        lock(&self.supervisor).clone()
+    }
+}
+
+/// Every package, supervised.
+pub struct Runner {
+    entries: Vec<Entry>,
+    reports: Vec<Report>,
+    conflicts: Vec<Conflict>,
+    options: SupervisorOptions,
+    stopping: AtomicBool,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("packages", &self.entries.len())
+            .field("reports", &self.reports.len())
+            .field("conflicts", &self.conflicts.len())
+            .finish()
+    }
+}
+
+/// How many extensions are where (for `STATUS=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Discovered and offered packages.
+    pub packages: usize,
+    /// Running.
+    pub running: usize,
+    /// Refused for good.
+    pub refused: usize,
+    /// Starting or waiting to restart.
+    pub starting: usize,
+    /// Not started because of a conflict.
+    pub not_started: usize,
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        if self.not_started > 0 {
+            return write!(
+                f,
+                "{} extension{} not started: conflicts in the package set",
+                self.not_started,
+                plural(self.not_started)
+            );
+        }
+        write!(
+            f,
+            "{} extension{} running, {} refused",
+            self.running,
+            plural(self.running),
+            self.refused
+        )?;
+        if self.starting > 0 {
+            write!(f, ", {} starting", self.starting)?;
+        }
+        Ok(())
+    }
+}
+
+/// The state's name on the bus.
+pub fn state_name(state: &State) -> &'static str {
+    match state {
+        State::Starting => "starting",
+        State::Running => "running",
+        State::Backoff { .. } => "backoff",
+        State::Refused { .. } => "refused",
+        State::Stopped => "stopped",
+    }
+}
+
+fn report_kind(kind: &ReportKind) -> &'static str {
+    match kind {
+        ReportKind::Invalid { .. } => "invalid",
+        ReportKind::NoManifest => "no_manifest",
+        ReportKind::ShadowedBundled { .. } => "shadowed_bundled",
+        ReportKind::Unreadable { .. } => "unreadable",
+    }
+}
+
+fn report_json(r: &Report) -> Value {
+    let mut v = json!({
+        "name": r.name,
+        "dir": r.dir.display().to_string(),
+        "origin": r.origin.as_str(),
+        "kind": report_kind(&r.kind),
+        "message": r.message,
+    });
+    if let ReportKind::Invalid {
+        rule, needs_newer, ..
+    } = &r.kind
+    {
+        v["rule"] = json!(rule);
+        v["needs_newer"] = json!(needs_newer);
+    }
+    v
+}
+
+fn claimant_json(c: &Claimant) -> Value {
+    match c {
+        Claimant::Host => json!({"host": true}),
+        Claimant::Package { name, dir } => {
+            json!({"package": name, "dir": dir.display().to_string()})
+        }
+    }
+}
+
+fn conflict_json(c: &Conflict) -> Value {
+    json!({
+        "kind": c.kind,
+        "name": c.name,
+        "first": claimant_json(&c.first),
+        "second": claimant_json(&c.second),
+        "packages": c.packages().collect::<Vec<_>>(),
+        "message": c.to_string(),
+    })
+}
+
+fn unavailable(message: impl Into<String>) -> RpcError {
+    RpcError::new(Code::Unavailable, message)
+}
+
+/// A first handshake is done: running, refused, stopped, or failed once (it is
+/// then restarting with backoff; waiting for it would hold readiness hostage to
+/// a package that may never start).
+fn settled(sup: &Supervisor) -> bool {
+    match sup.state() {
+        State::Running => sup.peer().is_some(),
+        State::Refused { .. } | State::Stopped | State::Backoff { .. } => true,
+        State::Starting => sup.restarts() > 0,
+    }
+}
+
+impl Runner {
+    /// Discover, report, check conflicts and start every package at once. Must
+    /// be called within a tokio runtime.
+    pub fn load(config: RunnerConfig) -> Runner {
+        let discovery = discover(&config.installed_root, config.bundled_root.as_deref());
+        for r in &discovery.reports {
+            match r.kind {
+                ReportKind::ShadowedBundled {
+                    installed_refused: false,
+                } => {
+                    tracing::info!(OC_EXTENSION = %r.name, dir = %r.dir.display(), origin = %r.origin, "{}", r.message)
+                }
+                _ => {
+                    tracing::warn!(OC_EXTENSION = %r.name, dir = %r.dir.display(), origin = %r.origin, "{}", r.message)
+                }
+            }
+        }
+        let conflicts = match check_conflicts(&discovery.packages, &HostNames::default()) {
+            Ok(()) => Vec::new(),
+            Err(conflicts) => {
+                tracing::error!("{}", crate::conflicts::describe(&conflicts));
+                conflicts
+            }
+        };
+        let start = conflicts.is_empty();
+        let entries: Vec<Entry> = discovery
+            .packages
+            .into_iter()
+            .map(|package| {
+                let mut spec = ProcessSpec::new(
+                    package.name.clone(),
+                    package.dir.clone(),
+                    package.manifest.command.clone(),
+                    package.manifest_json.clone(),
+                    &config.state_dir,
+                );
+                spec.grants = config.grants.get(&package.name).cloned().unwrap_or_default();
+                let supervisor = if start {
+                    tracing::info!(OC_EXTENSION = %package.name, origin = %package.origin, version = %package.manifest.version, "starting the extension");
+                    Some(Arc::new(Supervisor::start(
+                        spec.clone(),
+                        config.options.clone(),
+                    )))
+                } else {
+                    tracing::warn!(OC_EXTENSION = %package.name, "not started: the package set has conflicts");
+                    None
+                };
+                Entry {
+                    package,
+                    spec,
+                    supervisor: Mutex::new(supervisor),
+                    previous: Mutex::new(None),
+                    restarting: tokio::sync::Mutex::new(()),
+                }
+            })
+            .collect();
+        Runner {
+            entries,
+            reports: discovery.reports,
+            conflicts,
+            options: config.options,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Resolves once every started extension's first handshake is done
+    /// (running or refused, or failed and restarting): the slowest one.
+    pub async fn ready(&self) {
+        for entry in &self.entries {
+            let Some(sup) = entry.supervisor() else {
+                continue;
+            };
+            let mut rx = sup.subscribe();
+            loop {
+                rx.borrow_and_update();
+                if settled(&sup) {
+                    break;
+                }
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The conflicts that kept the whole set from starting (empty when none).
+    pub fn conflicts(&self) -> &[Conflict] {
+        &self.conflicts
+    }
+
+    /// The directories discovery did not offer.
+    pub fn reports(&self) -> &[Report] {
+        &self.reports
+    }
+
+    /// The names of the packages, in discovery order.
+    pub fn names(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .map(|e| e.package.name.as_str())
+            .collect()
+    }
+
+    /// The supervisor of `name`, when it is started.
+    pub fn supervisor(&self, name: &str) -> Option<Arc<Supervisor>> {
+        self.entry(name).and_then(Entry::supervisor)
+    }
+
+    fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.package.name == name)
+    }
+
+    /// How many extensions are where.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts {
+            packages: self.entries.len(),
+            ..Counts::default()
+        };
+        for e in &self.entries {
+            match e.supervisor().map(|s| s.state()) {
+                None => c.not_started += 1,
+                Some(State::Running) => c.running += 1,
+                Some(State::Refused { .. }) => c.refused += 1,
+                Some(State::Starting | State::Backoff { .. }) => c.starting += 1,
+                Some(State::Stopped) => {}
+            }
+        }
+        c
+    }
+
+    fn restarts(e: &Entry, sup: Option<&Supervisor>) -> u64 {
+        let before = lock(&e.previous).map_or(0, |p| p.restarts);
+        before + sup.map_or(0, Supervisor::restarts)
+    }
+
+    fn state_of(sup: Option<&Supervisor>) -> (&'static str, Option<State>) {
+        match sup {
+            None => ("not_started", None),
+            Some(s) => {
+                let state = s.state();
+                (state_name(&state), Some(state))
+            }
+        }
+    }
+
+    fn refusal(&self, sup: Option<&Supervisor>) -> Option<String> {
+        match sup.map(Supervisor::state) {
+            None => Some(crate::conflicts::describe(&self.conflicts)),
+            Some(State::Refused { reason }) => Some(reason.to_string()),
+            _ => None,
+        }
+    }
+
+    /// `ext.list`: every package, the discovery reports and the conflicts.
+    pub fn list(&self) -> Value {
+        let extensions: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let sup = e.supervisor();
+                let sup = sup.as_deref();
+                let (state, _) = Self::state_of(sup);
+                let running = state == "running";
+                json!({
+                    "name": e.package.name,
+                    "origin": e.package.origin.as_str(),
+                    "bundled": e.package.origin == Origin::Bundled,
+                    "version": e.package.manifest.version,
+                    "state": state,
+                    "restarts": Self::restarts(e, sup),
+                    "pid": if running { sup.and_then(Supervisor::pid) } else { None },
+                    "protocol_version": sup.and_then(Supervisor::protocol_version),
+                    "refusal": self.refusal(sup),
+                })
+            })
+            .collect();
+        json!({
+            "extensions": extensions,
+            "reports": self.reports.iter().map(report_json).collect::<Vec<_>>(),
+            "conflicts": self.conflicts.iter().map(conflict_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// `ext.inspect`: one package in detail, or `None` for an unknown name.
+    pub fn inspect(&self, name: &str) -> Option<Value> {
+        let e = self.entry(name)?;
+        let sup = e.supervisor();
+        let sup = sup.as_deref();
+        let (state_text, state) = Self::state_of(sup);
+        let previous = *lock(&e.previous);
+        let last_exit = match (sup.and_then(Supervisor::last_exit), &state) {
+            (Some(exit), Some(state)) => Some(json!({
+                "status": exit.to_string(),
+                "why": match state {
+                    State::Refused { .. } => "refused",
+                    State::Stopped => "stopped",
+                    _ => "crashed",
+                },
+            })),
+            _ => previous.and_then(|p| p.exit).map(
+                |exit| json!({"status": exit.to_string(), "why": "restarted by the operator"}),
+            ),
+        };
+        let running = state_text == "running";
+        let mut v = json!({
+            "name": e.package.name,
+            "origin": e.package.origin.as_str(),
+            "version": e.package.manifest.version,
+            "title": e.package.manifest.title,
+            "state": state_text,
+            "protocol_version": sup.and_then(Supervisor::protocol_version),
+            "protocol_versions": e.package.manifest.protocol,
+            "restarts": Self::restarts(e, sup),
+            "pid": if running { sup.and_then(Supervisor::pid) } else { None },
+            "last_exit": last_exit,
+            "refusal": self.refusal(sup),
+            "permissions": e.package.manifest.permissions,
+            "command": e.package.manifest.command,
+            "dir": e.package.dir.display().to_string(),
+            "state_dir": e.spec.state_dir.display().to_string(),
+            "log": e.spec.log_path.display().to_string(),
+            "grants": e.spec.grants,
+        });
+        if let Some(State::Backoff { until }) = state {
+            let ms = until.saturating_duration_since(Instant::now()).as_millis();
+            v["restart_in_ms"] = json!(u64::try_from(ms).unwrap_or(u64::MAX));
+        }
+        if sup.is_none() {
+            v["conflicts"] = self
+                .conflicts
+                .iter()
+                .filter(|c| c.packages().any(|p| p == name))
+                .map(conflict_json)
+                .collect();
+        }
+        Some(v)
+    }
+
+    /// `ext.restart`: stop the extension and start it again; a refused one is
+    /// tried again (the operator may have fixed it). Answers the new state.
+    pub async fn restart(&self, name: &str) -> Result<Value, RpcError> {
+        let Some(e) = self.entry(name) else {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("no extension named `{name}`"),
+            ));
+        };
+        let _serial = e.restarting.lock().await;
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(RpcError::new(
+                Code::ShuttingDown,
+                "extrunner is stopping every extension",
+            ));
+        }
+        let Some(old) = e.supervisor() else {
+            return Err(RpcError::new(
+                Code::Conflict,
+                format!(
+                    "`{name}` is not started: {}",
+                    crate::conflicts::describe(&self.conflicts)
+                ),
+            ));
+        };
+        tracing::info!(OC_EXTENSION = %name, "restarting the extension, as the operator asked");
+        old.stop().await;
+        {
+            let mut prev = lock(&e.previous);
+            let before = prev.map_or(0, |p| p.restarts);
+            *prev = Some(Previous {
+                exit: old.last_exit().or(prev.and_then(|p| p.exit)),
+                restarts: before + old.restarts(),
+            });
+        }
+        let new = Arc::new(Supervisor::start(e.spec.clone(), self.options.clone()));
+        *lock(&e.supervisor) = Some(new.clone());
+        let mut rx = new.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if settled(&new) {
+                break;
+            }
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+        let state = new.state();
+        Ok(json!({
+            "name": name,
+            "state": state_name(&state),
+            "pid": if state == State::Running { new.pid() } else { None },
+            "refusal": match state { State::Refused { reason } => Some(reason.to_string()), _ => None },
+        }))
+    }
+
+    /// `ext.call`: forward a host-to-extension call to the running extension
+    /// `name`. The method must be enabled by the manifest (or be one of the
+    /// extension's own `<name>.…` methods). An in-transaction call (asked for,
+    /// or so in the catalogue) is bounded at 250 ms and refuses callbacks. A
+    /// crash mid-call is `unavailable`; an authored error crosses verbatim.
+    pub async fn call(
+        &self,
+        name: &str,
+        method: &str,
+        params: &Value,
+        in_transaction: bool,
+        cancel: Option<CancelToken>,
+    ) -> Result<Reply, RpcError> {
+        let Some(e) = self.entry(name) else {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("no extension named `{name}`"),
+            ));
+        };
+        let manifest = &e.package.manifest;
+        if LIFECYCLE.contains(&method) {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!("`{method}` is sent by the host's lifecycle only"),
+            ));
+        }
+        let catalogued = catalogue_method(method);
+        let in_transaction = match catalogued {
+            Some(m) => {
+                if m.direction != Direction::HostToExtension {
+                    return Err(RpcError::new(
+                        Code::Undeclared,
+                        format!(
+                            "`{method}` is a method the extension calls, not one the host calls"
+                        ),
+                    ));
+                }
+                if !manifest.enables(method) {
+                    return Err(RpcError::new(
+                        Code::Undeclared,
+                        format!("the manifest of `{name}` does not enable `{method}`"),
+                    ));
+                }
+                in_transaction || m.in_transaction
+            }
+            None => {
+                if !(method.contains('.') && is_under(name, method)) {
+                    return Err(RpcError::new(
+                        Code::Undeclared,
+                        format!(
+                            "`{method}` is neither a protocol method `{name}` enables nor one of its own `{name}.…` methods"
+                        ),
+                    ));
+                }
+                in_transaction
+            }
+        };
+        let Some(sup) = e.supervisor() else {
+            return Err(unavailable(format!(
+                "`{name}` is not started: the package set has conflicts"
+            )));
+        };
+        let state = sup.state();
+        let peer = match (&state, sup.peer()) {
+            (State::Running, Some(peer)) => peer,
+            _ => {
+                let mut err = unavailable(format!(
+                    "`{name}` is not running (state {})",
+                    state_name(&state)
+                ));
+                if let Some(data) = err.data.as_mut() {
+                    data["state"] = json!(state_name(&state));
+                }
+                return Err(err);
+            }
+        };
+        let opts = CallOptions {
+            timeout: in_transaction.then_some(IN_TRANSACTION_DEADLINE),
+            cancel,
+            in_transaction,
+        };
+        match peer.call_raw(method, params, opts).await {
+            Ok(reply) => Ok(reply),
+            Err(CallError::Rpc(err)) => Err(err),
+            Err(CallError::Transport(reason)) => {
+                tracing::warn!(OC_EXTENSION = %name, %method, %reason, "the extension crashed during a call");
+                Err(unavailable(format!(
+                    "the extension crashed during the call ({reason})"
+                )))
+            }
+            Err(CallError::Timeout(limit)) => Err(unavailable(format!(
+                "`{name}` did not answer `{method}` within {limit:?}"
+            ))),
+            Err(CallError::Cancelled) => Err(RpcError::cancelled()),
+            Err(CallError::TooLarge { size, limit }) => Err(RpcError::new(
+                Code::Invalid,
+                format!("the request of {size} bytes exceeds the {limit}-byte message limit"),
+            )),
+            Err(CallError::Codec(detail)) => Err(RpcError::unauthored(detail)),
+        }
+    }
+
+    /// Stop every extension at once, each with its whole process group, and wait
+    /// for all of them.
+    pub async fn stop_all(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wait for restarts under way, so none starts a process after this.
+        for e in &self.entries {
+            drop(e.restarting.lock().await);
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for e in &self.entries {
+            if let Some(sup) = e.supervisor() {
+                set.spawn(async move { sup.stop().await });
+            }
+        }
+        while let Some(r) = set.join_next().await {
+            if let Err(e) = r {
+                tracing::error!(error = %e, "stopping an extension failed");
+            }
+        }
+    }
+}
