@@ -119,6 +119,16 @@ pub struct Bus {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus")
+            .field("socket", &self.shared.opts.socket)
+            .field("service", &self.shared.opts.service)
+            .field("connected", &self.is_connected())
+            .finish()
+    }
+}
+
 impl Bus {
     /// Start joining the bus; returns at once, the connection comes up in the
     /// background (see [`Bus::connected`]). Must be called within a tokio runtime.

@@ -136,6 +136,9 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         state_dir: args.state.clone(),
         grants: read_grants(&args.config_dir),
         options: SupervisorOptions::default(),
+        // The extensions' own calls (KV, state, events, artifacts) reach storaged
+        // on a connection of their own.
+        host_bus: Some(Bus::start(BusOptions::client(&args.bus))),
     };
     let runner = Arc::new(Runner::load(config));
     tracing::info!(

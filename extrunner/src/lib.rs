@@ -5,11 +5,14 @@
 //! check of the discovered set ([`conflicts`]), each extension as a
 //! supervised process: sanitized start, handshake, restart with backoff, group
 //! stop ([`process`]), every package started at once and kept ([`runner`]), the
-//! `ext.*` bus methods ([`service`]) and the daemon's main ([`cli`]).
+//! `ext.*` bus methods ([`service`]), the daemon's main ([`cli`]), and the
+//! scoped host that checks every extension-to-host call against the identity
+//! bound at start before it reaches storaged ([`host`]).
 
 pub mod cli;
 pub mod conflicts;
 pub mod discovery;
+pub mod host;
 pub mod process;
 pub mod runner;
 pub mod service;

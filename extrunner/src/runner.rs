@@ -14,7 +14,9 @@
 
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
 use crate::discovery::{discover, Origin, Package, Report, ReportKind};
+use crate::host::{BoundIdentity, Identity, ScopedHost};
 use crate::process::{ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions};
+use daemon::bus::Bus;
 use protocol::catalogue::{method as catalogue_method, Direction};
 use protocol::manifest::is_under;
 use protocol::{
@@ -48,6 +50,10 @@ pub struct RunnerConfig {
     pub grants: HashMap<String, Vec<String>>,
     /// How every extension is supervised.
     pub options: SupervisorOptions,
+    /// The bus the extensions' calls to the host are forwarded on (to storaged),
+    /// each through a [`ScopedHost`] bound to the package's identity. `None` leaves
+    /// `options.handler` as it is (tests of supervision alone).
+    pub host_bus: Option<Bus>,
 }
 
 /// The process before an operator's restart replaced it.
@@ -61,6 +67,9 @@ struct Previous {
 struct Entry {
     package: Package,
     spec: ProcessSpec,
+    /// The supervision options, with the scoped host bound to this package's
+    /// identity: the same across restarts, so a restart never widens authority.
+    options: SupervisorOptions,
     /// `None` when the set has a conflict: nothing was started.
     supervisor: Mutex<Option<Arc<Supervisor>>>,
     /// Crash restarts of the supervisors an operator's restart replaced, and
@@ -81,7 +90,6 @@ pub struct Runner {
     entries: Vec<Entry>,
     reports: Vec<Report>,
     conflicts: Vec<Conflict>,
-    options: SupervisorOptions,
     stopping: AtomicBool,
 }
 
@@ -245,12 +253,17 @@ impl Runner {
                     &config.state_dir,
                 );
                 spec.grants = config.grants.get(&package.name).cloned().unwrap_or_default();
+                let mut options = config.options.clone();
+                if let Some(bus) = &config.host_bus {
+                    // Scopes and connections come with configure (to come):
+                    // until then the identity has none.
+                    let identity =
+                        BoundIdentity::new(Identity::new(package.manifest.clone(), Vec::new(), Vec::new()));
+                    options.handler = Arc::new(ScopedHost::new(identity, bus.clone()));
+                }
                 let supervisor = if start {
                     tracing::info!(OC_EXTENSION = %package.name, origin = %package.origin, version = %package.manifest.version, "starting the extension");
-                    Some(Arc::new(Supervisor::start(
-                        spec.clone(),
-                        config.options.clone(),
-                    )))
+                    Some(Arc::new(Supervisor::start(spec.clone(), options.clone())))
                 } else {
                     tracing::warn!(OC_EXTENSION = %package.name, "not started: the package set has conflicts");
                     None
@@ -258,6 +271,7 @@ impl Runner {
                 Entry {
                     package,
                     spec,
+                    options,
                     supervisor: Mutex::new(supervisor),
                     previous: Mutex::new(None),
                     restarting: tokio::sync::Mutex::new(()),
@@ -268,7 +282,6 @@ impl Runner {
             entries,
             reports: discovery.reports,
             conflicts,
-            options: config.options,
             stopping: AtomicBool::new(false),
         }
     }
@@ -481,7 +494,7 @@ impl Runner {
                 restarts: before + old.restarts(),
             });
         }
-        let new = Arc::new(Supervisor::start(e.spec.clone(), self.options.clone()));
+        let new = Arc::new(Supervisor::start(e.spec.clone(), e.options.clone()));
         *lock(&e.supervisor) = Some(new.clone());
         let mut rx = new.subscribe();
         loop {

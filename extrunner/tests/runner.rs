@@ -412,3 +412,72 @@ async fn a_conflict_starts_no_extension_and_is_listed() {
     let status = daemon.sigterm_and_wait().await;
     assert!(status.success(), "{status:?}");
 }
+
+/// storaged's `store.*` served in this process on the broker, on a real store.
+fn start_storaged(s: &Scratch) -> Bus {
+    let store = storaged::Store::open(&s.join("store"), storaged::Limits::default()).unwrap();
+    let service =
+        storaged::service::Service::new(store, std::sync::Arc::new(std::sync::OnceLock::new()));
+    Bus::start(BusOptions::service(
+        s.join("bus.sock"),
+        "storaged",
+        &["store"],
+        std::sync::Arc::new(service),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extensions_kv_calls_reach_storaged_through_its_scoped_host() {
+    let s = Scratch::new("host");
+    start_broker(&s.join("bus.sock"));
+    let _storaged = start_storaged(&s);
+    install_testext(&s.join("etc/extensions"));
+    let daemon = start_extrunner(&s, None);
+    let bus = client(&s);
+    wait_running(&bus, "testext", 0).await;
+
+    // Its own namespace: committed and read back, in storaged under its name.
+    let own = call(
+        &bus,
+        "ext.call",
+        json!({"name": "testext", "method": "testext.kv_roundtrip",
+               "params": {"key": "greeting", "value": {"hello": "world"}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        own["get"]["ok"]["value"],
+        json!({"hello": "world"}),
+        "{own}"
+    );
+    let stored = call(
+        &bus,
+        "store.kv_get",
+        json!({"owner": "testext", "key": "greeting"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored["value"], json!({"hello": "world"}));
+
+    // Another extension's namespace: refused by the host, nothing written.
+    let foreign = call(
+        &bus,
+        "ext.call",
+        json!({"name": "testext", "method": "testext.kv_roundtrip",
+               "params": {"namespace": "github", "key": "token", "value": "stolen"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(foreign["commit"]["error"], "unauthorized", "{foreign}");
+    assert_eq!(foreign["get"]["error"], "unauthorized", "{foreign}");
+    let untouched = call(
+        &bus,
+        "store.kv_get",
+        json!({"owner": "github", "key": "token"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(untouched.get("value"), None, "{untouched}");
+
+    assert!(daemon.sigterm_and_wait().await.success());
+}

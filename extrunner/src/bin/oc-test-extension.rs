@@ -163,6 +163,32 @@ fn run() -> i32 {
         }
     };
     let ext = ext
+        // Calls the host back: `kv.commit` a value under `namespace`/`key`, then
+        // `kv.get` it; answers what the host said to each.
+        .method(
+            "testext.kv_roundtrip",
+            |ctx: Ctx, params: Value| async move {
+                let namespace = params.get("namespace").cloned().unwrap_or(Value::Null);
+                let key = params.get("key").cloned().unwrap_or(Value::Null);
+                let value = params.get("value").cloned().unwrap_or(Value::Null);
+                let mut put = serde_json::json!({"key": key, "value": value});
+                let mut get = serde_json::json!({"key": key});
+                if !namespace.is_null() {
+                    put["namespace"] = namespace.clone();
+                    get["namespace"] = namespace;
+                }
+                let commit = ctx
+                    .host
+                    .call("kv.commit", &serde_json::json!({"puts": [put]}))
+                    .await;
+                let read = ctx.host.call("kv.get", &get).await;
+                let said = |r: Result<Value, protocol::CallError>| match r {
+                    Ok(v) => serde_json::json!({"ok": v}),
+                    Err(e) => serde_json::json!({"error": e.code().unwrap_or("transport")}),
+                };
+                Ok(serde_json::json!({"commit": said(commit), "get": said(read)}))
+            },
+        )
         .method("testext.echo", |_ctx: Ctx, params: Value| async move {
             Ok(params)
         })

@@ -1,0 +1,470 @@
+//! The scoped host end to end: a broker on a real unix socket, storaged's service
+//! registered on it, and the host serving an "extension" over a socket pair. Every
+//! rule is refused with nothing written, and the allowed calls work.
+
+#![allow(clippy::unwrap_used)]
+
+use daemon::bus::{Bus, BusOptions};
+use extrunner::host::{BoundIdentity, Identity, ScopedHost};
+use protocol::{CallError, Code, NoHandler, Options, Peer};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+const HANG: Duration = Duration::from_secs(60);
+
+const MANIFEST: &str = r#"{
+  "protocol": [1],
+  "name": "notes",
+  "version": "1.0.0",
+  "command": ["bin/notes"],
+  "provides": {
+    "families": [{"name": "notes.note", "re_derivable": true}],
+    "schemas": [{"base": "notes.note", "versions": [1, 2]}],
+    "recurrences": [{"name": "notes.daily"}]
+  }
+}"#;
+
+struct Harness {
+    dir: PathBuf,
+    /// Straight to storaged, as a trusted daemon.
+    store: Bus,
+    /// The extension's end.
+    ext: Peer,
+    _host: Peer,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "oc-extrunner-host-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("bus.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let broker = broker::Broker::new(broker::Config::default());
+        tokio::spawn(async move {
+            let _ = broker.serve(&listener).await;
+        });
+        let store = storaged::Store::open(&dir.join("state"), storaged::Limits::default()).unwrap();
+        let service = storaged::service::Service::new(store, Arc::new(OnceLock::new()));
+        let _service = Bus::start(BusOptions::service(
+            &socket,
+            "storaged",
+            &["store"],
+            Arc::new(service),
+        ));
+        let mut opts = BusOptions::client(&socket);
+        opts.call_wait = HANG;
+        let client = Bus::start(opts);
+        // Wait for storaged to register `store`.
+        tokio::time::timeout(HANG, client.call("store.methods", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+
+        let manifest = protocol::manifest::parse_manifest(MANIFEST.as_bytes()).unwrap();
+        let identity = Identity::new(manifest, vec!["s1".into()], vec!["notes-main".into()]);
+        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone());
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let (ar, aw) = a.into_split();
+        let (br, bw) = b.into_split();
+        let host_peer = protocol::connect(ar, aw, host, Options::named("host"));
+        let ext = protocol::connect(br, bw, NoHandler, Options::named("extension notes"));
+        Harness {
+            dir,
+            store: client,
+            ext,
+            _host: host_peer,
+        }
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        tokio::time::timeout(HANG, self.ext.call(method, &params))
+            .await
+            .unwrap()
+    }
+
+    async fn store(&self, method: &str, params: Value) -> Value {
+        tokio::time::timeout(HANG, self.store.call(method, &params))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// What storaged holds under `notes`'s key, read directly.
+    async fn stored(&self, namespace: &str, key: &str) -> Value {
+        let got = self
+            .store(
+                "store.kv_get",
+                json!({"owner": "notes", "namespace": namespace, "key": key}),
+            )
+            .await;
+        got.get("value").cloned().unwrap_or(Value::Null)
+    }
+
+    async fn sequence(&self) -> Value {
+        self.store("store.sequence", json!({})).await["sequence"].clone()
+    }
+
+    /// Accept a root event in `scope` as a trusted daemon; its ID.
+    async fn seed(&self, scope: &str, delivery: &str) -> String {
+        let accepted = self
+            .store(
+                "store.events_accept",
+                json!({"events": [{"scope_id": scope, "type": "notes.note.added",
+                    "source": "notes", "delivery_id": delivery, "payload": {"n": 1}}]}),
+            )
+            .await;
+        accepted["events"][0]["id"].as_str().unwrap().to_string()
+    }
+}
+
+fn code(e: &CallError) -> Option<&str> {
+    e.code()
+}
+
+fn emission(scope: &str, delivery: &str, schema: &str) -> Value {
+    json!({"scope_id": scope, "source": "notes/main", "delivery_id": delivery,
+        "type": "notes.note.added", "payload": {"schema": schema, "data": {"text": "hi"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_calls_work_end_to_end() {
+    let h = Harness::start().await;
+    // kv.commit, then kv.get sees it; the host filled in the owner.
+    let r = h
+        .call(
+            "kv.commit",
+            json!({"puts": [{"key": "a", "value": {"n": 1}},
+                {"namespace": "notes.cache", "key": "b", "value": 2}],
+                "emissions": [emission("s1", "d1", "notes.note.v2")]}),
+        )
+        .await
+        .unwrap();
+    let event = &r["emissions"][0]["event"];
+    assert_eq!(r["emissions"][0]["added"], true, "{r}");
+    assert_eq!(event["scope_id"], "s1", "{r}");
+    assert_eq!(event["payload"]["schema"], "notes.note.v2", "{r}");
+    let got = h.call("kv.get", json!({"key": "a"})).await.unwrap();
+    assert_eq!(got["value"], json!({"n": 1}));
+    let version = got["version"].as_str().unwrap().to_string();
+    assert_eq!(h.stored("notes.cache", "b").await, json!(2));
+    let list = h
+        .call("kv.list", json!({"namespace": "notes.cache"}))
+        .await
+        .unwrap();
+    assert_eq!(list["entries"][0]["key"], "b", "{list}");
+    // A check against the version read holds.
+    h.call(
+        "kv.commit",
+        json!({"checks": [{"key": "a", "version": version}], "puts": [{"key": "a", "value": 3}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.stored("", "a").await, json!(3));
+
+    // event.accept derives from an Event of its scope.
+    let parent = event["id"].as_str().unwrap();
+    let mut derived = emission("", "d2", "notes.note.v2");
+    derived["parent_id"] = json!(parent);
+    let r = h
+        .call(
+            "event.accept",
+            json!({"event": derived, "puts": [{"key": "seen", "value": true}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["added"], true, "{r}");
+    assert_eq!(r["event"]["parent_id"], parent, "{r}");
+    assert_eq!(r["event"]["depth"], 1, "{r}");
+    assert_eq!(h.stored("", "seen").await, json!(true));
+
+    // State reads in its scope.
+    let one = h.call("state.event", json!({"id": parent})).await.unwrap();
+    assert_eq!(one["event"]["id"], parent);
+    let page = h.call("state.events", json!({})).await.unwrap();
+    assert_eq!(page["events"].as_array().unwrap().len(), 2, "{page}");
+    let seq = h.call("state.sequence", json!({})).await.unwrap();
+    assert_eq!(seq["sequence"], h.sequence().await);
+
+    // Timers of a declared recurrence in its scope.
+    let armed = h
+        .call(
+            "timer.arm",
+            json!({"recurrence": "notes.daily", "scope_id": "s1", "key": "k",
+                "at": "2030-01-01T00:00:00Z"}),
+        )
+        .await
+        .unwrap();
+    assert!(!armed["timer_id"].as_str().unwrap().is_empty(), "{armed}");
+    let timers = h.call("state.timers", json!({})).await.unwrap();
+    assert_eq!(timers["timers"][0]["key"], "k", "{timers}");
+    let cancelled = h
+        .call(
+            "timer.cancel",
+            json!({"recurrence": "notes.daily", "scope_id": "s1", "key": "k"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled["cancelled"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_and_emission_rules_apply_nothing() {
+    let h = Harness::start().await;
+    let before = h.sequence().await;
+
+    // A foreign namespace among its own keys: nothing applied.
+    for batch in [
+        json!({"puts": [{"key": "mine", "value": 1}, {"namespace": "github", "key": "x", "value": 1}]}),
+        json!({"puts": [{"key": "mine", "value": 1}], "deletes": [{"namespace": "core.extensions", "key": "notes"}]}),
+        json!({"puts": [{"key": "mine", "value": 1}], "checks": [{"namespace": "notesx", "key": "x", "absent": true}]}),
+    ] {
+        let e = h.call("kv.commit", batch).await.unwrap_err();
+        assert_eq!(code(&e), Some("unauthorized"), "{e:?}");
+    }
+    assert_eq!(h.stored("", "mine").await, Value::Null);
+    let e = h
+        .call("kv.get", json!({"namespace": "github", "key": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("unauthorized"), "{e:?}");
+    let e = h
+        .call("kv.list", json!({"namespace": "other"}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("unauthorized"), "{e:?}");
+
+    // Whatever owner the extension sends is ignored: it writes its own namespace.
+    h.call(
+        "kv.commit",
+        json!({"owner": "github", "puts": [{"key": "own", "value": 1}]}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(h.stored("", "own").await, json!(1));
+    let github = h
+        .store("store.kv_get", json!({"owner": "github", "key": "own"}))
+        .await;
+    assert_eq!(github.get("value"), None);
+
+    let refusals = [
+        // A foreign family.
+        (
+            json!({"scope_id": "s1", "source": "notes", "delivery_id": "f1",
+                "type": "github.issue.opened"}),
+            "unauthorized",
+        ),
+        // An undeclared family of its own.
+        (
+            json!({"scope_id": "s1", "source": "notes", "delivery_id": "f2",
+                "type": "notes.other"}),
+            "undeclared",
+        ),
+        // A foreign source.
+        (
+            json!({"scope_id": "s1", "source": "github", "delivery_id": "f3",
+                "type": "notes.note.added"}),
+            "unauthorized",
+        ),
+        // An older schema version, a newer one, a foreign one.
+        (emission("s1", "f4", "notes.note.v1"), "unreadable_schema"),
+        (emission("s1", "f5", "notes.note.v3"), "unreadable_schema"),
+        (emission("s1", "f6", "github.issue.v1"), "unreadable_schema"),
+        // A root in a scope not its own.
+        (emission("s2", "f7", "notes.note.v2"), "unauthorized"),
+    ];
+    for (em, want) in refusals {
+        let e = h
+            .call(
+                "kv.commit",
+                json!({"puts": [{"key": "mine", "value": 1}], "emissions": [em]}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), Some(want), "{em}: {e:?}");
+        assert_eq!(h.stored("", "mine").await, Value::Null, "{em}");
+    }
+    assert_eq!(h.sequence().await, before, "no event was accepted");
+
+    // event.accept: derived only, with the same checks.
+    let e = h
+        .call(
+            "event.accept",
+            json!({"event": emission("s1", "r1", "notes.note.v2")}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("invalid"), "{e:?}");
+    let own = h.seed("s1", "seed1").await;
+    let foreign = h.seed("s2", "seed2").await;
+    let seeded = h.sequence().await;
+    let mut old = emission("", "r2", "notes.note.v1");
+    old["parent_id"] = json!(own);
+    let e = h
+        .call("event.accept", json!({"event": old}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("unreadable_schema"), "{e:?}");
+    let mut alien = emission("", "r3", "notes.note.v2");
+    alien["parent_id"] = json!(own);
+    alien["type"] = json!("github.issue.opened");
+    let e = h
+        .call("event.accept", json!({"event": alien}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("unauthorized"), "{e:?}");
+    let mut stray = emission("", "r4", "notes.note.v2");
+    stray["parent_id"] = json!(own);
+    let e = h
+        .call(
+            "event.accept",
+            json!({"event": stray, "puts": [{"namespace": "github", "key": "x", "value": 1}]}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("unauthorized"), "{e:?}");
+    // A parent outside its scopes reads as not found.
+    let mut outside = emission("", "r5", "notes.note.v2");
+    outside["parent_id"] = json!(foreign);
+    let e = h
+        .call(
+            "event.accept",
+            json!({"event": outside, "puts": [{"key": "mine", "value": 1}]}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("not_found"), "{e:?}");
+    assert_eq!(h.sequence().await, seeded, "no event was accepted");
+    assert_eq!(h.stored("", "mine").await, Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_outside_its_scopes_are_not_found() {
+    let h = Harness::start().await;
+    let own = h.seed("s1", "a").await;
+    let foreign = h.seed("s2", "b").await;
+
+    let e = h
+        .call("state.event", json!({"id": foreign}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("not_found"), "{e:?}");
+    let e = h
+        .call("state.event", json!({"id": "evt_nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some("not_found"), "{e:?}");
+    // Scopes the extension sends are ignored.
+    let page = h
+        .call("state.events", json!({"scopes": ["s2"]}))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![own.as_str()], "{page}");
+    let work = h
+        .call("state.work_events", json!({"id": "work_nope"}))
+        .await
+        .unwrap();
+    assert_eq!(work["events"].as_array().map_or(0, Vec::len), 0, "{work}");
+    let timers = h
+        .call("state.timers", json!({"scope_id": "s2"}))
+        .await
+        .unwrap();
+    assert_eq!(timers["timers"].as_array().map_or(0, Vec::len), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_permissions_timers_and_secrets() {
+    let h = Harness::start().await;
+    // A host-to-extension method sent to the host, and an unknown one.
+    for m in ["route.match", "configure", "no.such"] {
+        let e = h.call(m, json!({})).await.unwrap_err();
+        assert_eq!(e.rpc().unwrap().code, -32601, "{m}: {e:?}");
+    }
+    // Permission-gated without the permission, and a surface it does not declare.
+    let e = h
+        .call("telemetry.capture", json!({"name": "x"}))
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Undeclared), "{e:?}");
+    assert!(
+        e.to_string().contains("telemetry.capture") && e.to_string().contains("permission"),
+        "{e}"
+    );
+    let e = h.call("config.base", json!({})).await.unwrap_err();
+    assert!(
+        e.is(Code::Undeclared) && e.to_string().contains("config.read"),
+        "{e}"
+    );
+    let e = h
+        .call("work.cancel", json!({"work_id": "w"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.is(Code::Undeclared) && e.to_string().contains("work_kinds"),
+        "{e}"
+    );
+    // Catalogued, enabled, not served yet.
+    let e = h.call("state.scopes", json!({})).await.unwrap_err();
+    assert!(
+        e.is(Code::Unsupported) && e.to_string().contains("state.scopes"),
+        "{e}"
+    );
+
+    // Timers: only declared recurrences, only its scopes; nothing armed.
+    let e = h
+        .call(
+            "timer.arm",
+            json!({"recurrence": "github.poll", "scope_id": "s1", "key": "k", "at": "2030-01-01T00:00:00Z"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Undeclared), "{e:?}");
+    let e = h
+        .call(
+            "timer.arm",
+            json!({"recurrence": "notes.daily", "scope_id": "s2", "key": "k", "at": "2030-01-01T00:00:00Z"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unauthorized), "{e:?}");
+    let all = h.store("store.timers", json!({})).await;
+    assert_eq!(all["timers"].as_array().map_or(0, Vec::len), 0, "{all}");
+
+    // Secrets: only its connections; resolution itself is not built yet.
+    let e = h
+        .call(
+            "secret.resolve",
+            json!({"scope_id": "s1", "connection": "someone-else", "names": ["token"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unauthorized), "{e:?}");
+    let e = h
+        .call(
+            "secret.resolve",
+            json!({"scope_id": "s1", "connection": "notes-main", "names": ["token"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unsupported), "{e:?}");
+}
