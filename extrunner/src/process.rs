@@ -7,22 +7,30 @@
 //! read from the child's wait status, never from EOF on its pipes: a process
 //! that closes stdout but keeps running is not dead.
 //!
-//! [`Supervisor`] runs one extension for as long as it is wanted: start,
-//! `initialize` (refusing, for good, an extension with no common protocol version
-//! or a manifest that differs from its file), restart after a crash with
+//! [`Supervisor`] runs one extension for as long as it is wanted: the KV layout
+//! check before the start (refusing, for good, a manifest whose `kv_version` is
+//! older than the one recorded: `kv_downgrade`), start, `initialize` (refusing,
+//! for good, an extension with no common protocol version or a manifest that
+//! differs from its file), `configure` with `kv: {stored, declared}` (and,
+//! only once it succeeded, the declared layout recorded through [`KvLayouts`]),
+//! restart after a crash with
 //! exponential backoff, and stop: `shutdown`, close stdin, then SIGTERM and
 //! SIGKILL to the whole process group, so that no process of the group outlives
 //! it, grandchildren included.
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use protocol::wire::{HostInfo, InitializeParams, InitializeResult};
+use protocol::wire::{
+    ConfigureParams, ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout,
+};
 use protocol::{connect_arc, CallError, CallOptions, Code, Handler, NoHandler, Options, Peer};
 use serde_json::Value;
 use std::fmt;
+use std::future::Future;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -138,6 +146,26 @@ pub fn sanitized_env(base: &[(String, String)], grants: &[String]) -> Vec<(Strin
         .collect()
 }
 
+/// A boxed future borrowing its receiver.
+pub type LayoutFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// Where the host keeps each extension's KV layout version (storaged's
+/// `core.extensions` namespace, through `store.kv_layout_get/set`).
+pub trait KvLayouts: Send + Sync {
+    /// The version recorded for `name` (0 when none is).
+    fn get<'a>(&'a self, name: &'a str) -> LayoutFuture<'a, u32>;
+    /// Record `version` for `name` (storaged refuses a lower one).
+    fn set<'a>(&'a self, name: &'a str, version: u32) -> LayoutFuture<'a, ()>;
+}
+
+/// The manifest's `kv_version` (0 when absent; a value past `u32` saturates).
+pub fn declared_kv_version(manifest_json: &Value) -> u32 {
+    manifest_json
+        .get("kv_version")
+        .and_then(Value::as_u64)
+        .map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX))
+}
+
 /// How the supervisor runs an extension.
 #[derive(Clone)]
 pub struct SupervisorOptions {
@@ -163,6 +191,9 @@ pub struct SupervisorOptions {
     pub log_cap: u64,
     /// Serves the extension's calls to the host.
     pub handler: Arc<dyn Handler>,
+    /// The recorded KV layout versions. `None`: the layout is taken as current
+    /// (`stored = declared`), nothing migrates and nothing is recorded.
+    pub kv_layouts: Option<Arc<dyn KvLayouts>>,
 }
 
 impl Default for SupervisorOptions {
@@ -179,6 +210,7 @@ impl Default for SupervisorOptions {
             backoff_reset_after: Duration::from_secs(60),
             log_cap: LOG_CAP,
             handler: Arc::new(NoHandler),
+            kv_layouts: None,
         }
     }
 }
@@ -196,6 +228,7 @@ impl fmt::Debug for SupervisorOptions {
             .field("backoff_max", &self.backoff_max)
             .field("backoff_reset_after", &self.backoff_reset_after)
             .field("log_cap", &self.log_cap)
+            .field("kv_layouts", &self.kv_layouts.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -221,6 +254,15 @@ pub enum Refusal {
         /// What differs.
         detail: String,
     },
+    /// The manifest's `kv_version` is older than the layout the host recorded
+    /// (an older release after a newer one migrated the KV).
+    #[error("kv_downgrade: the manifest declares KV layout {declared}, older than the recorded {stored}")]
+    KvDowngrade {
+        /// The version recorded from the last successful configure.
+        stored: u32,
+        /// The manifest's `kv_version`.
+        declared: u32,
+    },
 }
 
 /// Why a start failed.
@@ -239,6 +281,13 @@ pub enum StartError {
     /// nonsense (a crash).
     #[error("initialize failed: {0}")]
     Handshake(String),
+    /// `configure` failed: an error answer (a failed migration, say), a crash
+    /// or a timeout (a crash: restarted, and the layout is not recorded).
+    #[error("configure failed: {0}")]
+    Configure(String),
+    /// The KV layout could not be read or recorded (a crash: restarted).
+    #[error("KV layout: {0}")]
+    KvLayout(String),
 }
 
 impl StartError {
@@ -464,6 +513,54 @@ impl ExtensionProcess {
             return Err(StartError::Refused(Refusal::ManifestMismatch { detail }));
         }
         Ok(result.protocol_version)
+    }
+
+    /// `configure` with the generation's entries (none yet: configuration
+    /// arrives later) and `kv`. An error answer, a crash or a timeout is
+    /// [`StartError::Configure`].
+    pub async fn configure(
+        &self,
+        opts: &SupervisorOptions,
+        kv: KvLayout,
+    ) -> Result<ConfigureResult, StartError> {
+        let params = ConfigureParams {
+            kv,
+            ..ConfigureParams::default()
+        };
+        let call = CallOptions {
+            timeout: Some(opts.start_timeout),
+            ..CallOptions::default()
+        };
+        let answer = self
+            .peer
+            .call_with("configure", &params, call)
+            .await
+            .map_err(|e| StartError::Configure(e.to_string()))?;
+        serde_json::from_value(answer)
+            .map_err(|e| StartError::Configure(format!("the answer does not decode: {e}")))
+    }
+
+    /// The whole start after the spawn: `initialize`, `configure` with `kv`,
+    /// then (only once configure succeeded) the declared layout recorded.
+    /// Answers the protocol version.
+    pub async fn start_up(
+        &self,
+        spec: &ProcessSpec,
+        opts: &SupervisorOptions,
+        kv: KvLayout,
+    ) -> Result<u32, StartError> {
+        let version = self.handshake(spec, opts).await?;
+        self.configure(opts, kv).await?;
+        if let Some(layouts) = &opts.kv_layouts {
+            if kv.stored != kv.declared {
+                layouts
+                    .set(&spec.name, kv.declared)
+                    .await
+                    .map_err(StartError::KvLayout)?;
+                tracing::info!(OC_EXTENSION = %spec.name, from = kv.stored, to = kv.declared, "KV layout recorded");
+            }
+        }
+        Ok(version)
     }
 
     /// The connection to the process.
@@ -942,6 +1039,30 @@ async fn stop_requested(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
+/// The layout `configure` carries, read before the process starts: a manifest
+/// older than the recorded layout is refused (`kv_downgrade`); without a layout
+/// store the layout is current.
+async fn kv_layout(spec: &ProcessSpec, opts: &SupervisorOptions) -> Result<KvLayout, StartError> {
+    let declared = declared_kv_version(&spec.manifest_json);
+    let Some(layouts) = &opts.kv_layouts else {
+        return Ok(KvLayout {
+            stored: declared,
+            declared,
+        });
+    };
+    let stored = layouts
+        .get(&spec.name)
+        .await
+        .map_err(StartError::KvLayout)?;
+    if declared < stored {
+        return Err(StartError::Refused(Refusal::KvDowngrade {
+            stored,
+            declared,
+        }));
+    }
+    Ok(KvLayout { stored, declared })
+}
+
 async fn supervise(
     spec: ProcessSpec,
     opts: SupervisorOptions,
@@ -956,14 +1077,27 @@ async fn supervise(
         }
         shared.set_state(State::Starting);
         let mut uptime = Duration::ZERO;
-        match ExtensionProcess::spawn(&spec, &opts).await {
+        let kv = tokio::select! {
+            r = kv_layout(&spec, &opts) => r,
+            _ = stop_requested(&mut stop_rx) => break,
+        };
+        let spawned = match kv {
+            Err(StartError::Refused(reason)) => {
+                tracing::error!(OC_EXTENSION = %name, %reason, "extension refused before its start; it will not be restarted");
+                shared.set_state(State::Refused { reason });
+                return;
+            }
+            Err(e) => Err(e),
+            Ok(kv) => ExtensionProcess::spawn(&spec, &opts).await.map(|p| (p, kv)),
+        };
+        match spawned {
             Err(e) => {
                 tracing::error!(OC_EXTENSION = %name, error = %e, "extension failed to start");
             }
-            Ok(process) => {
+            Ok((process, kv)) => {
                 *lock(&shared.pid) = Some(process.pid());
                 let handshake = tokio::select! {
-                    r = process.handshake(&spec, &opts) => Some(r),
+                    r = process.start_up(&spec, &opts, kv) => Some(r),
                     _ = stop_requested(&mut stop_rx) => None,
                 };
                 match handshake {
@@ -981,9 +1115,11 @@ async fn supervise(
                     }
                     Some(Err(e)) => {
                         tracing::warn!(OC_EXTENSION = %name, error = %e, "extension failed its start");
-                        // It did not answer initialize: no point asking it to
-                        // shut down.
-                        let exit = process.stop_with(&opts, false).await;
+                        // Past initialize it may answer shutdown; before it,
+                        // there is no point asking.
+                        let initialized =
+                            matches!(e, StartError::Configure(_) | StartError::KvLayout(_));
+                        let exit = process.stop_with(&opts, initialized).await;
                         *lock(&shared.last_exit) = Some(exit);
                     }
                     Some(Ok(version)) => {

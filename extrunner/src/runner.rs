@@ -15,7 +15,9 @@
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
 use crate::discovery::{discover, Origin, Package, Report, ReportKind};
 use crate::host::{BoundIdentity, Identity, ScopedHost};
-use crate::process::{ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions};
+use crate::process::{
+    KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
+};
 use daemon::bus::Bus;
 use protocol::catalogue::{method as catalogue_method, Direction};
 use protocol::manifest::is_under;
@@ -54,6 +56,52 @@ pub struct RunnerConfig {
     /// each through a [`ScopedHost`] bound to the package's identity. `None` leaves
     /// `options.handler` as it is (tests of supervision alone).
     pub host_bus: Option<Bus>,
+}
+
+/// The KV layout versions storaged records (`store.kv_layout_get/set`), over
+/// the bus.
+#[derive(Debug, Clone)]
+pub struct BusKvLayouts {
+    bus: Bus,
+}
+
+impl BusKvLayouts {
+    /// The layouts storaged keeps, reached on `bus`.
+    pub fn new(bus: Bus) -> BusKvLayouts {
+        BusKvLayouts { bus }
+    }
+}
+
+impl KvLayouts for BusKvLayouts {
+    fn get<'a>(&'a self, name: &'a str) -> LayoutFuture<'a, u32> {
+        Box::pin(async move {
+            let answer = self
+                .bus
+                .call("store.kv_layout_get", &json!({ "extension": name }))
+                .await
+                .map_err(|e| format!("store.kv_layout_get: {e}"))?;
+            match answer.get("version") {
+                None | Some(Value::Null) => Ok(0),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .ok_or_else(|| format!("store.kv_layout_get answered version {v}")),
+            }
+        })
+    }
+
+    fn set<'a>(&'a self, name: &'a str, version: u32) -> LayoutFuture<'a, ()> {
+        Box::pin(async move {
+            self.bus
+                .call(
+                    "store.kv_layout_set",
+                    &json!({ "extension": name, "version": version }),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("store.kv_layout_set: {e}"))
+        })
+    }
 }
 
 /// The process before an operator's restart replaced it.
@@ -260,6 +308,7 @@ impl Runner {
                     let identity =
                         BoundIdentity::new(Identity::new(package.manifest.clone(), Vec::new(), Vec::new()));
                     options.handler = Arc::new(ScopedHost::new(identity, bus.clone()));
+                    options.kv_layouts = Some(Arc::new(BusKvLayouts::new(bus.clone())));
                 }
                 let supervisor = if start {
                     tracing::info!(OC_EXTENSION = %package.name, origin = %package.origin, version = %package.manifest.version, "starting the extension");

@@ -460,3 +460,102 @@ async fn a_start_timeout_is_a_crash_not_a_refusal() {
     assert_eq!(sup.state(), State::Stopped);
     assert!(group_members(pid).is_empty());
 }
+
+/// Layout versions in memory; `get` fails while `unavailable`.
+#[derive(Default)]
+struct MemLayouts {
+    stored: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    sets: std::sync::Mutex<Vec<(String, u32)>>,
+    unavailable: bool,
+}
+
+impl extrunner::process::KvLayouts for MemLayouts {
+    fn get<'a>(&'a self, name: &'a str) -> extrunner::process::LayoutFuture<'a, u32> {
+        let v = self.stored.lock().unwrap().get(name).copied().unwrap_or(0);
+        let unavailable = self.unavailable;
+        Box::pin(async move {
+            if unavailable {
+                Err("storaged is unavailable".to_string())
+            } else {
+                Ok(v)
+            }
+        })
+    }
+    fn set<'a>(&'a self, name: &'a str, version: u32) -> extrunner::process::LayoutFuture<'a, ()> {
+        self.sets.lock().unwrap().push((name.to_string(), version));
+        self.stored
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), version);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_kv_version_is_refused_before_the_process_starts() {
+    let dir = scratch("kvdowngrade");
+    let layouts = std::sync::Arc::new(MemLayouts::default());
+    layouts.stored.lock().unwrap().insert("testext".into(), 2);
+    let options = SupervisorOptions {
+        kv_layouts: Some(layouts.clone()),
+        ..opts()
+    };
+    let sup = Supervisor::start(spec(&dir, "serve", &[]), options);
+    let state = tokio::time::timeout(HANG, sup.wait_running())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        state,
+        State::Refused {
+            reason: Refusal::KvDowngrade {
+                stored: 2,
+                declared: 0
+            }
+        }
+    );
+    assert!(state_reason(&sup).contains("kv_downgrade"));
+    assert_eq!(sup.restarts(), 0);
+    assert_eq!(sup.pid(), None, "the process never started");
+    assert!(layouts.sets.lock().unwrap().is_empty());
+    sup.stop().await;
+}
+
+fn state_reason(sup: &Supervisor) -> String {
+    match sup.state() {
+        State::Refused { reason } => reason.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_current_layout_runs_and_records_nothing() {
+    let dir = scratch("kvcurrent");
+    let layouts = std::sync::Arc::new(MemLayouts::default());
+    let options = SupervisorOptions {
+        kv_layouts: Some(layouts.clone()),
+        ..opts()
+    };
+    let sup = Supervisor::start(spec(&dir, "serve", &[]), options);
+    running(&sup).await;
+    assert!(layouts.sets.lock().unwrap().is_empty());
+    sup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_layout_is_retried_not_refused() {
+    let dir = scratch("kvunavailable");
+    let layouts = std::sync::Arc::new(MemLayouts {
+        unavailable: true,
+        ..MemLayouts::default()
+    });
+    let options = SupervisorOptions {
+        kv_layouts: Some(layouts),
+        ..opts()
+    };
+    let sup = Supervisor::start(spec(&dir, "serve", &[]), options);
+    wait_until(&sup, "a retry", |s| s.restarts() >= 2).await;
+    assert!(!matches!(sup.state(), State::Refused { .. }));
+    assert_eq!(sup.pid(), None, "never started without its layout");
+    sup.stop().await;
+}

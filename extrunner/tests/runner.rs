@@ -214,6 +214,8 @@ async fn serves_ext_methods_survives_a_crash_and_stops_every_extension() {
     std::fs::create_dir_all(bundled.join("broken")).unwrap();
     std::fs::write(bundled.join("broken").join(MANIFEST_FILE), b"{not json").unwrap();
     start_broker(&s.join("bus.sock"));
+    // The KV layout is read from storaged before every start.
+    let _storaged = start_storaged(&s);
     let notify_path = s.join("notify.sock");
     let notify = tokio::net::UnixDatagram::bind(&notify_path).unwrap();
     let daemon = start_extrunner(&s, Some(&notify_path));

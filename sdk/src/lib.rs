@@ -16,6 +16,13 @@
 //! common protocol version, and the manifest), refuses every other method before
 //! it, answers `shutting_down` after `shutdown`, and returns when stdin reaches EOF,
 //! so a host that dies never leaves the extension serving nobody.
+//!
+//! It also serves `configure`: when the host's `kv.stored` is older than
+//! `kv.declared` (the manifest's `kv_version`), it runs the extension's
+//! migration ([`Extension::on_migrate`]) first, then its configure handler
+//! ([`Extension::on_configure`], else `{}`). A failed migration fails configure,
+//! so the host records nothing and the migration runs again at the next start:
+//! it must be idempotent (precondition-guarded `kv.commit` batches).
 
 use protocol::{
     connect_arc, BoxFuture, CallError, CancelToken, Code, Handler, Options, Peer, Reply, Request,
@@ -35,6 +42,12 @@ use protocol::wire;
 
 type Dyn = Arc<dyn Fn(Ctx, Request) -> BoxFuture<Result<Reply, RpcError>> + Send + Sync>;
 type Notif = Arc<dyn Fn(Host, &str, Value) + Send + Sync>;
+type Migrate = Arc<dyn Fn(Ctx, u32, u32) -> BoxFuture<Result<(), RpcError>> + Send + Sync>;
+type Configure = Arc<
+    dyn Fn(Ctx, wire::ConfigureParams) -> BoxFuture<Result<wire::ConfigureResult, RpcError>>
+        + Send
+        + Sync,
+>;
 
 /// What a handler gets besides its params.
 #[derive(Clone)]
@@ -182,6 +195,8 @@ pub struct Extension {
     versions: Vec<u32>,
     methods: HashMap<String, Dyn>,
     notifications: Option<Notif>,
+    migrate: Option<Migrate>,
+    configure: Option<Configure>,
     errors: Vec<SdkError>,
 }
 
@@ -200,6 +215,8 @@ impl Extension {
             manifest,
             methods: HashMap::new(),
             notifications: None,
+            migrate: None,
+            configure: None,
             errors: Vec::new(),
         })
     }
@@ -285,6 +302,39 @@ impl Extension {
         }
     }
 
+    /// Migrate the extension's KV from layout `from` (what the host recorded) to
+    /// `to` (the manifest's `kv_version`). Run before configure whenever
+    /// `from < to`; it must be idempotent (a crash midway runs it again), so use
+    /// precondition-guarded `kv.commit` batches and leave what is already
+    /// migrated alone. An error fails configure.
+    pub fn on_migrate<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Ctx, u32, u32) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), RpcError>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.migrate = Some(Arc::new(move |ctx, from, to| {
+            let f = f.clone();
+            Box::pin(async move { f(ctx, from, to).await })
+        }));
+        self
+    }
+
+    /// Serve `configure` (after any migration). Without it, configure answers
+    /// an empty [`wire::ConfigureResult`].
+    pub fn on_configure<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Ctx, wire::ConfigureParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<wire::ConfigureResult, RpcError>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.configure = Some(Arc::new(move |ctx, params| {
+            let f = f.clone();
+            Box::pin(async move { f(ctx, params).await })
+        }));
+        self
+    }
+
     /// Receive the host's notifications (other than `$/cancel`).
     pub fn on_notification<F>(mut self, f: F) -> Self
     where
@@ -330,15 +380,42 @@ impl Handler for Served {
             self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
             return Box::pin(async move { protocol::reply(&json!({})) });
         }
-        let Some(handler) = self.ext.methods.get(method) else {
-            let e = RpcError::method_not_found(method);
-            return Box::pin(async move { Err(e) });
-        };
         let ctx = Ctx {
             host: Host {
                 peer: request.peer.clone(),
             },
             cancel: request.cancel.clone(),
+        };
+        if method == "configure" {
+            let params = request.params::<wire::ConfigureParams>();
+            let migrate = self.ext.migrate.clone();
+            let configure = self.ext.configure.clone();
+            return Box::pin(async move {
+                let params = params?;
+                let kv = params.kv;
+                if kv.needs_migration() {
+                    if let Some(migrate) = migrate {
+                        migrate(ctx.clone(), kv.stored, kv.declared)
+                            .await
+                            .map_err(|mut e| {
+                                e.message = format!(
+                                    "migrating the KV layout {} to {}: {}",
+                                    kv.stored, kv.declared, e.message
+                                );
+                                e
+                            })?;
+                    }
+                }
+                let result = match configure {
+                    Some(configure) => configure(ctx, params).await?,
+                    None => wire::ConfigureResult::default(),
+                };
+                protocol::reply(&result)
+            });
+        }
+        let Some(handler) = self.ext.methods.get(method) else {
+            let e = RpcError::method_not_found(method);
+            return Box::pin(async move { Err(e) });
         };
         handler(ctx, request)
     }
