@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use std::time::Instant;
 
 /// The methods only the host's lifecycle sends; never forwarded by `ext.call`.
@@ -575,6 +576,7 @@ impl Runner {
         method: &str,
         params: &Value,
         in_transaction: bool,
+        timeout: Duration,
         cancel: Option<CancelToken>,
     ) -> Result<Reply, RpcError> {
         let Some(e) = self.entry(name) else {
@@ -641,7 +643,11 @@ impl Runner {
             }
         };
         let opts = CallOptions {
-            timeout: in_transaction.then_some(IN_TRANSACTION_DEADLINE),
+            timeout: Some(if in_transaction {
+                IN_TRANSACTION_DEADLINE
+            } else {
+                timeout
+            }),
             cancel,
             in_transaction,
         };

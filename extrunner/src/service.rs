@@ -37,7 +37,17 @@ struct CallParams {
     params: Option<Value>,
     #[serde(default)]
     in_transaction: bool,
+    /// How long to wait for the answer (ms); default [`CALL_TIMEOUT_DEFAULT`], at
+    /// most [`CALL_TIMEOUT_MAX`]. Past it the call is cancelled and answered
+    /// `unavailable`.
+    #[serde(default)]
+    timeout_ms: Option<u64>,
 }
+
+/// How long `ext.call` waits for an answer unless told otherwise.
+pub const CALL_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+/// The longest `ext.call` may be told to wait.
+pub const CALL_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The bus handler of extrunner's service.
 #[derive(Debug, Clone)]
@@ -79,12 +89,28 @@ async fn serve(runner: Arc<Runner>, request: Request) -> Result<Reply, RpcError>
             let params = p
                 .params
                 .unwrap_or_else(|| Value::Object(Default::default()));
+            let timeout = match p.timeout_ms {
+                None => CALL_TIMEOUT_DEFAULT,
+                Some(ms) if std::time::Duration::from_millis(ms) <= CALL_TIMEOUT_MAX => {
+                    std::time::Duration::from_millis(ms)
+                }
+                Some(ms) => {
+                    return Err(RpcError::new(
+                        Code::Invalid,
+                        format!(
+                            "timeout_ms {ms} is over the longest call ({} ms, CALL_TIMEOUT_MAX)",
+                            CALL_TIMEOUT_MAX.as_millis()
+                        ),
+                    ))
+                }
+            };
             runner
                 .call(
                     &p.name,
                     &p.method,
                     &params,
                     p.in_transaction,
+                    timeout,
                     Some(request.cancel.clone()),
                 )
                 .await

@@ -461,6 +461,31 @@ async fn an_extensions_kv_calls_reach_storaged_through_its_scoped_host() {
     .unwrap();
     assert_eq!(stored["value"], json!({"hello": "world"}));
 
+    // An extension that does not answer in time: the call is cancelled and
+    // answered `unavailable`, and the extension serves on.
+    let slow = call(
+        &bus,
+        "ext.call",
+        json!({"name": "testext", "method": "testext.sleep", "params": 600000, "timeout_ms": 200}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        slow.is(Code::Unavailable) && slow.to_string().contains("did not answer"),
+        "{slow}"
+    );
+    let e = call(
+        &bus,
+        "ext.call",
+        json!({"name": "testext", "method": "testext.sleep", "params": 1, "timeout_ms": 999_999_999u64}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.is(Code::Invalid) && e.to_string().contains("CALL_TIMEOUT_MAX"),
+        "{e}"
+    );
+
     // Another extension's namespace: refused by the host, nothing written.
     let foreign = call(
         &bus,

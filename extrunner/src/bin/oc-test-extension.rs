@@ -189,6 +189,11 @@ fn run() -> i32 {
                 Ok(serde_json::json!({"commit": said(commit), "get": said(read)}))
             },
         )
+        // Answers after `ms` milliseconds (an extension that is slow to answer).
+        .method("testext.sleep", |_ctx: Ctx, ms: u64| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            Ok(ms)
+        })
         .method("testext.echo", |_ctx: Ctx, params: Value| async move {
             Ok(params)
         })
