@@ -36,45 +36,18 @@ pub struct Args {
 
 /// The broker's main: returns the exit status.
 pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
-    let args = match Args::try_parse_from(args) {
+    let args: Args = match daemon::parse_args(args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
-    };
-    if let Err(e) = daemon::log::init("open-conduit-broker", args.log) {
-        eprintln!("open-conduit-broker: {e}");
-        return 1;
-    }
-    // Both edit the environment: before any thread starts.
-    let notifier = Notifier::from_env();
-    let activation = match Activation::from_env() {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::error!(error = %e, "socket activation");
-            return 1;
-        }
+        Err(status) => return status,
     };
     // One thread: the broker's work is short hops between sockets, and keeping
     // them on one thread saves a cross-thread wake-up per hop.
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the runtime");
-            return 1;
-        }
-    };
-    match rt.block_on(run(args, notifier, activation)) {
-        Ok(()) => 0,
-        Err(e) => {
-            tracing::error!(error = %e, "the broker stops");
-            1
-        }
-    }
+    daemon::run_daemon(
+        "open-conduit-broker",
+        args.log,
+        daemon::Flavor::CurrentThread,
+        |notifier, activation| run(args, notifier, activation),
+    )
 }
 
 fn config(args: &Args) -> Config {

@@ -12,9 +12,11 @@ pub mod error;
 pub mod log;
 pub mod notify;
 pub mod signals;
+pub mod start;
 
 pub use activation::{bind_unix, Activation};
 pub use error::Error;
 pub use log::{fields, LogTarget};
 pub use notify::Notifier;
 pub use signals::{with_deadline, DeadlineElapsed, Signal, Signals};
+pub use start::{parse_args, run_daemon, Flavor};

@@ -45,36 +45,16 @@ pub struct Args {
 
 /// extrunner's main: returns the exit status.
 pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
-    let args = match Args::try_parse_from(args) {
+    let args: Args = match daemon::parse_args(args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
+        Err(status) => return status,
     };
-    if let Err(e) = daemon::log::init("open-conduit-extrunner", args.log) {
-        eprintln!("open-conduit-extrunner: {e}");
-        return 1;
-    }
-    let notifier = Notifier::from_env();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the runtime");
-            return 1;
-        }
-    };
-    match rt.block_on(run(args, notifier)) {
-        Ok(()) => 0,
-        Err(e) => {
-            tracing::error!(error = %e, "extrunner stops");
-            1
-        }
-    }
+    daemon::run_daemon(
+        "open-conduit-extrunner",
+        args.log,
+        daemon::Flavor::MultiThread(2),
+        |notifier, _activation| run(args, notifier),
+    )
 }
 
 /// The variables the operator grants each package: `settings.extensions.<name>.pass_env`

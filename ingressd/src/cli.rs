@@ -52,43 +52,16 @@ impl Intake for NotWired {
 
 /// ingressd's main: returns the exit status.
 pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
-    let args = match Args::try_parse_from(args) {
+    let args: Args = match daemon::parse_args(args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
+        Err(status) => return status,
     };
-    if let Err(e) = daemon::log::init("open-conduit-ingressd", args.log) {
-        eprintln!("open-conduit-ingressd: {e}");
-        return 1;
-    }
-    // Both edit the environment: before any thread starts.
-    let notifier = Notifier::from_env();
-    let activation = match Activation::from_env() {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::error!(error = %e, "socket activation");
-            return 1;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the runtime");
-            return 1;
-        }
-    };
-    match rt.block_on(run(args, notifier, activation)) {
-        Ok(()) => 0,
-        Err(e) => {
-            tracing::error!(error = %e, "ingressd stops");
-            1
-        }
-    }
+    daemon::run_daemon(
+        "open-conduit-ingressd",
+        args.log,
+        daemon::Flavor::MultiThread(0),
+        |notifier, activation| run(args, notifier, activation),
+    )
 }
 
 async fn listen(args: &Args, activation: &mut Activation) -> Result<TcpListener, String> {
