@@ -179,7 +179,7 @@ pub static METHODS: &[Method] = &[
     m("check.run", H2E, Surface::Checks, "all but SH"),
     // Ingress.
     m("webhook.handle", H2E, Surface::Webhooks, INGRESS_USERS),
-    m("ingress.push", H2E, Surface::Ingress, INGRESS_USERS),
+    m("ingress.push", E2H, Surface::Ingress, INGRESS_USERS),
     m("ingress.reconcile", H2E, Surface::Ingress, INGRESS_USERS),
     m("ingress.deliver", E2H, Surface::Ingress, "SL"),
     // Routing and Work kinds.

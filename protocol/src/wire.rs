@@ -1423,6 +1423,10 @@ pub struct WebhookHandleParams {
     /// The raw body, base64.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "crate::b64")]
     pub body: Vec<u8>,
+    /// The sender's address (`ip:port`) as ingressd saw it; an addition, so an entry can
+    /// accept unsigned deliveries from loopback alone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub remote_addr: String,
 }
 
 impl WebhookHandleParams {

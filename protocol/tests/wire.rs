@@ -495,6 +495,7 @@ fn every_typed_method_round_trips() {
                 vec!["sha256=abc".into(), "second".into()],
             )]),
             body: vec![0, 1, 2, 250, 251, 252],
+            remote_addr: "127.0.0.1:40000".into(),
         },
         WebhookHandleResult {
             deliveries: vec![delivery()],
