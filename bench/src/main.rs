@@ -1,5 +1,8 @@
 //! Benchmarks that print the tables kept in `docs/benchmarks.md`.
 //!
+//! `bench intake [--json]`: signed webhook deliveries accepted durably by the whole
+//! suite (see `intake.rs`), next to Debian's `webhook` where it is installed.
+//!
 //! `bench transport [--json]`: the spec's transport table for this implementation
 //! on this machine, over a real child process (this same binary, re-executed as the
 //! scenario extension), with a raw-pipe round trip measured in the same run as the
@@ -18,6 +21,9 @@ const AS_EXTENSION: &str = "__scenario-extension";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(status) = oc_systest::dispatch(&args) {
+        std::process::exit(status);
+    }
     match args.first().map(String::as_str) {
         Some(AS_EXTENSION) => std::process::exit(oc_scenario::main_entry(&args[1..])),
         Some(bus::AS_BROKER) => std::process::exit(broker::cli::main(
@@ -45,6 +51,13 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("intake") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = intake::run(json) {
+                eprintln!("bench intake: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("transport") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = transport(json) {
@@ -53,13 +66,14 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport|bus|store [--json]");
+            eprintln!("usage: bench transport|bus|store|intake [--json]");
             std::process::exit(2);
         }
     }
 }
 
 mod bus;
+mod intake;
 mod store;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;

@@ -12,6 +12,7 @@ use crate::service::Service;
 use clap::Parser;
 use daemon::bus::{Bus, BusOptions};
 use daemon::{LogTarget, Notifier, Signal, Signals};
+use protocol::config::Config;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -107,8 +108,117 @@ pub fn grants_from(doc: &Value) -> HashMap<String, Vec<String>> {
     out
 }
 
+/// How long extrunner waits at start for storaged's configuration before it starts the
+/// packages with none (they are configured again once it arrives).
+pub const CONFIG_WAIT: Duration = Duration::from_secs(5);
+/// How often the configuration is looked at without a `config.applied` notification
+/// (the backstop for a notification lost while the bus restarted).
+pub const CONFIG_POLL: Duration = Duration::from_secs(30);
+
+/// The stored configuration generation: its hash and the parsed document, `Ok(None)`
+/// when none was ever applied.
+pub async fn current_config(bus: &Bus) -> Result<Option<(Config, String)>, String> {
+    let answer = match bus
+        .call("store.config_current", &serde_json::json!({}))
+        .await
+    {
+        Ok(a) => a,
+        Err(e) if e.code() == Some(protocol::Code::NotFound.as_str()) => return Ok(None),
+        Err(e) => return Err(format!("store.config_current: {e}")),
+    };
+    if answer.is_null() {
+        return Ok(None);
+    }
+    let hash = answer
+        .get("hash")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let doc = answer.get("config").cloned().unwrap_or(Value::Null);
+    match Config::parse(&doc) {
+        Ok(c) => Ok(Some((c, hash))),
+        Err(problems) => Err(format!(
+            "the stored configuration {hash} has problems: {}",
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+    }
+}
+
+/// Follow the stored configuration: apply each new generation to the runner, woken
+/// by `config.applied` (and every [`CONFIG_POLL`] regardless).
+pub async fn follow_config(
+    runner: Arc<Runner>,
+    bus: Bus,
+    changed: Arc<tokio::sync::Notify>,
+    mut applied: Option<String>,
+) {
+    loop {
+        match current_config(&bus).await {
+            Ok(Some((doc, hash))) if applied.as_deref() != Some(hash.as_str()) => {
+                tracing::info!(generation = %hash, "applying a new configuration generation");
+                for (name, r) in runner.apply(&doc, &hash).await {
+                    if let Err(why) = r {
+                        tracing::error!(OC_EXTENSION = %name, %why, "the extension refused the configuration");
+                    }
+                }
+                applied = Some(hash);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the configuration now"),
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(CONFIG_POLL) => {}
+        }
+    }
+}
+
+/// Publish `ext.state {name, serial, state}` whenever a package's registrations change.
+pub fn publish_registrations(runner: &Runner, bus: &Bus) {
+    for (name, mut rx) in runner.watch_registrations() {
+        let bus = bus.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let serial = rx.borrow_and_update().serial;
+                bus.publish(
+                    crate::service::STATE_TOPIC,
+                    &serde_json::json!({"name": name, "serial": serial}),
+                );
+            }
+        });
+    }
+}
+
 async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let _ = notifier.status("reading the configuration");
+    let host_bus = Bus::start(BusOptions::client(&args.bus));
+    let initial = match tokio::time::timeout(CONFIG_WAIT, async {
+        loop {
+            match current_config(&host_bus).await {
+                Ok(c) => return Ok(c),
+                Err(e) if e.contains("problems") => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "starting the extensions with no configuration");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("storaged did not answer within {CONFIG_WAIT:?}: starting the extensions with no configuration; they are configured once it answers");
+            None
+        }
+    };
+    let applied = initial.as_ref().map(|(_, h)| h.clone());
     let _ = notifier.status("starting the extensions");
     let config = RunnerConfig {
         installed_root: args.config_dir.join("extensions"),
@@ -118,18 +228,25 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         options: SupervisorOptions::default(),
         // The extensions' own calls (KV, state, events, artifacts) reach storaged
         // on a connection of their own.
-        host_bus: Some(Bus::start(BusOptions::client(&args.bus))),
+        host_bus: Some(host_bus.clone()),
+        initial,
     };
     let runner = Arc::new(Runner::load(config));
     tracing::info!(
         packages = runner.names().len(),
         "every extension started; waiting for their handshakes"
     );
-    let bus = Bus::start(BusOptions::service(
-        &args.bus,
-        "extrunner",
-        &["ext"],
-        Arc::new(Service::new(runner.clone())),
+    let service = Service::new(runner.clone());
+    let bus = Bus::start(
+        BusOptions::service(&args.bus, "extrunner", &["ext"], Arc::new(service.clone()))
+            .with_topics(&[crate::service::CONFIG_TOPIC]),
+    );
+    publish_registrations(&runner, &bus);
+    let follower = tokio::spawn(follow_config(
+        runner.clone(),
+        host_bus.clone(),
+        service.config_changed(),
+        applied,
     ));
 
     // Every first handshake, then the registration on the bus.
@@ -138,6 +255,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         tokio::select! {
             _ = runner.ready(), if !handshakes_done => {
                 handshakes_done = true;
+                service.set_ready();
                 let counts = runner.counts();
                 tracing::info!(%counts, "every extension's handshake is done");
                 let _ = notifier.status(&format!("{counts}; joining the bus at {}", args.bus.display()));
@@ -149,6 +267,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
                 if signal == Signal::Stop {
                     let _ = notifier.stopping();
                     tracing::info!("stopping before ready: stopping every extension");
+                    follower.abort();
                     runner.stop_all().await;
                     bus.close();
                     return Ok(());
@@ -192,8 +311,10 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let _ = notifier.stopping();
     let _ = notifier.status("stopping every extension");
     tracing::info!("stopping every extension");
+    follower.abort();
     runner.stop_all().await;
     bus.close();
+    host_bus.close();
     tracing::info!("every extension stopped");
     Ok(())
 }

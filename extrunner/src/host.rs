@@ -18,8 +18,12 @@
 //! exist (`not_found`, or an empty page), so a read is never an existence
 //! oracle.
 //!
-//! Not built yet (answered `unsupported` naming the method): secret resolution
-//! (after its connection check), `timer.arm` without `at` (it needs
+//! `secret.resolve` reads the references (`env:`/`file:`) of a connection bound to
+//! the extension's entries in a configured scope; `ingress.push` and
+//! `ingress.deliver` accept deliveries of the sources the last configure registered
+//! ([`crate::ingress`]).
+//!
+//! Not built yet (answered `unsupported` naming the method): `timer.arm` without `at` (it needs
 //! `recurrence.next`, which schedulerd serves), `work.cancel`, `state.work`,
 //! `state.works`, `state.executions`, `state.waits`, `state.scopes`,
 //! `state.scope` and every other catalogued extension-to-host method.
@@ -28,18 +32,23 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::configuration::Configuration;
 use daemon::bus::Bus;
 use protocol::catalogue::{self, Direction, Surface};
 use protocol::manifest::{Manifest, PayloadStatus, UnreadableSchema};
 use protocol::wire::{
     self, ArtifactAbortParams, ArtifactAbortResult, ArtifactCommitParams, ArtifactCommitResult,
-    ArtifactCreateParams, ArtifactCreateResult, ArtifactWriteParams, ArtifactWriteResult, Emission,
-    EmissionResult, EventAcceptParams, KvCheck, KvCommitParams, KvCommitResult, KvDelete, KvExpect,
-    KvGetParams, KvGetResult, KvListParams, KvListResult, KvPut, SecretResolveParams,
+    ArtifactCreateParams, ArtifactCreateResult, ArtifactWriteParams, ArtifactWriteResult,
+    DeliveryAccepted, Emission, EmissionResult, EventAcceptParams, IngressDeliverParams,
+    IngressPushParams, KvCheck, KvCommitParams, KvCommitResult, KvDelete, KvExpect, KvGetParams,
+    KvGetResult, KvListParams, KvListResult, KvPut, SecretResolveParams, SecretResolveResult,
     StateEventParams, StateEventResult, StateEventsParams, StateEventsResult, StateSequenceResult,
     StateTimersParams, StateTimersResult, StateWorkEventsParams, TimerArmParams, TimerArmResult,
     TimerCancelParams, TimerCancelResult,
 };
+
+/// The most secret names one `secret.resolve` may ask for.
+pub const MAX_SECRET_NAMES: usize = 64;
 use protocol::{BoxFuture, CallError, Code, Handler, Reply, Request, RpcError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -132,12 +141,34 @@ impl BoundIdentity {
 pub struct ScopedHost {
     identity: Arc<BoundIdentity>,
     bus: Bus,
+    configuration: Arc<Configuration>,
 }
 
 impl ScopedHost {
     /// Serve the extension bound to `identity`, reaching storaged through `bus`.
     pub fn new(identity: Arc<BoundIdentity>, bus: Bus) -> ScopedHost {
-        ScopedHost { identity, bus }
+        ScopedHost {
+            identity,
+            bus,
+            configuration: Arc::new(Configuration::default()),
+        }
+    }
+
+    /// The same host, reading the package's configuration (secret references,
+    /// registered sources) from `configuration`.
+    pub fn with_configuration(mut self, configuration: Arc<Configuration>) -> ScopedHost {
+        self.configuration = configuration;
+        self
+    }
+
+    /// The configuration it reads.
+    pub fn configuration(&self) -> &Arc<Configuration> {
+        &self.configuration
+    }
+
+    /// The bus it forwards to.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
     }
 
     /// The identity it serves.
@@ -150,7 +181,8 @@ impl Handler for ScopedHost {
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let identity = self.identity.current();
         let bus = self.bus.clone();
-        Box::pin(async move { serve(&identity, &bus, &request).await })
+        let configuration = self.configuration.clone();
+        Box::pin(async move { serve(&identity, &bus, &configuration, &request).await })
     }
 }
 
@@ -229,10 +261,19 @@ fn describe(surface: Surface) -> String {
     s.to_string()
 }
 
-async fn serve(identity: &Identity, bus: &Bus, request: &Request) -> Result<Reply, RpcError> {
+async fn serve(
+    identity: &Identity,
+    bus: &Bus,
+    configuration: &Configuration,
+    request: &Request,
+) -> Result<Reply, RpcError> {
     let method = request.method.as_str();
     admit(&identity.manifest, method)?;
-    let host = Scoped { identity, bus };
+    let host = Scoped {
+        identity,
+        bus,
+        configuration,
+    };
     match method {
         "kv.get" => protocol::reply(&host.kv_get(request.params()?).await?),
         "kv.list" => protocol::reply(&host.kv_list(request.params()?).await?),
@@ -250,6 +291,14 @@ async fn serve(identity: &Identity, bus: &Bus, request: &Request) -> Result<Repl
         "artifact.commit" => protocol::reply(&host.artifact_commit(request.params()?).await?),
         "artifact.abort" => protocol::reply(&host.artifact_abort(request.params()?).await?),
         "secret.resolve" => protocol::reply(&host.secret_resolve(request.params()?)?),
+        "ingress.push" => {
+            let p: IngressPushParams = request.params()?;
+            protocol::reply(&host.ingress(p.delivery).await?)
+        }
+        "ingress.deliver" => {
+            let p: IngressDeliverParams = request.params()?;
+            protocol::reply(&host.ingress(p.delivery).await?)
+        }
         other => Err(RpcError::new(
             Code::Unsupported,
             format!("{other} is not served by this host yet"),
@@ -572,6 +621,7 @@ fn timer_key(name: &str, key: &str) -> String {
 struct Scoped<'a> {
     identity: &'a Identity,
     bus: &'a Bus,
+    configuration: &'a Configuration,
 }
 
 impl Scoped<'_> {
@@ -958,7 +1008,7 @@ impl Scoped<'_> {
         Ok(ArtifactAbortResult {})
     }
 
-    fn secret_resolve(&self, p: SecretResolveParams) -> Result<Value, RpcError> {
+    fn secret_resolve(&self, p: SecretResolveParams) -> Result<SecretResolveResult, RpcError> {
         if !self.identity.in_scope(&p.scope_id)
             || !self.identity.connections.contains(&p.connection)
         {
@@ -972,10 +1022,48 @@ impl Scoped<'_> {
                 ),
             ));
         }
-        Err(RpcError::new(
-            Code::Unsupported,
-            "secret.resolve: secret resolution is not built in this host yet",
-        ))
+        if p.names.len() > MAX_SECRET_NAMES {
+            return Err(RpcError::invalid_params(format!(
+                "{} secret names, over the limit of {MAX_SECRET_NAMES}",
+                p.names.len()
+            )));
+        }
+        let mut out = SecretResolveResult::default();
+        for name in p.names {
+            let Some(reference) = self.configuration.secret_ref(&p.connection, &name) else {
+                return Err(RpcError::new(
+                    Code::NotFound,
+                    format!(
+                        "connection {:?} has no secret {name:?} in its secret_refs",
+                        p.connection
+                    ),
+                ));
+            };
+            // The reason names the reference, never the value.
+            let value = protocol::config::resolve_secret_ref(&reference).map_err(|why| {
+                RpcError::new(
+                    Code::Unavailable,
+                    format!(
+                        "secret {name:?} of connection {:?} cannot be read: {why}",
+                        p.connection
+                    ),
+                )
+            })?;
+            out.values.insert(name, value);
+        }
+        Ok(out)
+    }
+
+    async fn ingress(&self, delivery: wire::Delivery) -> Result<DeliveryAccepted, RpcError> {
+        let registered = self.configuration.registered();
+        let mut answers = crate::ingress::accept(
+            self.identity,
+            &registered,
+            self.bus,
+            std::slice::from_ref(&delivery),
+        )
+        .await?;
+        Ok(answers.pop().unwrap_or_default())
     }
 }
 

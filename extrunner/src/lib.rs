@@ -7,12 +7,16 @@
 //! stop ([`process`]), every package started at once and kept ([`runner`]), the
 //! `ext.*` bus methods ([`service`]), the daemon's main ([`cli`]), and the
 //! scoped host that checks every extension-to-host call against the identity
-//! bound at start before it reaches storaged ([`host`]).
+//! bound at start before it reaches storaged ([`host`]), what each package is
+//! configured with and registered ([`configuration`]), and webhook and ingress
+//! acceptance ([`ingress`]).
 
 pub mod cli;
+pub mod configuration;
 pub mod conflicts;
 pub mod discovery;
 pub mod host;
+pub mod ingress;
 pub mod process;
 pub mod runner;
 pub mod service;

@@ -18,11 +18,10 @@
 //! SIGKILL to the whole process group, so that no process of the group outlives
 //! it, grandchildren included.
 
+use crate::configuration::Configuration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use protocol::wire::{
-    ConfigureParams, ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout,
-};
+use protocol::wire::{ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout};
 use protocol::{connect_arc, CallError, CallOptions, Code, Handler, NoHandler, Options, Peer};
 use serde_json::Value;
 use std::fmt;
@@ -194,6 +193,11 @@ pub struct SupervisorOptions {
     /// The recorded KV layout versions. `None`: the layout is taken as current
     /// (`stored = declared`), nothing migrates and nothing is recorded.
     pub kv_layouts: Option<Arc<dyn KvLayouts>>,
+    /// What `configure` sends, and where its answer is registered. One per package
+    /// (the runner gives each its own).
+    pub configuration: Arc<Configuration>,
+    /// How long a reconfiguration's `configure` may take.
+    pub configure_timeout: Duration,
 }
 
 impl Default for SupervisorOptions {
@@ -211,6 +215,8 @@ impl Default for SupervisorOptions {
             log_cap: LOG_CAP,
             handler: Arc::new(NoHandler),
             kv_layouts: None,
+            configuration: Arc::new(Configuration::default()),
+            configure_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -515,29 +521,16 @@ impl ExtensionProcess {
         Ok(result.protocol_version)
     }
 
-    /// `configure` with the generation's entries (none yet: configuration
-    /// arrives later) and `kv`. An error answer, a crash or a timeout is
+    /// `configure` with the package's current configuration and `kv`; the answer,
+    /// checked against the manifest, becomes its registration. An error answer, a
+    /// crash, a timeout or an answer that breaks the registration rules is
     /// [`StartError::Configure`].
     pub async fn configure(
         &self,
         opts: &SupervisorOptions,
         kv: KvLayout,
     ) -> Result<ConfigureResult, StartError> {
-        let params = ConfigureParams {
-            kv,
-            ..ConfigureParams::default()
-        };
-        let call = CallOptions {
-            timeout: Some(opts.start_timeout),
-            ..CallOptions::default()
-        };
-        let answer = self
-            .peer
-            .call_with("configure", &params, call)
-            .await
-            .map_err(|e| StartError::Configure(e.to_string()))?;
-        serde_json::from_value(answer)
-            .map_err(|e| StartError::Configure(format!("the answer does not decode: {e}")))
+        send_configure(&self.peer, opts, kv, opts.start_timeout).await
     }
 
     /// The whole start after the spawn: `initialize`, `configure` with `kv`,
@@ -1061,6 +1054,33 @@ async fn kv_layout(spec: &ProcessSpec, opts: &SupervisorOptions) -> Result<KvLay
         }));
     }
     Ok(KvLayout { stored, declared })
+}
+
+/// Send `configure` on `peer` with the package's current configuration and register
+/// the answer.
+pub async fn send_configure(
+    peer: &Peer,
+    opts: &SupervisorOptions,
+    kv: KvLayout,
+    timeout: Duration,
+) -> Result<ConfigureResult, StartError> {
+    let mut params = opts.configuration.params();
+    params.kv = kv;
+    let generation = params.generation.clone();
+    let call = CallOptions {
+        timeout: Some(timeout),
+        ..CallOptions::default()
+    };
+    let answer = peer
+        .call_with("configure", &params, call)
+        .await
+        .map_err(|e| StartError::Configure(e.to_string()))?;
+    let result: ConfigureResult = serde_json::from_value(answer)
+        .map_err(|e| StartError::Configure(format!("the answer does not decode: {e}")))?;
+    opts.configuration
+        .register(&generation, &result)
+        .map_err(|e| StartError::Configure(format!("the answer breaks a rule: {e}")))?;
+    Ok(result)
 }
 
 async fn supervise(

@@ -12,25 +12,34 @@
 //! ([`Runner::restart`]), forwards a host-to-extension call ([`Runner::call`])
 //! and stops every extension, each with its process group ([`Runner::stop_all`]).
 
+use crate::configuration::{Configuration, Registered};
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
 use crate::discovery::{discover, Origin, Package, Report, ReportKind};
 use crate::host::{BoundIdentity, Identity, ScopedHost};
+use crate::process::send_configure;
 use crate::process::{
     KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
 };
 use daemon::bus::Bus;
 use protocol::catalogue::{method as catalogue_method, Direction};
+use protocol::config::Config;
 use protocol::manifest::is_under;
+use protocol::wire::{
+    DeliveryAccepted, HttpAnswer, IngressReconcileParams, IngressReconcileResult, KvLayout,
+    WebhookHandleParams, WebhookHandleResult,
+};
 use protocol::{
     CallError, CallOptions, CancelToken, Code, Reply, RpcError, IN_TRANSACTION_DEADLINE,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use std::time::Instant;
+use tokio::sync::watch;
 
 /// The methods only the host's lifecycle sends; never forwarded by `ext.call`.
 const LIFECYCLE: &[&str] = &["initialize", "configure", "shutdown"];
@@ -57,6 +66,10 @@ pub struct RunnerConfig {
     /// each through a [`ScopedHost`] bound to the package's identity. `None` leaves
     /// `options.handler` as it is (tests of supervision alone).
     pub host_bus: Option<Bus>,
+    /// The configuration generation to configure the packages with from their first
+    /// start (and its hash); `None` configures them with nothing until
+    /// [`Runner::apply`].
+    pub initial: Option<(Config, String)>,
 }
 
 /// The KV layout versions storaged records (`store.kv_layout_get/set`), over
@@ -126,6 +139,10 @@ struct Entry {
     previous: Mutex<Option<Previous>>,
     /// Serializes operator restarts of this package.
     restarting: tokio::sync::Mutex<()>,
+    /// What configure sends and what it registered.
+    configuration: Arc<Configuration>,
+    /// The scopes and connections the package is bound to.
+    identity: Arc<BoundIdentity>,
 }
 
 impl Entry {
@@ -136,6 +153,7 @@ impl Entry {
 
 /// Every package, supervised.
 pub struct Runner {
+    host_bus: Option<Bus>,
     entries: Vec<Entry>,
     reports: Vec<Report>,
     conflicts: Vec<Conflict>,
@@ -250,6 +268,62 @@ fn conflict_json(c: &Conflict) -> Value {
     })
 }
 
+/// Set what `configure` sends `manifest`'s package from `doc`, and rebind its identity.
+fn configure_entry(
+    doc: &Config,
+    generation: &str,
+    manifest: &protocol::manifest::Manifest,
+    configuration: &Configuration,
+    identity: &BoundIdentity,
+) {
+    let ec = doc.for_extension(manifest, generation);
+    let refs: BTreeMap<String, BTreeMap<String, String>> = ec
+        .connections
+        .iter()
+        .filter_map(|c| doc.connection(c))
+        .map(|c| (c.name.clone(), c.secret_refs.clone()))
+        .collect();
+    configuration.set(ec.params, refs);
+    identity.rebind(ec.scopes, ec.connections);
+}
+
+/// How long a `webhook.handle` may take.
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The answer of `ext.webhook`: the extension's HTTP answer, sent only once the
+/// deliveries it carried are durable, and what each delivery is now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WebhookAnswer {
+    /// The HTTP answer.
+    pub response: HttpAnswer,
+    /// Each delivery's accepted events (the earlier ones for a redelivery).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deliveries: Vec<DeliveryAccepted>,
+    /// The sources of the deliveries, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+}
+
+/// The answer of `ext.reconcile`: one page, accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcilePage {
+    /// Observations in the page.
+    pub items: usize,
+    /// Events they carried.
+    pub events: usize,
+    /// Of them, how many were new.
+    pub added: usize,
+    /// The next page's cursor.
+    #[serde(default)]
+    pub cursor: String,
+    /// On the last page, the checkpoint to keep.
+    #[serde(default)]
+    pub checkpoint: String,
+    /// True on the scan's last page.
+    #[serde(default)]
+    pub complete: bool,
+}
+
 fn unavailable(message: impl Into<String>) -> RpcError {
     RpcError::new(Code::Unavailable, message)
 }
@@ -303,12 +377,20 @@ impl Runner {
                 );
                 spec.grants = config.grants.get(&package.name).cloned().unwrap_or_default();
                 let mut options = config.options.clone();
+                let configuration = Arc::new(Configuration::new(Some(package.manifest.clone())));
+                options.configuration = configuration.clone();
+                let identity = BoundIdentity::new(Identity::new(
+                    package.manifest.clone(),
+                    Vec::new(),
+                    Vec::new(),
+                ));
+                if let Some((doc, generation)) = &config.initial {
+                    configure_entry(doc, generation, &package.manifest, &configuration, &identity);
+                }
                 if let Some(bus) = &config.host_bus {
-                    // Scopes and connections come with configure (to come):
-                    // until then the identity has none.
-                    let identity =
-                        BoundIdentity::new(Identity::new(package.manifest.clone(), Vec::new(), Vec::new()));
-                    options.handler = Arc::new(ScopedHost::new(identity, bus.clone()));
+                    let host = ScopedHost::new(identity.clone(), bus.clone())
+                        .with_configuration(configuration.clone());
+                    options.handler = Arc::new(host);
                     options.kv_layouts = Some(Arc::new(BusKvLayouts::new(bus.clone())));
                 }
                 let supervisor = if start {
@@ -325,10 +407,13 @@ impl Runner {
                     supervisor: Mutex::new(supervisor),
                     previous: Mutex::new(None),
                     restarting: tokio::sync::Mutex::new(()),
+                    configuration,
+                    identity,
                 }
             })
             .collect();
         Runner {
+            host_bus: config.host_bus.clone(),
             entries,
             reports: discovery.reports,
             conflicts,
@@ -670,6 +755,208 @@ impl Runner {
             )),
             Err(CallError::Codec(detail)) => Err(RpcError::unauthored(detail)),
         }
+    }
+
+    /// A new configuration generation: every package's configure params and
+    /// identity are replaced, and each running one is sent `configure` again without
+    /// a restart (with its KV layout current). Answers, for each package configured
+    /// again, the reason it failed, if it did; a failed one keeps its earlier
+    /// registration and gets the new configuration at its next start.
+    pub async fn apply(&self, doc: &Config, generation: &str) -> Vec<(String, Result<(), String>)> {
+        let mut out = Vec::new();
+        for e in &self.entries {
+            configure_entry(
+                doc,
+                generation,
+                &e.package.manifest,
+                &e.configuration,
+                &e.identity,
+            );
+            let Some(peer) = e.supervisor().and_then(|s| s.peer()) else {
+                continue;
+            };
+            let declared = crate::process::declared_kv_version(&e.spec.manifest_json);
+            let kv = KvLayout {
+                stored: declared,
+                declared,
+            };
+            let r = send_configure(&peer, &e.options, kv, e.options.configure_timeout)
+                .await
+                .map(|_| ())
+                .map_err(|err| err.to_string());
+            match &r {
+                Ok(()) => {
+                    tracing::info!(OC_EXTENSION = %e.package.name, %generation, "configured again")
+                }
+                Err(why) => {
+                    tracing::error!(OC_EXTENSION = %e.package.name, %generation, %why, "configure failed")
+                }
+            }
+            out.push((e.package.name.clone(), r));
+        }
+        out
+    }
+
+    /// What each package registered in its last configure, with its state.
+    pub fn registrations(&self) -> Vec<(String, &'static str, Registered)> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let sup = e.supervisor();
+                let (state, _) = Self::state_of(sup.as_deref());
+                (e.package.name.clone(), state, e.configuration.registered())
+            })
+            .collect()
+    }
+
+    /// Follow each package's registrations (name, receiver).
+    pub fn watch_registrations(&self) -> Vec<(String, watch::Receiver<Registered>)> {
+        self.entries
+            .iter()
+            .map(|e| (e.package.name.clone(), e.configuration.subscribe()))
+            .collect()
+    }
+
+    /// `ext.webhook`: hand one webhook request to `name`'s `webhook.handle`, accept
+    /// the deliveries its answer carries durably (all or none), and only then answer
+    /// its HTTP response. An extension that is not running, crashes or does not
+    /// answer in time, and a store that cannot be reached, are `unavailable`.
+    pub async fn webhook(
+        &self,
+        name: &str,
+        request: &WebhookHandleParams,
+    ) -> Result<WebhookAnswer, RpcError> {
+        let Some(e) = self.entry(name) else {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("no extension named `{name}`"),
+            ));
+        };
+        let Some(bus) = &self.host_bus else {
+            return Err(unavailable("this extrunner has no store to accept into"));
+        };
+        let params = serde_json::to_value(request)
+            .map_err(|err| RpcError::unauthored(format_args!("webhook.handle params: {err}")))?;
+        let reply = self
+            .call(
+                name,
+                "webhook.handle",
+                &params,
+                false,
+                WEBHOOK_TIMEOUT,
+                None,
+            )
+            .await?;
+        let result: WebhookHandleResult = serde_json::from_str(reply.get()).map_err(|err| {
+            RpcError::new(
+                Code::Internal,
+                format!(
+                    "`{name}` answered webhook.handle with something that does not decode: {err}"
+                ),
+            )
+        })?;
+        let ok = (200..300).contains(&result.response.status);
+        if !ok && !result.deliveries.is_empty() {
+            return Err(RpcError::new(
+                Code::Internal,
+                format!(
+                    "`{name}` answered status {} with deliveries: deliveries go with a 2xx only",
+                    result.response.status
+                ),
+            ));
+        }
+        let identity = e.identity.current();
+        let registered = e.configuration.registered();
+        let deliveries =
+            crate::ingress::accept(&identity, &registered, bus, &result.deliveries).await?;
+        Ok(WebhookAnswer {
+            response: result.response,
+            deliveries,
+            sources: result.deliveries.iter().map(|d| d.source.clone()).collect(),
+        })
+    }
+
+    /// `ext.reconcile`: one page of `name`'s reconcile scan of one of its sources,
+    /// under the page timeout and the item and byte limits; the page's observations
+    /// are accepted durably (all or none) before it answers. A page over a limit, an
+    /// error, a crash or a timeout accepts nothing, and the caller advances no
+    /// checkpoint.
+    pub async fn reconcile(
+        &self,
+        name: &str,
+        params: &IngressReconcileParams,
+        page_timeout: Duration,
+    ) -> Result<ReconcilePage, RpcError> {
+        let Some(e) = self.entry(name) else {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("no extension named `{name}`"),
+            ));
+        };
+        let Some(bus) = &self.host_bus else {
+            return Err(unavailable("this extrunner has no store to accept into"));
+        };
+        let registered = e.configuration.registered();
+        if registered.source(&params.source).is_none() {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("`{name}` registered no source {:?}", params.source),
+            ));
+        }
+        let value = serde_json::to_value(params)
+            .map_err(|err| RpcError::unauthored(format_args!("ingress.reconcile params: {err}")))?;
+        let reply = self
+            .call(name, "ingress.reconcile", &value, false, page_timeout, None)
+            .await?;
+        let bytes = reply.get().len() as u64;
+        if params.max_bytes > 0 && bytes > params.max_bytes {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!(
+                    "`{name}` answered a page of {bytes} bytes, over max_bytes ({})",
+                    params.max_bytes
+                ),
+            ));
+        }
+        let page: IngressReconcileResult = serde_json::from_str(reply.get()).map_err(|err| {
+            RpcError::new(
+                Code::Internal,
+                format!("`{name}` answered ingress.reconcile with something that does not decode: {err}"),
+            )
+        })?;
+        if params.max_items > 0 && page.items.len() > params.max_items as usize {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!(
+                    "`{name}` answered {} items, over max_items ({})",
+                    page.items.len(),
+                    params.max_items
+                ),
+            ));
+        }
+        if !page.complete && page.cursor.is_empty() {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!("`{name}` answered an incomplete page without a cursor"),
+            ));
+        }
+        let identity = e.identity.current();
+        let accepted = crate::ingress::accept_observations(
+            &identity,
+            &registered,
+            bus,
+            &params.source,
+            &page.items,
+        )
+        .await?;
+        Ok(ReconcilePage {
+            items: page.items.len(),
+            events: accepted.events,
+            added: accepted.added,
+            cursor: page.cursor,
+            checkpoint: page.checkpoint,
+            complete: page.complete,
+        })
     }
 
     /// Stop every extension at once, each with its whole process group, and wait

@@ -5,7 +5,18 @@
 //! - `ext.inspect {name}`: one package in detail; `not_found` for an unknown name;
 //! - `ext.restart {name}`: stop and start again (a refused one is tried again);
 //! - `ext.call {name, method, params, in_transaction?}`: a host-to-extension call
-//!   on a running extension (see [`Runner::call`]).
+//!   on a running extension (see [`Runner::call`]);
+//! - `ext.webhook {name, request}`: a webhook request to the owning extension's
+//!   `webhook.handle`, its deliveries accepted durably before the answer
+//!   ([`Runner::webhook`]);
+//! - `ext.reconcile {name, page: {source, generation, cursor, checkpoint, max_items,
+//!   max_bytes}, timeout_ms}`: one reconcile page, accepted before the answer
+//!   ([`Runner::reconcile`]);
+//! - `ext.registrations {}`: every package's registered ingress sources and webhook
+//!   paths (and whether every first handshake is done, so the list is complete).
+//!
+//! The service also takes the `config.applied` notification (storaged publishes it on
+//! a new generation) and wakes whoever follows the configuration ([`Service::config_changed`]).
 
 use crate::runner::Runner;
 use protocol::{reply, BoxFuture, Code, Handler, Reply, Request, RpcError};
@@ -21,6 +32,33 @@ pub const INSPECT: &str = "ext.inspect";
 pub const RESTART: &str = "ext.restart";
 /// `ext.call`.
 pub const CALL: &str = "ext.call";
+/// `ext.webhook`.
+pub const WEBHOOK: &str = "ext.webhook";
+/// `ext.registrations`.
+pub const REGISTRATIONS: &str = "ext.registrations";
+/// `ext.reconcile`.
+pub const RECONCILE: &str = "ext.reconcile";
+/// The longest page timeout `ext.reconcile` may be given.
+pub const PAGE_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(600);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReconcileParams {
+    name: String,
+    page: protocol::wire::IngressReconcileParams,
+    timeout_ms: u64,
+}
+/// The notification extrunner publishes when a package's registrations change.
+pub const STATE_TOPIC: &str = "ext.state";
+/// The notification storaged publishes on a new configuration generation.
+pub const CONFIG_TOPIC: &str = "config.applied";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookParams {
+    name: String,
+    request: protocol::wire::WebhookHandleParams,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,12 +91,28 @@ pub const CALL_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs
 #[derive(Debug, Clone)]
 pub struct Service {
     runner: Arc<Runner>,
+    config_changed: Arc<tokio::sync::Notify>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Service {
     /// Serve `runner` on the bus.
     pub fn new(runner: Arc<Runner>) -> Service {
-        Service { runner }
+        Service {
+            runner,
+            config_changed: Arc::new(tokio::sync::Notify::new()),
+            ready: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    /// Woken on every `config.applied` notification.
+    pub fn config_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.config_changed.clone()
+    }
+
+    /// Say that every first handshake is done (`ext.registrations` is complete).
+    pub fn set_ready(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The runner served.
@@ -67,8 +121,46 @@ impl Service {
     }
 }
 
-async fn serve(runner: Arc<Runner>, request: Request) -> Result<Reply, RpcError> {
+fn registrations(runner: &Runner, complete: bool) -> Value {
+    let extensions: Vec<Value> = runner
+        .registrations()
+        .into_iter()
+        .map(|(name, state, r)| {
+            serde_json::json!({
+                "name": name,
+                "state": state,
+                "generation": r.generation,
+                "serial": r.serial,
+                "sources": r.sources,
+                "webhooks": r.webhooks,
+            })
+        })
+        .collect();
+    serde_json::json!({ "complete": complete, "extensions": extensions })
+}
+
+async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Reply, RpcError> {
     match request.method.as_str() {
+        WEBHOOK => {
+            let p: WebhookParams = request.params()?;
+            reply(&runner.webhook(&p.name, &p.request).await?)
+        }
+        REGISTRATIONS => reply(&registrations(&runner, ready)),
+        RECONCILE => {
+            let p: ReconcileParams = request.params()?;
+            let timeout = std::time::Duration::from_millis(p.timeout_ms);
+            if timeout > PAGE_TIMEOUT_MAX || timeout.is_zero() {
+                return Err(RpcError::new(
+                    Code::Invalid,
+                    format!(
+                        "timeout_ms {} is not within 1 to {} ms (PAGE_TIMEOUT_MAX)",
+                        p.timeout_ms,
+                        PAGE_TIMEOUT_MAX.as_millis()
+                    ),
+                ));
+            }
+            reply(&runner.reconcile(&p.name, &p.page, timeout).await?)
+        }
         LIST => reply(&runner.list()),
         INSPECT => {
             let p: NameParams = request.params()?;
@@ -121,6 +213,13 @@ async fn serve(runner: Arc<Runner>, request: Request) -> Result<Reply, RpcError>
 
 impl Handler for Service {
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
-        Box::pin(serve(self.runner.clone(), request))
+        let ready = self.ready.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(serve(self.runner.clone(), ready, request))
+    }
+
+    fn notify(&self, _peer: &protocol::Peer, method: &str, _params: Value) {
+        if method == CONFIG_TOPIC {
+            self.config_changed.notify_one();
+        }
     }
 }

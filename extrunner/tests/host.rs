@@ -22,6 +22,7 @@ const MANIFEST: &str = r#"{
   "command": ["bin/notes"],
   "provides": {
     "families": [{"name": "notes.note", "re_derivable": true}],
+    "extensions": [{"type": "notes", "ingress": true, "families": ["notes.note"]}],
     "schemas": [{"base": "notes.note", "versions": [1, 2]}],
     "recurrences": [{"name": "notes.daily"}]
   }
@@ -77,7 +78,44 @@ impl Harness {
 
         let manifest = protocol::manifest::parse_manifest(MANIFEST.as_bytes()).unwrap();
         let identity = Identity::new(manifest, vec!["s1".into()], vec!["notes-main".into()]);
-        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone());
+        // The connection's secrets: `token` in a file, `missing` in an unset variable.
+        std::fs::write(dir.join("token"), "s3cret\n").unwrap();
+        let configuration = Arc::new(extrunner::configuration::Configuration::default());
+        configuration.set(
+            Default::default(),
+            std::collections::BTreeMap::from([(
+                "notes-main".to_owned(),
+                std::collections::BTreeMap::from([
+                    (
+                        "token".to_owned(),
+                        format!("file:{}", dir.join("token").display()),
+                    ),
+                    (
+                        "missing".to_owned(),
+                        "env:OC_TEST_SURELY_UNSET_42".to_owned(),
+                    ),
+                ]),
+            )]),
+        );
+        // One registered source, `notes/inbox` in scope s1.
+        configuration
+            .register(
+                "g1",
+                &protocol::wire::ConfigureResult {
+                    sources: vec![protocol::wire::SourceDecl {
+                        name: "notes/inbox".into(),
+                        source_type: "notes".into(),
+                        scope_id: "s1".into(),
+                        entry: "inbox".into(),
+                        families: vec!["notes.note".into()],
+                        reconcile_interval_s: 0,
+                    }],
+                    webhooks: Vec::new(),
+                },
+            )
+            .unwrap();
+        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone())
+            .with_configuration(configuration);
         let (a, b) = tokio::net::UnixStream::pair().unwrap();
         let (ar, aw) = a.into_split();
         let (br, bw) = b.into_split();
@@ -450,7 +488,8 @@ async fn methods_permissions_timers_and_secrets() {
     let all = h.store("store.timers", json!({})).await;
     assert_eq!(all["timers"].as_array().map_or(0, Vec::len), 0, "{all}");
 
-    // Secrets: only its connections; resolution itself is not built yet.
+    // Secrets: only its connections' references, read when asked; the reason for a
+    // failure names the reference, never a value.
     let e = h
         .call(
             "secret.resolve",
@@ -462,9 +501,105 @@ async fn methods_permissions_timers_and_secrets() {
     let e = h
         .call(
             "secret.resolve",
-            json!({"scope_id": "s1", "connection": "notes-main", "names": ["token"]}),
+            json!({"scope_id": "s2", "connection": "notes-main", "names": ["token"]}),
         )
         .await
         .unwrap_err();
-    assert!(e.is(Code::Unsupported), "{e:?}");
+    assert!(e.is(Code::Unauthorized), "{e:?}");
+    let ok = h
+        .call(
+            "secret.resolve",
+            json!({"scope_id": "s1", "connection": "notes-main", "names": ["token"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok, json!({"values": {"token": "s3cret"}}));
+    let e = h
+        .call(
+            "secret.resolve",
+            json!({"scope_id": "s1", "connection": "notes-main", "names": ["nope"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::NotFound), "{e:?}");
+    let e = h
+        .call(
+            "secret.resolve",
+            json!({"scope_id": "s1", "connection": "notes-main", "names": ["missing"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unavailable), "{e:?}");
+    assert!(e.to_string().contains("OC_TEST_SURELY_UNSET_42"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receivers_deliver_only_for_registered_sources() {
+    let h = Harness::start().await;
+    let delivery = |source: &str, id: &str, text: &str| {
+        json!({"delivery": {"source": source, "delivery_id": id, "events": [
+            {"type": "notes.note.received", "payload": {"schema": "notes.note.v2", "data": {"text": text}},
+             "keys": ["notes:1"]},
+            {"type": "notes.note.indexed", "payload": {"schema": "notes.note.v2", "data": {"text": text}}}
+        ]}})
+    };
+    // Accepted durably before the answer; both events, named by the delivery.
+    let first = h
+        .call("ingress.deliver", delivery("notes/inbox", "m-1", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(first["added"], true, "{first}");
+    let events = first["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["delivery_id"], "m-1");
+    assert_eq!(events[1]["delivery_id"], "m-1#1");
+    assert_eq!(events[0]["scope_id"], "s1");
+    let stored = h.store("store.events", json!({})).await;
+    assert_eq!(stored["events"].as_array().unwrap().len(), 2, "{stored}");
+
+    // The receiver crashed before acknowledging upstream, which redelivers: the same
+    // events, nothing added (ingress.push behaves the same).
+    let again = h
+        .call("ingress.push", delivery("notes/inbox", "m-1", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(again["added"], Value::Null, "{again}");
+    assert_eq!(again["events"][0]["id"], events[0]["id"]);
+    let stored = h.store("store.events", json!({})).await;
+    assert_eq!(stored["events"].as_array().unwrap().len(), 2);
+
+    // The same delivery ID with other content: conflict, nothing kept.
+    let e = h
+        .call("ingress.deliver", delivery("notes/inbox", "m-1", "changed"))
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Conflict), "{e:?}");
+
+    // A source the last configure did not register, a family it does not declare, a
+    // payload schema that is not the current one: refused, nothing kept.
+    let e = h
+        .call("ingress.deliver", delivery("notes/other", "m-2", "x"))
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unauthorized), "{e:?}");
+    let e = h
+        .call(
+            "ingress.deliver",
+            json!({"delivery": {"source": "notes/inbox", "delivery_id": "m-3", "events": [
+                {"type": "other.thing", "payload": {"schema": "notes.note.v2", "data": {}}}]}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Undeclared), "{e:?}");
+    let e = h
+        .call(
+            "ingress.deliver",
+            json!({"delivery": {"source": "notes/inbox", "delivery_id": "m-4", "events": [
+                {"type": "notes.note.x", "payload": {"schema": "notes.note.v1", "data": {}}}]}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("unreadable_schema"), "{e:?}");
+    let stored = h.store("store.events", json!({})).await;
+    assert_eq!(stored["events"].as_array().unwrap().len(), 2);
 }

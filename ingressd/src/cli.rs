@@ -1,10 +1,9 @@
 //! `open-conduit-ingressd`: arguments, start-up and the main loop.
 //!
-//! Until the bus-backed intake is wired (the owning extension's `webhook.handle` through
-//! extrunner, then storaged's `store.events_accept`), this binary serves with
-//! [`NotWired`]: every delivery is answered 503 "the extension path is not wired yet"
-//! with `Retry-After: 5`, and `/healthz` answers 503. No path is registered yet, so
-//! every webhook path is 404.
+//! It joins the bus as the `ingress` service, fetches the webhook paths from extrunner
+//! (waiting up to [`FIRST_ROUTES_WAIT`] before it serves, so connections queued while it
+//! restarted meet the paths), and serves HTTP with the [`BusIntake`]: each delivery goes
+//! through extrunner to its extension and to storaged before it is answered.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +12,11 @@ use clap::Parser;
 use daemon::{Activation, LogTarget, Notifier, Signal, Signals};
 use tokio::net::TcpListener;
 
-use crate::{Answer, BoxFuture, Delivery, Intake, IntakeError, Limits, Routes, Server};
+use crate::intake::{follow_routes, refresh_routes, BusIntake, Service};
+use crate::{Limits, Routes, Server};
+use daemon::bus::{Bus, BusOptions};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// The Open Conduit ingress daemon: HTTP webhook intake.
 #[derive(Parser, Debug)]
@@ -25,30 +28,22 @@ pub struct Args {
     /// Open connections at most.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// How long a request head may take to arrive, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// How long a request body may take to arrive, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+    /// The bus socket.
+    #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
+    pub bus: PathBuf,
     /// Where logs go: auto (journald when started by it), journald or stderr.
     #[arg(long, default_value = "auto")]
     pub log: LogTarget,
 }
 
-/// The intake until the bus is wired: every delivery is 503, and it is never healthy.
-#[derive(Debug, Default)]
-pub struct NotWired;
-
-impl Intake for NotWired {
-    fn deliver(&self, _d: Delivery) -> BoxFuture<'_, Result<Answer, IntakeError>> {
-        Box::pin(async {
-            let mut answer = Answer::text(503, "the extension path is not wired yet\n");
-            answer
-                .headers
-                .push(("Retry-After".to_owned(), "5".to_owned()));
-            Ok(answer)
-        })
-    }
-
-    fn healthy(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async { false })
-    }
-}
+/// How long ingressd waits for the webhook paths before it starts serving.
+pub const FIRST_ROUTES_WAIT: Duration = Duration::from_secs(3);
 
 /// ingressd's main: returns the exit status.
 pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
@@ -84,28 +79,61 @@ async fn listen(args: &Args, activation: &mut Activation) -> Result<TcpListener,
 async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let listener = listen(&args, &mut activation).await?;
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "the passed socket".to_owned());
     let limits = Limits {
         max_connections: args.max_connections,
+        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+        body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
         ..Limits::default()
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let routes = Arc::new(Routes::new());
+    let routes = Arc::new(Routes::pending());
+    let service = Service::new(routes.clone());
+    let bus = Bus::start(
+        BusOptions::service(
+            &args.bus,
+            "ingressd",
+            &["ingress"],
+            Arc::new(service.clone()),
+        )
+        .with_topics(&["ext.state"]),
+    );
+    let _ = notifier.status("fetching the webhook paths from extrunner");
+    match tokio::time::timeout(FIRST_ROUTES_WAIT, refresh_routes(&bus, &routes, Some(&service.sources()))).await {
+        Ok(Ok(n)) => tracing::info!(paths = n, complete = routes.is_complete(), "webhook paths fetched"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "no webhook paths yet: unknown paths are answered 503 until extrunner answers"),
+        Err(_) => tracing::warn!("extrunner did not answer within {FIRST_ROUTES_WAIT:?}: unknown paths are answered 503 until it does"),
+    }
+    let routes_for_reload = routes.clone();
+    let reconciler = tokio::spawn(crate::reconcile::run(
+        bus.clone(),
+        service.sources(),
+        service.reports(),
+        crate::reconcile::PageLimits::default(),
+    ));
+    let follower = tokio::spawn(follow_routes(bus.clone(), routes.clone(), service));
     let mut server = tokio::spawn(Server::serve(
         listener,
         routes,
-        Arc::new(NotWired),
+        Arc::new(BusIntake::new(bus.clone())),
         limits,
         async move {
             let _ = stop_rx.await;
         },
     ));
     let _ = notifier.ready();
-    let _ = notifier.status("serving HTTP; the extension path is not wired yet");
+    let _ = notifier.status(&format!("serving webhooks on {}", local));
     let mut watchdog = notifier.watchdog_ticker();
     let mut stop_tx = Some(stop_tx);
     loop {
         tokio::select! {
             done = &mut server => {
+                follower.abort();
+                reconciler.abort();
+                bus.close();
                 return match done {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(format!("serving: {e}")),
@@ -125,7 +153,10 @@ async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Resu
                 }
                 Signal::Reload => {
                     let _ = notifier.reloading();
-                    tracing::info!("reload asked: ingressd has no configuration to reload yet");
+                    tracing::info!("reload asked: fetching the webhook paths again");
+                    if let Err(e) = refresh_routes(&bus, &routes_for_reload, None).await {
+                        tracing::warn!(error = %e, "cannot fetch the webhook paths now");
+                    }
                     let _ = notifier.ready();
                 }
             },

@@ -9,7 +9,9 @@
 
 pub mod cli;
 mod http;
+pub mod intake;
 mod metrics;
+pub mod reconcile;
 mod routes;
 mod server;
 

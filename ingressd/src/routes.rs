@@ -1,14 +1,29 @@
 //! Webhook paths and the extensions that own them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Webhook paths and their owning extensions. A path covers the paths beneath it
 /// (`/hooks/github` covers `/hooks/github/x`, not `/hooks/githubx`); the longest
 /// registered path wins. Replaceable at runtime, as extensions register paths in `configure`.
-#[derive(Debug, Default)]
+///
+/// Until the routes are known to be complete ([`Routes::set_complete`]), a path that
+/// matches none is answered 503 rather than 404: a webhook arriving while ingressd or
+/// extrunner starts is told to come back, not that its path does not exist.
+#[derive(Debug)]
 pub struct Routes {
     table: RwLock<Arc<HashMap<String, String>>>,
+    complete: AtomicBool,
+}
+
+impl Default for Routes {
+    fn default() -> Routes {
+        Routes {
+            table: RwLock::default(),
+            complete: AtomicBool::new(true),
+        }
+    }
 }
 
 /// A request path's route.
@@ -34,6 +49,23 @@ impl Routes {
     /// No webhook paths.
     pub fn new() -> Routes {
         Routes::default()
+    }
+
+    /// No webhook paths yet, and not known to be complete.
+    pub fn pending() -> Routes {
+        let r = Routes::default();
+        r.set_complete(false);
+        r
+    }
+
+    /// Whether the table is known to hold every registered path.
+    pub fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::SeqCst)
+    }
+
+    /// Say whether the table holds every registered path.
+    pub fn set_complete(&self, complete: bool) {
+        self.complete.store(complete, Ordering::SeqCst);
     }
 
     /// Routes from `(path, owner)` pairs.

@@ -230,6 +230,18 @@ fn split_target(target: &str) -> (String, String) {
     }
 }
 
+/// The `/metrics` outcome of an extension's answer.
+fn outcome_of(status: u16) -> &'static str {
+    match status {
+        200..=299 => "accepted",
+        401 | 403 => "bad_signature",
+        404 | 405 => "no_route",
+        400..=499 => "refused",
+        503 => "unavailable",
+        _ => "failed",
+    }
+}
+
 fn plain(status: u16, body: impl Into<String>) -> Answer {
     let mut body = body.into();
     body.push('\n');
@@ -261,6 +273,14 @@ fn decide(shared: &Shared, method: &str, path: &str) -> Action {
         Some(m) => {
             let mut a = plain(405, format!("{} is a webhook path: POST only", m.route));
             a.headers.push(("Allow".to_owned(), "POST".to_owned()));
+            Action::Answer(a)
+        }
+        None if !shared.routes.is_complete() => {
+            let mut a = plain(
+                503,
+                "the webhook paths are not all known yet (starting up): retry shortly",
+            );
+            a.headers.push(("Retry-After".to_owned(), "2".to_owned()));
             Action::Answer(a)
         }
         None => Action::Answer(plain(404, format!("no webhook is registered at {path}"))),
@@ -442,7 +462,7 @@ async fn deliver(shared: &Shared, delivery: Delivery) -> Answer {
     shared.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
     let took = started.elapsed();
     let (outcome, answer) = match result {
-        Ok(Ok(a)) if (200..=599).contains(&a.status) => ("answered", a),
+        Ok(Ok(a)) if (200..=599).contains(&a.status) => (outcome_of(a.status), a),
         Ok(Ok(a)) => {
             tracing::warn!(
                 owner,

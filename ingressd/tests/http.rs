@@ -476,7 +476,7 @@ async fn healthz_follows_the_intake_and_metrics_count() {
         "{m}"
     );
     assert!(
-        m.contains("ingressd_deliveries_total{owner=\"github\",outcome=\"answered\"} 1"),
+        m.contains("ingressd_deliveries_total{owner=\"github\",outcome=\"accepted\"} 1"),
         "{m}"
     );
     assert!(
@@ -593,14 +593,18 @@ async fn the_binary_serves_on_an_inherited_socket() {
         .arg(BIN)
         // Not this address: the daemon must use the socket it is given.
         .args(["--log", "stderr", "--listen", "127.0.0.1:1"])
+        .args(["--bus", "/nonexistent/oc-bus.sock"])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let mut daemon = Proc(child);
+    // No bus here: the webhook paths are never known, so an unknown path is told to
+    // come back (not that it does not exist), and the daemon is not healthy.
     let resp = exchange_when_up(addr, &get("/nowhere")).await;
-    assert_eq!(resp.status, 404);
+    assert_eq!(resp.status, 503, "{}", resp.body);
+    assert_eq!(resp.header("Retry-After"), Some("2"));
     let resp = exchange(addr, &get("/healthz")).await;
-    assert_eq!(resp.status, 503, "not wired yet: {}", resp.body);
+    assert_eq!(resp.status, 503, "no bus, not healthy: {}", resp.body);
     let resp = exchange(addr, &get("/metrics")).await;
     assert!(
         resp.body.contains("ingressd_connections_total"),

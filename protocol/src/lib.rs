@@ -5,6 +5,7 @@
 
 pub mod b64;
 pub mod catalogue;
+pub mod config;
 pub mod conn;
 pub mod error;
 pub mod manifest;

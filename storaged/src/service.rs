@@ -2,7 +2,8 @@
 //!
 //! Each method is one atomic unit of the storage module; this layer only decodes,
 //! dispatches, maps errors to wire codes and publishes the nudges other daemons
-//! wait on (`event.accepted` after a write that added events).
+//! wait on (`event.accepted` after a write that added events, `config.applied` after
+//! a new configuration generation).
 
 use crate::{Store, StoreError};
 use protocol::{BoxFuture, Handler, Reply, Request, RpcError};
@@ -103,6 +104,19 @@ impl Handler for Service {
             if ACCEPTING.contains(&method) && added_any(&answer) {
                 if let Some(publish) = publish.get() {
                     publish("event.accepted", &serde_json::json!({ "method": method }));
+                }
+            }
+            if method == "store.config_apply"
+                && answer.get("changed").and_then(Value::as_bool) == Some(true)
+            {
+                if let Some(publish) = publish.get() {
+                    publish(
+                        "config.applied",
+                        &serde_json::json!({
+                            "generation": answer.get("generation"),
+                            "hash": answer.get("hash"),
+                        }),
+                    );
                 }
             }
             protocol::reply(&answer)

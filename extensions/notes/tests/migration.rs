@@ -127,6 +127,7 @@ impl Phase {
                 ..SupervisorOptions::default()
             },
             host_bus: Some(host.clone()),
+            initial: None,
         };
         let runner = Arc::new(Runner::load(config));
         let service = Bus::start(BusOptions::service(

@@ -1,0 +1,425 @@
+//! `bench intake`: signed webhook deliveries accepted durably, end to end.
+//!
+//! The whole suite runs as in production (this binary re-executed as each daemon and as
+//! the bundled webhook extension, through `oc_systest::Suite`: the broker, storaged on a
+//! real SQLite file, extrunner, ingressd on a passed socket). Senders post signed JSON
+//! deliveries (HMAC-SHA256, about 1 KiB, each with its own delivery ID) over keep-alive
+//! connections; a 2xx means the delivery is on disk.
+//!
+//! - throughput: 64 senders, each posting as fast as it is answered, for 5 s after 1 s
+//!   of warm-up;
+//! - latency at a fixed 1,000 a second: 16 connections, each sending on its own
+//!   schedule (open loop: latency counts from when a request was due, so a stall is
+//!   not hidden by sending later), for 5 s;
+//! - peak memory: the sum of the peak resident sets (`VmHWM`) of the suite's
+//!   processes (the five daemons and the extension) at the end.
+//!
+//! In the same run, where Debian's `webhook` package is installed (`/usr/bin/webhook`),
+//! the same two loads go to it, configured with a `payload-hmac-sha256` rule and
+//! `/bin/true` as its command: a server that checks the signature and keeps nothing.
+
+use crate::{machine, millis, percentile, Res};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const SECRET: &str = "bench-secret";
+const PATH: &str = "/hooks/bench";
+const SENDERS: usize = 64;
+const WARMUP: Duration = Duration::from_secs(1);
+const RUN: Duration = Duration::from_secs(5);
+const RATE: u64 = 1000;
+const RATE_CONNS: u64 = 16;
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A ~1 KiB delivery body, different for every `n`.
+fn body(n: u64) -> Vec<u8> {
+    let filler = "x".repeat(900);
+    format!(
+        r#"{{"number": {n}, "action": "opened", "title": "delivery {n}", "filler": "{filler}"}}"#
+    )
+    .into_bytes()
+}
+
+fn request(addr: SocketAddr, path: &str, tag: &str, n: u64) -> Vec<u8> {
+    let body = body(n);
+    let sig = oc_systest::sign_sha256(SECRET.as_bytes(), &body);
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         X-Delivery-Id: {tag}-{n}\r\nX-Signature-256: {sig}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    req
+}
+
+/// Reads one answer off a keep-alive connection: its status.
+async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Res<u16> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let status: u16 = head
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .ok_or("bad status line")?;
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (n, v) = l.split_once(':')?;
+                    n.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut chunk = [0u8; 8192];
+                let n = s.read(&mut chunk).await?;
+                if n == 0 {
+                    return Err("connection closed mid-answer".into());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            buf.drain(..end + 4 + len);
+            return Ok(status);
+        }
+        let mut chunk = [0u8; 8192];
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err("connection closed".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Deliveries per second answered 2xx with `SENDERS` senders.
+async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> {
+    let counter = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let measure_from = start + WARMUP;
+    let until = measure_from + RUN;
+    let counted = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..SENDERS {
+        let (counter, failures, counted) = (counter.clone(), failures.clone(), counted.clone());
+        let path = path.to_owned();
+        let tag = format!("{tag}-t{t}");
+        tasks.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            let mut buf = Vec::new();
+            loop {
+                let now = Instant::now();
+                if now >= until {
+                    return Ok::<(), Box<dyn std::error::Error + Send + Sync>>(());
+                }
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                s.write_all(&request(addr, &path, &tag, n)).await?;
+                let status = read_answer(&mut s, &mut buf)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !(200..300).contains(&status) {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                } else if Instant::now() >= measure_from && Instant::now() < until {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?.map_err(|e| e.to_string())?;
+    }
+    Ok((
+        counted.load(Ordering::Relaxed) as f64 / RUN.as_secs_f64(),
+        failures.load(Ordering::Relaxed),
+    ))
+}
+
+/// p50 and p99 at a fixed `RATE` a second, open loop.
+async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Duration, u64)> {
+    let start = Instant::now() + Duration::from_millis(100);
+    let per_conn = RATE / RATE_CONNS;
+    let total = per_conn * RUN.as_secs();
+    let mut tasks = Vec::new();
+    for c in 0..RATE_CONNS {
+        let path = path.to_owned();
+        let tag = format!("{tag}-r{c}");
+        tasks.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            let mut buf = Vec::new();
+            let mut lat = Vec::with_capacity(total as usize);
+            let mut failures = 0u64;
+            let gap = Duration::from_micros(1_000_000 / per_conn);
+            let offset = gap / RATE_CONNS as u32 * c as u32;
+            for k in 0..total {
+                let due = start + offset + gap * k as u32;
+                tokio::time::sleep_until(due.into()).await;
+                s.write_all(&request(addr, &path, &tag, k)).await?;
+                let status = read_answer(&mut s, &mut buf)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !(200..300).contains(&status) {
+                    failures += 1;
+                }
+                lat.push(due.elapsed());
+            }
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((lat, failures))
+        }));
+    }
+    let mut all = Vec::new();
+    let mut failures = 0;
+    for t in tasks {
+        let (lat, f) = t.await?.map_err(|e| e.to_string())?;
+        all.extend(lat);
+        failures += f;
+    }
+    Ok((
+        percentile(&mut all, 50.0),
+        percentile(&mut all, 99.0),
+        failures,
+    ))
+}
+
+/// CPU seconds (user and system) `pid` has used.
+fn cpu_s(pid: u32) -> f64 {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1.to_owned();
+            let f: Vec<&str> = after.split_whitespace().collect();
+            let u: f64 = f.get(11)?.parse().ok()?;
+            let k: f64 = f.get(12)?.parse().ok()?;
+            Some(u + k)
+        })
+        .unwrap_or(0.0);
+    // USER_HZ is 100 on Linux.
+    ticks / 100.0
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The pids whose parent is `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                let after = s.rsplit_once(')')?.1.to_owned();
+                after.split_whitespace().nth(1)?.parse::<u32>().ok()
+            });
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+struct Figures {
+    per_s_64: f64,
+    failures_64: u64,
+    p50: Duration,
+    p99: Duration,
+    failures_rate: u64,
+}
+
+async fn measure(addr: SocketAddr, path: &str, tag: &str) -> Res<Figures> {
+    let (per_s_64, failures_64) = throughput(addr, path, tag).await?;
+    let (p50, p99, failures_rate) = at_rate(addr, path, &format!("{tag}-rate")).await?;
+    Ok(Figures {
+        per_s_64,
+        failures_64,
+        p50,
+        p99,
+        failures_rate,
+    })
+}
+
+fn free_port() -> Res<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Debian's `webhook`, configured to check the same signature and run `/bin/true`.
+fn start_peer(dir: &Path) -> Res<Option<(Kill, SocketAddr)>> {
+    let bin = Path::new("/usr/bin/webhook");
+    if !bin.exists() {
+        return Ok(None);
+    }
+    let hooks = dir.join("hooks.json");
+    std::fs::write(
+        &hooks,
+        serde_json::to_vec(&json!([{
+            "id": "bench",
+            "execute-command": "/bin/true",
+            "response-message": "ok",
+            "trigger-rule": {"match": {"type": "payload-hmac-sha256", "secret": SECRET,
+                "parameter": {"source": "header", "name": "X-Signature-256"}}}
+        }]))?,
+    )?;
+    let port = free_port()?;
+    let child = Command::new(bin)
+        .args(["-hooks", &hooks.display().to_string(), "-ip", "127.0.0.1"])
+        .args(["-port", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return Ok(Some((Kill(child), addr)));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err("webhook did not listen".into())
+}
+
+pub fn run(json: bool) -> Res<()> {
+    let exe: PathBuf = std::env::current_exe()?;
+    let packages = oc_systest::Suite::first_party();
+    let suite = oc_systest::Suite::new(&exe, "bench-intake", &packages)?;
+    suite.start_all()?;
+    let config = json!({
+        "connections": [{"name": "hooks", "type": "webhook",
+            "secret_refs": {"secret": format!("file:{}", suite.dir.join("secret").display())}}],
+        "scopes": [{"id": "bench", "entries": [{"type": "webhook", "name": "in",
+            "connection": "hooks", "config": {"path": PATH,
+            "delivery_id": {"header": "X-Delivery-Id"}, "correlate": "/number"}}]}]
+    });
+    std::fs::write(suite.dir.join("secret"), SECRET)?;
+    suite.apply_config(&config, PATH)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut pids: Vec<(String, u32)> = oc_systest::Daemon::ALL
+        .iter()
+        .filter_map(|d| suite.pid(*d).map(|p| (d.name().to_owned(), p)))
+        .collect();
+    if let Some(ext) = suite.pid(oc_systest::Daemon::Extrunner) {
+        pids.extend(
+            children(ext)
+                .into_iter()
+                .map(|p| ("extension".to_owned(), p)),
+        );
+    }
+    let cpu_before: Vec<f64> = pids.iter().map(|(_, p)| cpu_s(*p)).collect();
+    let ours = rt.block_on(measure(suite.http, PATH, "oc"))?;
+    let cpu: Vec<(String, f64)> = pids
+        .iter()
+        .zip(cpu_before)
+        .map(|((n, p), before)| (n.clone(), cpu_s(*p) - before))
+        .collect();
+    let pids: Vec<u32> = pids.iter().map(|(_, p)| *p).collect();
+    let peak_kib: u64 = pids.iter().map(|p| vm_hwm_kib(*p)).sum();
+    let kept = suite
+        .call("store.sequence", json!({}))
+        .map_err(|e| e.to_string())?;
+    drop(suite);
+
+    let peer_dir = std::env::temp_dir().join(format!("oc-bench-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&peer_dir)?;
+    let peer = match start_peer(&peer_dir)? {
+        Some((kill, addr)) => {
+            let f = rt.block_on(measure(addr, "/hooks/bench", "peer"))?;
+            let peak = vm_hwm_kib(kill.0.id());
+            Some((f, peak))
+        }
+        None => None,
+    };
+    let _ = std::fs::remove_dir_all(&peer_dir);
+
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    if json {
+        let mut out = json!({
+            "machine": machine(),
+            "deliveries_per_s_64": ours.per_s_64.round(),
+            "failures_64": ours.failures_64,
+            "p50_ms_at_1000": millis(ours.p50),
+            "p99_ms_at_1000": millis(ours.p99),
+            "failures_at_1000": ours.failures_rate,
+            "peak_rss_mib": mib(peak_kib),
+            "events_kept": kept["sequence"],
+            "cpu_s": cpu.iter().map(|(n, c)| json!({"process": n, "cpu_s": c})).collect::<Vec<_>>(),
+        });
+        if let Some((f, peak)) = &peer {
+            out["peer_deliveries_per_s_64"] = json!(f.per_s_64.round());
+            out["peer_p50_ms_at_1000"] = json!(millis(f.p50));
+            out["peer_p99_ms_at_1000"] = json!(millis(f.p99));
+            out["peer_failures"] = json!(f.failures_64 + f.failures_rate);
+            out["peer_peak_rss_mib"] = json!(mib(*peak));
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("machine: {}", machine());
+    println!("| figure | Open Conduit (durable) | Debian webhook 2.8 (keeps nothing) |");
+    println!("| --- | --- | --- |");
+    let peer_or = |f: &dyn Fn(&Figures, u64) -> String| {
+        peer.as_ref()
+            .map_or_else(|| "not installed".to_owned(), |(p, k)| f(p, *k))
+    };
+    println!(
+        "| deliveries/s, 64 senders | {:.0} | {} |",
+        ours.per_s_64,
+        peer_or(&|p, _| format!("{:.0}", p.per_s_64))
+    );
+    println!(
+        "| p50 at 1,000/s | {:.2} ms | {} |",
+        millis(ours.p50),
+        peer_or(&|p, _| format!("{:.2} ms", millis(p.p50)))
+    );
+    println!(
+        "| p99 at 1,000/s | {:.2} ms | {} |",
+        millis(ours.p99),
+        peer_or(&|p, _| format!("{:.2} ms", millis(p.p99)))
+    );
+    println!(
+        "| peak RSS | {:.1} MiB (5 daemons + extension) | {} |",
+        mib(peak_kib),
+        peer_or(&|_, k| format!("{:.1} MiB", mib(k)))
+    );
+    println!(
+        "| non-2xx answers | {} | {} |",
+        ours.failures_64 + ours.failures_rate,
+        peer_or(&|p, _| (p.failures_64 + p.failures_rate).to_string())
+    );
+    println!("events kept by storaged: {}", kept["sequence"]);
+    let cpu_line: Vec<String> = cpu.iter().map(|(n, c)| format!("{n} {c:.1} s")).collect();
+    println!("CPU used during the two loads: {}", cpu_line.join(", "));
+    Ok(())
+}

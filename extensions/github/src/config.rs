@@ -1,0 +1,354 @@
+//! The `configure` entries: one per repository webhook.
+//!
+//! An entry of type `github` has the config
+//!
+//! ```json
+//! {"repository": "owner/name", "path": "/github/custom", "events": ["issues", "check_run"]}
+//! ```
+//!
+//! `repository` is required; `path` defaults to `/github/<scope_id>/<entry>` and
+//! must stay under `/github`; `events` (the GitHub event names to accept)
+//! defaults to all five. The entry must name a connection of type `github`: its
+//! `webhook_secret` signs the deliveries.
+
+use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl, WebhookPath};
+use protocol::RpcError;
+use serde_json::Value;
+
+use crate::{Family, NAME, WEBHOOK_SECRET};
+
+/// The webhook path prefix every entry's path stays under.
+pub const PATH_PREFIX: &str = "/github";
+
+/// The longest repository name accepted (`owner/name`), in bytes.
+const MAX_REPOSITORY_BYTES: usize = 200;
+/// The longest webhook path accepted, in bytes.
+const MAX_PATH_BYTES: usize = 512;
+
+/// A config problem: the field (a config key, or `connection`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(field: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An entry's own config, as parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedConfig {
+    /// The repository, `owner/name`, as written.
+    pub repository: String,
+    /// The webhook path, when one is written.
+    pub path: Option<String>,
+    /// The families to accept (`None`: all).
+    pub events: Option<Vec<Family>>,
+}
+
+impl ParsedConfig {
+    /// What the entry sets up, in one line.
+    pub fn describe(&self) -> String {
+        let events = match &self.events {
+            None => "issues, issue_comment, pull_request, pull_request_review and check_run".into(),
+            Some(list) => list
+                .iter()
+                .map(|f| f.github_event())
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let path = match &self.path {
+            Some(p) => p.clone(),
+            None => format!("{PATH_PREFIX}/<scope>/<entry>"),
+        };
+        format!(
+            "receives {events} webhooks of {} at {path}",
+            self.repository
+        )
+    }
+}
+
+/// One configured entry, in force until the next configure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryConfig {
+    /// The scope.
+    pub scope_id: String,
+    /// The entry's name within the scope.
+    pub name: String,
+    /// The connection whose `webhook_secret` signs its deliveries.
+    pub connection: String,
+    /// The repository, `owner/name`, as written.
+    pub repository: String,
+    /// The webhook path (without a trailing `/`).
+    pub path: String,
+    /// The families it accepts (`None`: all).
+    pub events: Option<Vec<Family>>,
+    /// Its source name, `github/<scope_id>/<entry>`.
+    pub source: String,
+}
+
+impl EntryConfig {
+    /// Parses an entry's config alone (no scope, name or connection).
+    pub fn parse_config(config: &Value) -> Result<ParsedConfig, ConfigError> {
+        let empty = serde_json::Map::new();
+        let map = match config {
+            Value::Null => &empty,
+            Value::Object(map) => map,
+            _ => return Err(ConfigError::new("config", "must be an object")),
+        };
+        let repository = match map.get("repository") {
+            None | Some(Value::Null) => {
+                return Err(ConfigError::new("repository", "is required (owner/name)"))
+            }
+            Some(Value::String(s)) => s.trim().to_string(),
+            Some(_) => return Err(ConfigError::new("repository", "must be a string")),
+        };
+        check_repository(&repository).map_err(|m| ConfigError::new("repository", m))?;
+        let path = match map.get("path") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => {
+                Some(normalize_path(s).map_err(|m| ConfigError::new("path", m))?)
+            }
+            Some(_) => return Err(ConfigError::new("path", "must be a string")),
+        };
+        let events = match map.get("events") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => {
+                let mut families = Vec::new();
+                for item in items {
+                    let Some(name) = item.as_str() else {
+                        return Err(ConfigError::new("events", "must be a list of strings"));
+                    };
+                    let Some(family) = Family::from_github_event(name) else {
+                        return Err(ConfigError::new(
+                            "events",
+                            format!(
+                                "`{name}` is not an event this extension handles (issues, \
+                                 issue_comment, pull_request, pull_request_review, check_run)"
+                            ),
+                        ));
+                    };
+                    if !families.contains(&family) {
+                        families.push(family);
+                    }
+                }
+                Some(families)
+            }
+            Some(_) => return Err(ConfigError::new("events", "must be a list of strings")),
+        };
+        Ok(ParsedConfig {
+            repository,
+            path,
+            events,
+        })
+    }
+
+    /// True when the entry accepts `family`.
+    pub fn accepts(&self, family: Family) -> bool {
+        self.events
+            .as_ref()
+            .is_none_or(|list| list.contains(&family))
+    }
+
+    /// True when `full_name` (a payload's `repository.full_name`) is the entry's
+    /// repository, compared case-insensitively as GitHub does.
+    pub fn is_repository(&self, full_name: &str) -> bool {
+        self.repository.eq_ignore_ascii_case(full_name)
+    }
+}
+
+/// `owner/name`: both parts non-empty, of ASCII letters, digits, `-`, `_` and `.`.
+fn check_repository(repository: &str) -> Result<(), String> {
+    if repository.len() > MAX_REPOSITORY_BYTES {
+        return Err(format!(
+            "is longer than {MAX_REPOSITORY_BYTES} bytes (owner/name)"
+        ));
+    }
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    match repository.split_once('/') {
+        Some((owner, name)) if part_ok(owner) && part_ok(name) => Ok(()),
+        _ => Err(format!("`{repository}` is not owner/name")),
+    }
+}
+
+/// A written webhook path: absolute, under `/github`, without `.`/`..`
+/// segments, query, fragment, whitespace or control characters; a trailing
+/// `/` is dropped.
+fn normalize_path(path: &str) -> Result<String, String> {
+    let trimmed = path.trim_end_matches('/');
+    if path.len() > MAX_PATH_BYTES {
+        return Err(format!("is longer than {MAX_PATH_BYTES} bytes"));
+    }
+    if trimmed != PATH_PREFIX && !trimmed.starts_with(&format!("{PATH_PREFIX}/")) {
+        return Err(format!("`{path}` is not under {PATH_PREFIX}/"));
+    }
+    if trimmed
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '%' | '\\'))
+    {
+        return Err(format!(
+            "`{path}` has whitespace, a control character, `?`, `#`, `%` or `\\`"
+        ));
+    }
+    if trimmed
+        .split('/')
+        .skip(1)
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Err(format!("`{path}` has an empty, `.` or `..` segment"));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Checks a `github` connection's config: `api_url`, when given, is an http or
+/// https URL.
+pub fn check_connection_config(config: &Value) -> Result<(), String> {
+    match config.get("api_url") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(url)) => protocol::wire::check_display_url("api_url", url)
+            .map_err(|e| format!("`{url}`: {}", e.reason)),
+        Some(_) => Err("api_url must be a string".into()),
+    }
+}
+
+/// The entries of one configure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registry {
+    /// The entries, in the order configure listed them.
+    pub entries: Vec<EntryConfig>,
+}
+
+fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "scope {}, entry {}: field `{field}` {message}",
+        entry.scope_id, entry.name
+    ))
+}
+
+impl Registry {
+    /// Parses the entries of a configure. A broken entry fails it all, naming
+    /// its scope, entry and field.
+    pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
+        let mut entries: Vec<EntryConfig> = Vec::new();
+        for entry in &params.entries {
+            if entry.entry_type != NAME {
+                return Err(invalid(
+                    entry,
+                    "type",
+                    &format!(
+                        "is `{}`, not a type this extension declares",
+                        entry.entry_type
+                    ),
+                ));
+            }
+            if entry.name.is_empty() || entry.scope_id.is_empty() {
+                return Err(invalid(entry, "name", "and the scope must not be empty"));
+            }
+            let parsed = EntryConfig::parse_config(&entry.config)
+                .map_err(|e| invalid(entry, &e.field, &e.message))?;
+            if entry.connection.is_empty() {
+                return Err(invalid(
+                    entry,
+                    "connection",
+                    "is required: the connection's webhook_secret signs the deliveries",
+                ));
+            }
+            if let Some(conn) = find_connection(&params.connections, &entry.connection) {
+                if conn.connection_type != NAME {
+                    return Err(invalid(
+                        entry,
+                        "connection",
+                        &format!(
+                            "names `{}`, of type `{}`, not `{NAME}`",
+                            conn.name, conn.connection_type
+                        ),
+                    ));
+                }
+                if !conn.secrets.is_empty() && !conn.secrets.iter().any(|s| s == WEBHOOK_SECRET) {
+                    return Err(invalid(
+                        entry,
+                        "connection",
+                        &format!("names `{}`, which has no {WEBHOOK_SECRET}", conn.name),
+                    ));
+                }
+            }
+            let path = parsed
+                .path
+                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
+            if let Some(other) = entries.iter().find(|e| e.path == path) {
+                return Err(invalid(
+                    entry,
+                    "path",
+                    &format!(
+                        "`{path}` is already the path of scope {}, entry {}",
+                        other.scope_id, other.name
+                    ),
+                ));
+            }
+            entries.push(EntryConfig {
+                scope_id: entry.scope_id.clone(),
+                name: entry.name.clone(),
+                connection: entry.connection.clone(),
+                repository: parsed.repository,
+                path,
+                events: parsed.events,
+                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
+            });
+        }
+        Ok(Registry { entries })
+    }
+
+    /// The sources and webhook paths the entries register.
+    pub fn configure_result(&self) -> ConfigureResult {
+        let mut result = ConfigureResult::default();
+        for e in &self.entries {
+            result.sources.push(SourceDecl {
+                name: e.source.clone(),
+                source_type: NAME.to_string(),
+                scope_id: e.scope_id.clone(),
+                entry: e.name.clone(),
+                families: Family::names(),
+                reconcile_interval_s: 0,
+            });
+            result.webhooks.push(WebhookPath {
+                path: e.path.clone(),
+                source: e.source.clone(),
+                scope_id: e.scope_id.clone(),
+                entry: e.name.clone(),
+            });
+        }
+        result
+    }
+
+    /// The entry whose path is the longest that covers `request_path`.
+    pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                WebhookPath {
+                    path: e.path.clone(),
+                    ..Default::default()
+                }
+                .covers(request_path)
+            })
+            .max_by_key(|e| e.path.len())
+    }
+}
+
+fn find_connection<'a>(connections: &'a [Connection], name: &str) -> Option<&'a Connection> {
+    connections.iter().find(|c| c.name == name)
+}

@@ -1,0 +1,297 @@
+//! The bundled GitHub extension (`github`): signed repository webhooks in,
+//! Events of five families out, and the `github` route handler that turns them
+//! into Work.
+//!
+//! - [`config`] parses the `configure` entries (one per repository webhook) and
+//!   registers a source and a webhook path for each.
+//! - [`signature`] verifies `X-Hub-Signature-256`.
+//! - [`webhook`] serves `webhook.handle`: verify, classify, project, deliver.
+//! - [`project`] turns a GitHub payload into one [`protocol::wire::IngressEvent`]
+//!   (the payload projection of each family is in the crate's README).
+//! - [`route`] serves `route.match`: route filters, keys and the Work display.
+//!
+//! This release never calls GitHub's API: everything it knows arrives in
+//! webhook deliveries.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod project;
+pub mod route;
+pub mod signature;
+pub mod webhook;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use protocol::wire::{
+    ConfigureResult, RouteMatchParams, SecretResolveParams, ValidateParams, ValidateResult,
+    WebhookHandleParams,
+};
+use protocol::RpcError;
+
+/// The extension's manifest, as shipped beside the binary.
+pub const MANIFEST: &str = include_str!("../open-conduit-extension.json");
+
+/// The extension's name, also its entry, connection and route handler type.
+pub const NAME: &str = "github";
+
+/// The secret of a connection that signs webhook deliveries.
+pub const WEBHOOK_SECRET: &str = "webhook_secret";
+
+/// The five Event families, each fed by one GitHub webhook event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `issues` → `github.issue`.
+    Issue,
+    /// `issue_comment` → `github.issue_comment`.
+    IssueComment,
+    /// `pull_request` → `github.pull_request`.
+    PullRequest,
+    /// `pull_request_review` → `github.pull_request_review`.
+    PullRequestReview,
+    /// `check_run` → `github.check_run`.
+    CheckRun,
+}
+
+impl Family {
+    /// Every family, in manifest order.
+    pub const ALL: [Family; 5] = [
+        Family::Issue,
+        Family::IssueComment,
+        Family::PullRequest,
+        Family::PullRequestReview,
+        Family::CheckRun,
+    ];
+
+    /// The family name (`github.issue`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Issue => "github.issue",
+            Family::IssueComment => "github.issue_comment",
+            Family::PullRequest => "github.pull_request",
+            Family::PullRequestReview => "github.pull_request_review",
+            Family::CheckRun => "github.check_run",
+        }
+    }
+
+    /// The payload schema the family's Events carry (`github.issue.v1`).
+    pub fn schema(self) -> &'static str {
+        match self {
+            Family::Issue => "github.issue.v1",
+            Family::IssueComment => "github.issue_comment.v1",
+            Family::PullRequest => "github.pull_request.v1",
+            Family::PullRequestReview => "github.pull_request_review.v1",
+            Family::CheckRun => "github.check_run.v1",
+        }
+    }
+
+    /// The GitHub webhook event (`X-GitHub-Event`) that feeds it.
+    pub fn github_event(self) -> &'static str {
+        match self {
+            Family::Issue => "issues",
+            Family::IssueComment => "issue_comment",
+            Family::PullRequest => "pull_request",
+            Family::PullRequestReview => "pull_request_review",
+            Family::CheckRun => "check_run",
+        }
+    }
+
+    /// The family a GitHub webhook event feeds, if any.
+    pub fn from_github_event(event: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.github_event() == event)
+    }
+
+    /// The family an Event type belongs to: the type is the family name or
+    /// `<family>.<action>`.
+    pub fn of_type(event_type: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| {
+            event_type
+                .strip_prefix(f.name())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+    }
+
+    /// The family names, in manifest order.
+    pub fn names() -> Vec<String> {
+        Family::ALL.iter().map(|f| f.name().to_string()).collect()
+    }
+}
+
+/// Webhook secrets resolved through `secret.resolve`, per (scope, connection),
+/// for one configuration: every `configure` drops them.
+#[derive(Default)]
+struct Secrets {
+    /// Bumped by every configure, so a resolve that started before one does
+    /// not cache what it got.
+    generation: u64,
+    values: HashMap<(String, String), Arc<[u8]>>,
+}
+
+/// What the handlers share: the entries of the last configure and the secret
+/// cache.
+#[derive(Default)]
+pub struct State {
+    registry: Mutex<Arc<config::Registry>>,
+    secrets: Mutex<Secrets>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl State {
+    /// The entries in force.
+    pub fn registry(&self) -> Arc<config::Registry> {
+        lock(&self.registry).clone()
+    }
+
+    /// Replaces the entries and drops every cached secret.
+    pub fn replace(&self, registry: config::Registry) {
+        let mut secrets = lock(&self.secrets);
+        secrets.generation += 1;
+        secrets.values.clear();
+        *lock(&self.registry) = Arc::new(registry);
+    }
+
+    /// Serves `configure`: parses the entries, registers their sources and
+    /// webhook paths, and (unless it is a dry run) puts them in force.
+    pub fn configure(
+        &self,
+        params: &protocol::wire::ConfigureParams,
+    ) -> Result<ConfigureResult, RpcError> {
+        let registry = config::Registry::from_params(params)?;
+        let result = registry.configure_result();
+        if !params.dry_run {
+            self.replace(registry);
+        }
+        Ok(result)
+    }
+
+    /// The webhook secret of `connection` in `scope_id`: cached, or resolved
+    /// through the host (and cached unless a configure came in between).
+    pub async fn webhook_secret(
+        &self,
+        host: &sdk::Host,
+        scope_id: &str,
+        connection: &str,
+    ) -> Result<Arc<[u8]>, String> {
+        let key = (scope_id.to_string(), connection.to_string());
+        let generation = {
+            let secrets = lock(&self.secrets);
+            if let Some(v) = secrets.values.get(&key) {
+                return Ok(v.clone());
+            }
+            secrets.generation
+        };
+        let resolved = host
+            .secret_resolve(&SecretResolveParams {
+                scope_id: scope_id.to_string(),
+                connection: connection.to_string(),
+                names: vec![WEBHOOK_SECRET.to_string()],
+            })
+            .await
+            .map_err(|e| format!("resolving {WEBHOOK_SECRET} of connection {connection}: {e}"))?;
+        let value = resolved
+            .values
+            .get(WEBHOOK_SECRET)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                format!("connection {connection} resolved no value for {WEBHOOK_SECRET}")
+            })?;
+        let value: Arc<[u8]> = Arc::from(value.as_bytes());
+        let mut secrets = lock(&self.secrets);
+        if secrets.generation == generation {
+            secrets.values.insert(key, value.clone());
+        }
+        Ok(value)
+    }
+
+    /// Serves `webhook.handle` with the host's secrets.
+    pub async fn webhook(
+        &self,
+        host: &sdk::Host,
+        params: &WebhookHandleParams,
+    ) -> protocol::wire::WebhookHandleResult {
+        let registry = self.registry();
+        let entry = match webhook::precheck(&registry, params) {
+            Ok(entry) => entry,
+            Err(answer) => return webhook::answer_only(answer),
+        };
+        match self
+            .webhook_secret(host, &entry.scope_id, &entry.connection)
+            .await
+        {
+            Ok(secret) => webhook::process(entry, &secret, params),
+            Err(why) => {
+                // stderr is the extension's log; the answer says no more.
+                eprintln!(
+                    "github: scope {}, entry {}: {why}",
+                    entry.scope_id, entry.name
+                );
+                webhook::answer_only(webhook::unavailable())
+            }
+        }
+    }
+}
+
+/// Serves `validate` for the extension's own types: an entry's config
+/// (`extension`), a route's config (`route`) and a connection's config
+/// (`connection`). Other kinds and types are answered valid.
+pub fn validate(params: &ValidateParams) -> ValidateResult {
+    let mut result = ValidateResult::default();
+    if params.type_name != NAME {
+        return result;
+    }
+    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
+        code: code.to_string(),
+        message,
+        path: path.to_string(),
+    };
+    match params.kind.as_str() {
+        protocol::wire::validate_kind::EXTENSION => {
+            match config::EntryConfig::parse_config(&params.config) {
+                Ok(parsed) => result.describe.push(parsed.describe()),
+                Err(e) => {
+                    let path = format!("/{}", e.field);
+                    result
+                        .diagnostics
+                        .push(diagnostic("github_entry_invalid", e.message, &path));
+                }
+            }
+        }
+        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::parse(&params.config) {
+            Ok(parsed) => result.describe.push(parsed.describe()),
+            Err(e) => result
+                .diagnostics
+                .push(diagnostic("github_route_invalid", e, "")),
+        },
+        protocol::wire::validate_kind::CONNECTION => {
+            if let Err(e) = config::check_connection_config(&params.config) {
+                result
+                    .diagnostics
+                    .push(diagnostic("github_connection_invalid", e, "/api_url"));
+            }
+        }
+        _ => {}
+    }
+    result
+}
+
+/// The extension, ready for [`sdk::run`].
+pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
+    let state = Arc::new(State::default());
+    let configure_state = state.clone();
+    let webhook_state = state;
+    Ok(sdk::Extension::new(MANIFEST)?
+        .on_configure(move |_ctx, params| {
+            let state = configure_state.clone();
+            async move { state.configure(&params) }
+        })
+        .on::<WebhookHandleParams, _, _>(move |ctx, params| {
+            let state = webhook_state.clone();
+            async move { Ok(state.webhook(&ctx.host, &params).await) }
+        })
+        .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
+        .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
+}

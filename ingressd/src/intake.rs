@@ -1,0 +1,311 @@
+//! The intake over the bus: a delivery goes to extrunner (`ext.webhook`), which has the
+//! owning extension verify and parse it (`webhook.handle`) and has storaged accept the
+//! deliveries it yields durably, all before it answers; only then does the sender get
+//! the extension's answer. The webhook paths come from extrunner's `ext.registrations`,
+//! fetched again whenever extrunner announces a change (`ext.state`), whenever the bus
+//! comes back, and every [`ROUTES_POLL`] regardless.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use daemon::bus::Bus;
+use protocol::wire::{DeliveryAccepted, HttpAnswer, SourceDecl, WebhookHandleParams, WebhookPath};
+
+use crate::reconcile::{Reports, Sources};
+use protocol::{BoxFuture as RpcFuture, CallError, Code, Handler, Peer, Reply, Request, RpcError};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{Answer, BoxFuture, Delivery, Intake, IntakeError, Routes};
+
+/// How often the routes are fetched without a notification.
+pub const ROUTES_POLL: Duration = Duration::from_secs(10);
+/// How long `/healthz` waits for storaged and extrunner.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// The `Retry-After` of a delivery that could not be taken now, in seconds.
+pub const RETRY_AFTER_S: u32 = 5;
+
+/// The answer of extrunner's `ext.webhook`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WebhookAnswer {
+    /// The extension's HTTP answer.
+    pub response: HttpAnswer,
+    /// What each delivery is now.
+    #[serde(default)]
+    pub deliveries: Vec<DeliveryAccepted>,
+}
+
+#[derive(Serialize)]
+struct WebhookCall<'a> {
+    name: &'a str,
+    request: &'a WebhookHandleParams,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Registrations {
+    #[serde(default)]
+    complete: bool,
+    #[serde(default)]
+    extensions: Vec<Registration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Registration {
+    name: String,
+    #[serde(default)]
+    sources: Vec<SourceDecl>,
+    #[serde(default)]
+    webhooks: Vec<WebhookPath>,
+}
+
+/// Deliveries through extrunner and storaged, on the bus.
+#[derive(Debug, Clone)]
+pub struct BusIntake {
+    bus: Bus,
+}
+
+impl BusIntake {
+    /// Deliver through `bus`.
+    pub fn new(bus: Bus) -> BusIntake {
+        BusIntake { bus }
+    }
+}
+
+/// The request as `webhook.handle` takes it: header names lowercased, each with its
+/// values in order.
+pub fn handle_params(d: &Delivery) -> WebhookHandleParams {
+    let mut headers = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (name, value) in &d.headers {
+        headers
+            .entry(name.to_ascii_lowercase())
+            .or_default()
+            .push(String::from_utf8_lossy(value).into_owned());
+    }
+    WebhookHandleParams {
+        method: d.method.clone(),
+        path: d.path.clone(),
+        query: d.query.clone(),
+        headers,
+        body: d.body.clone(),
+        remote_addr: d.remote.to_string(),
+    }
+}
+
+/// The sender's answer from the extension's.
+pub fn answer_of(r: HttpAnswer) -> Answer {
+    Answer {
+        status: r.status,
+        headers: r.headers.into_iter().collect(),
+        body: r.body,
+    }
+}
+
+/// What a failed `ext.webhook` is answered: never a 2xx.
+pub fn failure(owner: &str, e: CallError) -> Result<Answer, IntakeError> {
+    let unavailable = IntakeError::Unavailable {
+        retry_after_s: RETRY_AFTER_S,
+    };
+    match e {
+        CallError::Rpc(err) => match err.app_code() {
+            Some(c)
+                if c == Code::Unavailable.as_str()
+                    || c == Code::Overloaded.as_str()
+                    || c == Code::ShuttingDown.as_str()
+                    || c == Code::NotFound.as_str() =>
+            {
+                tracing::warn!(OC_EXTENSION = %owner, error = %err, "delivery not taken now");
+                Err(unavailable)
+            }
+            Some(c) if c == Code::Conflict.as_str() => {
+                tracing::error!(OC_EXTENSION = %owner, error = %err, "a redelivery differs from the delivery kept");
+                Ok(Answer::text(
+                    409,
+                    "this delivery ID was accepted before with different content\n",
+                ))
+            }
+            _ => {
+                tracing::error!(OC_EXTENSION = %owner, error = %err, "the delivery failed");
+                Err(IntakeError::Internal(err.to_string()))
+            }
+        },
+        other => {
+            tracing::warn!(OC_EXTENSION = %owner, error = %other, "extrunner did not answer");
+            Err(unavailable)
+        }
+    }
+}
+
+impl Intake for BusIntake {
+    fn deliver(&self, d: Delivery) -> BoxFuture<'_, Result<Answer, IntakeError>> {
+        Box::pin(async move {
+            let request = handle_params(&d);
+            let call = WebhookCall {
+                name: &d.owner,
+                request: &request,
+            };
+            match self
+                .bus
+                .call_as::<_, WebhookAnswer>("ext.webhook", &call)
+                .await
+            {
+                Ok(a) => {
+                    if let Some(first) = a.deliveries.iter().flat_map(|d| &d.events).next() {
+                        tracing::debug!(OC_EXTENSION = %d.owner, OC_EVENT_ID = %first.id, added = a.deliveries.iter().any(|d| d.added), "delivery accepted");
+                    }
+                    Ok(answer_of(a.response))
+                }
+                Err(e) => failure(&d.owner, e),
+            }
+        })
+    }
+
+    fn healthy(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let none = json!({});
+            let store = self.bus.call("store.sequence", &none);
+            let ext = self.bus.call("ext.registrations", &none);
+            matches!(
+                tokio::time::timeout(HEALTH_TIMEOUT, async { tokio::join!(store, ext) }).await,
+                Ok((Ok(_), Ok(_)))
+            )
+        })
+    }
+}
+
+/// The bus handler of ingressd's service: wakes the route follower on `ext.state`,
+/// and answers `ingress.routes` (the paths served now).
+#[derive(Debug, Clone)]
+pub struct Service {
+    routes: Arc<Routes>,
+    sources: Sources,
+    reports: Reports,
+    changed: Arc<tokio::sync::Notify>,
+    fetched: Arc<AtomicU64>,
+}
+
+impl Service {
+    /// Serve `routes`.
+    pub fn new(routes: Arc<Routes>) -> Service {
+        Service {
+            routes,
+            sources: Sources::default(),
+            reports: Reports::default(),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            fetched: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Woken on every `ext.state`.
+    pub fn changed(&self) -> Arc<tokio::sync::Notify> {
+        self.changed.clone()
+    }
+
+    /// The registered sources (for the reconcile passes).
+    pub fn sources(&self) -> Sources {
+        self.sources.clone()
+    }
+
+    /// The last reconcile pass of each source.
+    pub fn reports(&self) -> Reports {
+        self.reports.clone()
+    }
+}
+
+impl Handler for Service {
+    fn call(&self, request: Request) -> RpcFuture<Result<Reply, RpcError>> {
+        let routes = self.routes.clone();
+        let fetched = self.fetched.load(Ordering::SeqCst);
+        let reports = self.reports.clone();
+        Box::pin(async move {
+            match request.method.as_str() {
+                "ingress.reconcile_status" => {
+                    let mut list: Vec<_> = reports
+                        .lock()
+                        .map(|r| r.values().cloned().collect())
+                        .unwrap_or_default();
+                    list.sort_by(|a: &crate::reconcile::PassReport, b| a.source.cmp(&b.source));
+                    protocol::reply(&json!({ "sources": list }))
+                }
+                "ingress.routes" => {
+                    let list: Vec<Value> = routes
+                        .list()
+                        .into_iter()
+                        .map(|(path, owner)| json!({"path": path, "owner": owner}))
+                        .collect();
+                    protocol::reply(&json!({
+                        "routes": list,
+                        "complete": routes.is_complete(),
+                        "fetches": fetched,
+                    }))
+                }
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+
+    fn notify(&self, _peer: &Peer, method: &str, _params: Value) {
+        if method == "ext.state" {
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// Fetch the webhook paths (and the sources) from extrunner once, into `routes` (and
+/// `sources`).
+pub async fn refresh_routes(
+    bus: &Bus,
+    routes: &Routes,
+    sources: Option<&Sources>,
+) -> Result<usize, CallError> {
+    let r: Registrations = bus.call_as("ext.registrations", &json!({})).await?;
+    if let Some(sources) = sources {
+        let list: Vec<(String, SourceDecl)> = r
+            .extensions
+            .iter()
+            .flat_map(|e| e.sources.iter().map(|s| (e.name.clone(), s.clone())))
+            .collect();
+        if let Ok(mut s) = sources.lock() {
+            *s = list;
+        }
+    }
+    let pairs: Vec<(String, String)> = r
+        .extensions
+        .iter()
+        .flat_map(|e| e.webhooks.iter().map(|w| (w.path.clone(), e.name.clone())))
+        .collect();
+    let n = pairs.len();
+    routes.replace(pairs);
+    routes.set_complete(r.complete);
+    Ok(n)
+}
+
+/// Keep `routes` current: at once, then on each `ext.state`, each reconnection and
+/// every [`ROUTES_POLL`].
+pub async fn follow_routes(bus: Bus, routes: Arc<Routes>, service: Service) {
+    let changed = service.changed();
+    loop {
+        match refresh_routes(&bus, &routes, Some(&service.sources)).await {
+            Ok(n) => {
+                service.fetched.fetch_add(1, Ordering::SeqCst);
+                tracing::debug!(
+                    paths = n,
+                    complete = routes.is_complete(),
+                    "webhook paths fetched"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot fetch the webhook paths from extrunner now")
+            }
+        }
+        let retry = if routes.is_complete() {
+            ROUTES_POLL
+        } else {
+            Duration::from_millis(500)
+        };
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(retry) => {}
+        }
+    }
+}

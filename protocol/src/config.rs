@@ -1,0 +1,473 @@
+//! The configuration document (`/etc/open-conduit/config.json`): settings, connections,
+//! scopes with their entries, routes and bindings.
+//!
+//! [`Config::parse`] reads and checks the document, reporting every problem with its JSON
+//! pointer. [`Config::for_extension`] is what one extension is configured with: its entries
+//! (those of the types its manifest declares) in enabled scopes, the connections those
+//! entries name (secret *names* only), the public URL, its entries in disabled scopes, and
+//! the scopes and connections its identity is bound to. [`resolve_secret_ref`] reads one
+//! secret reference (`env:NAME` or `file:/path`); the values never enter the document.
+//!
+//! Unknown top-level and object fields are kept (`extra`) rather than refused, so a newer
+//! document still configures the daemons that understand part of it; `config check` (the
+//! CLI) reports them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::manifest::Manifest;
+use crate::wire::{self, ConfigureParams};
+
+/// The largest secret file read through a `file:` reference.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
+/// The whole document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Suite-wide settings.
+    #[serde(default)]
+    pub settings: Settings,
+    /// Connections: a service account's config and secret references.
+    #[serde(default)]
+    pub connections: Vec<ConnectionConfig>,
+    /// The scopes.
+    #[serde(default)]
+    pub scopes: Vec<ScopeConfig>,
+    /// Fields this release does not read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `settings`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Agent turns running at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Jobs running at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_concurrency: Option<u32>,
+    /// Webhook settings.
+    #[serde(default)]
+    pub webhooks: WebhookSettings,
+    /// Per-extension settings (`pass_env`), by extension name.
+    #[serde(default)]
+    pub extensions: BTreeMap<String, Value>,
+    /// Fields this release does not read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `settings.webhooks`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WebhookSettings {
+    /// The public URL webhooks arrive at (sent to extensions in `configure`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub public_url: String,
+    /// Fields this release does not read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// A connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionConfig {
+    /// Its name, unique in the document.
+    #[serde(default)]
+    pub name: String,
+    /// Its type (an extension's declared connection type).
+    #[serde(rename = "type", default)]
+    pub connection_type: String,
+    /// Its config.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+    /// Each secret's reference: `env:NAME` or `file:/absolute/path`.
+    #[serde(default)]
+    pub secret_refs: BTreeMap<String, String>,
+}
+
+/// A scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScopeConfig {
+    /// Its ID, unique in the document.
+    #[serde(default)]
+    pub id: String,
+    /// False for a scope configured but disabled.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Its entries.
+    #[serde(default)]
+    pub entries: Vec<EntryConfig>,
+    /// Its routes, in order.
+    #[serde(default)]
+    pub routes: Vec<wire::Route>,
+    /// Its bindings.
+    #[serde(default)]
+    pub bindings: Vec<Value>,
+    /// Fields this release does not read.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// An entry of a scope.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EntryConfig {
+    /// Its type: an extension type some package declares.
+    #[serde(rename = "type", default)]
+    pub entry_type: String,
+    /// Its name, unique within the scope.
+    #[serde(default)]
+    pub name: String,
+    /// The connection it acts as, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub connection: String,
+    /// Its config.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+}
+
+/// One problem in a document, at a JSON pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Where (RFC 6901).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.pointer, self.message)
+    }
+}
+
+/// What one extension is configured with, and what its identity is bound to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExtensionConfig {
+    /// `configure`'s params, without `kv` (the host fills it in).
+    pub params: ConfigureParams,
+    /// The enabled scopes its entries are in.
+    pub scopes: Vec<String>,
+    /// The connections its entries name.
+    pub connections: Vec<String>,
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Escape one JSON pointer segment.
+fn seg(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+impl Config {
+    /// Parse and check a document. Every problem is reported, each with its pointer.
+    pub fn parse(doc: &Value) -> Result<Config, Vec<Problem>> {
+        let config: Config = match serde_json::from_value(doc.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(vec![Problem {
+                    pointer: String::new(),
+                    message: format!("not a configuration document: {e}"),
+                }])
+            }
+        };
+        let problems = config.problems();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The document's structural problems (names, uniqueness, references).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut problem = |pointer: String, message: String| out.push(Problem { pointer, message });
+        let mut connections = BTreeSet::new();
+        for (i, c) in self.connections.iter().enumerate() {
+            let at = format!("/connections/{i}");
+            if !is_name(&c.name) {
+                problem(
+                    format!("{at}/name"),
+                    format!(
+                        "{:?} is not a name (letters, digits, -, _, ., at most 128 bytes)",
+                        c.name
+                    ),
+                );
+            } else if !connections.insert(c.name.as_str()) {
+                problem(
+                    format!("{at}/name"),
+                    format!("connection {:?} is defined twice", c.name),
+                );
+            }
+            if c.connection_type.is_empty() {
+                problem(format!("{at}/type"), "a connection needs a type".into());
+            }
+            for (name, r) in &c.secret_refs {
+                if let Err(e) = check_secret_ref(r) {
+                    problem(format!("{at}/secret_refs/{}", seg(name)), e);
+                }
+            }
+        }
+        let mut scopes = BTreeSet::new();
+        for (i, s) in self.scopes.iter().enumerate() {
+            let at = format!("/scopes/{i}");
+            if !is_name(&s.id) {
+                problem(format!("{at}/id"), format!("{:?} is not a scope ID", s.id));
+            } else if !scopes.insert(s.id.as_str()) {
+                problem(
+                    format!("{at}/id"),
+                    format!("scope {:?} is defined twice", s.id),
+                );
+            }
+            let mut entries = BTreeSet::new();
+            for (j, e) in s.entries.iter().enumerate() {
+                let at = format!("{at}/entries/{j}");
+                if e.entry_type.is_empty() {
+                    problem(format!("{at}/type"), "an entry needs a type".into());
+                }
+                if !is_name(&e.name) {
+                    problem(
+                        format!("{at}/name"),
+                        format!("{:?} is not an entry name", e.name),
+                    );
+                } else if !entries.insert(e.name.as_str()) {
+                    problem(
+                        format!("{at}/name"),
+                        format!("entry {:?} is defined twice in scope {:?}", e.name, s.id),
+                    );
+                }
+                if !e.connection.is_empty() && !connections.contains(e.connection.as_str()) {
+                    problem(
+                        format!("{at}/connection"),
+                        format!("no connection is named {:?}", e.connection),
+                    );
+                }
+            }
+            for (j, r) in s.routes.iter().enumerate() {
+                if r.handler.is_empty() {
+                    problem(
+                        format!("{at}/routes/{j}/handler"),
+                        "a route needs a handler".into(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The connection named `name`.
+    pub fn connection(&self, name: &str) -> Option<&ConnectionConfig> {
+        self.connections.iter().find(|c| c.name == name)
+    }
+
+    /// The scope `id`.
+    pub fn scope(&self, id: &str) -> Option<&ScopeConfig> {
+        self.scopes.iter().find(|s| s.id == id)
+    }
+
+    /// What the extension of `manifest` is configured with: its entries (of the types it
+    /// declares) in enabled scopes, those in disabled scopes apart, the connections those
+    /// entries name when of a connection type it declares, and the public URL.
+    pub fn for_extension(&self, manifest: &Manifest, generation: &str) -> ExtensionConfig {
+        let types: BTreeSet<&str> = manifest
+            .provides
+            .extensions
+            .iter()
+            .map(|t| t.type_name.as_str())
+            .collect();
+        let connection_types: BTreeSet<&str> = manifest
+            .provides
+            .connections
+            .iter()
+            .map(|t| t.type_name.as_str())
+            .collect();
+        let mut out = ExtensionConfig::default();
+        out.params.generation = generation.to_owned();
+        out.params.public_url = self.settings.webhooks.public_url.clone();
+        let mut named = BTreeSet::new();
+        for scope in &self.scopes {
+            for e in &scope.entries {
+                if !types.contains(e.entry_type.as_str()) {
+                    continue;
+                }
+                let connection = self
+                    .connection(&e.connection)
+                    .filter(|c| connection_types.contains(c.connection_type.as_str()))
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default();
+                let entry = wire::Entry {
+                    scope_id: scope.id.clone(),
+                    entry_type: e.entry_type.clone(),
+                    name: e.name.clone(),
+                    connection: connection.clone(),
+                    binding_connections: Vec::new(),
+                    config: e.config.clone(),
+                };
+                if scope.enabled {
+                    if !connection.is_empty() {
+                        named.insert(connection);
+                    }
+                    if !out.scopes.contains(&scope.id) {
+                        out.scopes.push(scope.id.clone());
+                    }
+                    out.params.entries.push(entry);
+                } else {
+                    out.params.disabled.push(entry);
+                }
+            }
+        }
+        for name in named {
+            if let Some(c) = self.connection(&name) {
+                out.params.connections.push(wire::Connection {
+                    name: c.name.clone(),
+                    connection_type: c.connection_type.clone(),
+                    config: c.config.clone(),
+                    secrets: c.secret_refs.keys().cloned().collect(),
+                });
+                out.connections.push(name);
+            }
+        }
+        out
+    }
+}
+
+/// Check a secret reference's form without reading it.
+pub fn check_secret_ref(r: &str) -> Result<(), String> {
+    if let Some(name) = r.strip_prefix("env:") {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(format!("{r:?}: `env:` needs a variable name"));
+        }
+        return Ok(());
+    }
+    if let Some(path) = r.strip_prefix("file:") {
+        if !path.starts_with('/') {
+            return Err(format!("{r:?}: `file:` needs an absolute path"));
+        }
+        return Ok(());
+    }
+    Err(format!(
+        "{r:?} is not a secret reference (`env:NAME` or `file:/absolute/path`)"
+    ))
+}
+
+/// Read a secret reference: `env:NAME` (the reading process's environment) or
+/// `file:/path` (its content without one trailing newline, at most
+/// [`MAX_SECRET_FILE_BYTES`]). The error never contains the value.
+pub fn resolve_secret_ref(r: &str) -> Result<String, String> {
+    check_secret_ref(r)?;
+    if let Some(name) = r.strip_prefix("env:") {
+        return std::env::var(name).map_err(|_| format!("the variable {name} is not set"));
+    }
+    let path = r.strip_prefix("file:").unwrap_or(r);
+    let meta = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+    if meta.len() > MAX_SECRET_FILE_BYTES {
+        return Err(format!(
+            "{path} is {} bytes, over the secret file limit ({MAX_SECRET_FILE_BYTES})",
+            meta.len()
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn manifest() -> Manifest {
+        crate::manifest::parse_manifest(
+            br#"{"protocol":[1],"name":"hook","version":"1","command":["x"],
+            "provides":{"families":[{"name":"hook.delivery","re_derivable":false,"loss":"gone"}],
+            "connections":[{"type":"hook","fields":[{"name":"secret","secret":true}]}],
+            "extensions":[{"type":"hook","ingress":true,"webhooks":true,"families":["hook.delivery"]}]}}"#,
+        )
+        .unwrap()
+    }
+
+    fn doc() -> Value {
+        json!({
+            "settings": {"webhooks": {"public_url": "https://x.example"}},
+            "connections": [
+                {"name": "c1", "type": "hook", "secret_refs": {"secret": "env:HOOK_SECRET"}},
+                {"name": "gh", "type": "github", "secret_refs": {"token": "file:/etc/t"}}
+            ],
+            "scopes": [
+                {"id": "a", "entries": [
+                    {"type": "hook", "name": "one", "connection": "c1", "config": {"path": "/h/a"}},
+                    {"type": "github", "name": "repo", "connection": "gh"}
+                ]},
+                {"id": "b", "enabled": false, "entries": [{"type": "hook", "name": "two"}]}
+            ]
+        })
+    }
+
+    #[test]
+    fn an_extension_gets_its_own_entries_and_connections() {
+        let c = Config::parse(&doc()).unwrap();
+        let e = c.for_extension(&manifest(), "g1");
+        assert_eq!(e.scopes, vec!["a".to_owned()]);
+        assert_eq!(e.connections, vec!["c1".to_owned()]);
+        assert_eq!(e.params.entries.len(), 1);
+        assert_eq!(e.params.entries[0].name, "one");
+        assert_eq!(e.params.entries[0].connection, "c1");
+        assert_eq!(e.params.disabled.len(), 1);
+        assert_eq!(e.params.connections[0].secrets, vec!["secret".to_owned()]);
+        assert_eq!(e.params.public_url, "https://x.example");
+        assert_eq!(e.params.generation, "g1");
+    }
+
+    #[test]
+    fn problems_are_reported_with_pointers() {
+        let bad = json!({
+            "connections": [{"name": "c", "type": "x", "secret_refs": {"s": "plain"}}],
+            "scopes": [
+                {"id": "a", "entries": [{"type": "t", "name": "e", "connection": "nope"},
+                                        {"type": "t", "name": "e"}]},
+                {"id": "a"}
+            ]
+        });
+        let problems = Config::parse(&bad).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(
+            pointers,
+            vec![
+                "/connections/0/secret_refs/s",
+                "/scopes/0/entries/0/connection",
+                "/scopes/0/entries/1/name",
+                "/scopes/1/id"
+            ]
+        );
+    }
+
+    #[test]
+    fn secret_refs_resolve_from_files_and_say_why_not() {
+        let dir = std::env::temp_dir().join(format!("oc-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("s");
+        std::fs::write(&f, "hunter2\n").unwrap();
+        assert_eq!(
+            resolve_secret_ref(&format!("file:{}", f.display())).unwrap(),
+            "hunter2"
+        );
+        let e = resolve_secret_ref("env:OC_SURELY_UNSET_VARIABLE_42").unwrap_err();
+        assert!(e.contains("not set"), "{e}");
+        assert!(resolve_secret_ref("file:relative").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

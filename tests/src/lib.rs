@@ -1,0 +1,577 @@
+//! The harness of the cross-daemon tests (and of `bench intake`): the whole suite as
+//! real processes on real sockets, the way systemd runs it.
+//!
+//! One multi-call binary ([`dispatch`]; `oc-suite` here, the bench binary there) is each
+//! daemon and each bundled extension, chosen by its first argument. A [`Suite`] holds the
+//! bus socket and the webhook listening socket itself and passes them to the broker and
+//! ingressd by socket activation (`LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`), so a
+//! daemon killed and started again loses no connection, exactly as under systemd. Each
+//! daemon gets a `NOTIFY_SOCKET` of its own and counts as started when it sends
+//! `READY=1`. Its stderr goes to `<dir>/logs/<daemon>.log`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub mod feed;
+
+/// The environment variable through which the harness passes listening sockets: the
+/// child's `main` turns it into `LISTEN_FDS` with `LISTEN_PID` set to its own pid
+/// (which only the child can know), as systemd sets them.
+pub const PASS_FDS: &str = "OC_SUITE_LISTEN_FDS";
+/// Their names (`LISTEN_FDNAMES`).
+pub const PASS_FDNAMES: &str = "OC_SUITE_LISTEN_FDNAMES";
+
+/// How long anything here may take before a test calls it hung. Nothing measures time.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// Run as the program named by `args[0]`, if it is one of the suite's; `None` if not.
+/// Call it first thing in `main`, before any thread starts.
+pub fn dispatch(args: &[String]) -> Option<i32> {
+    let which = args.first()?.as_str();
+    let rest = args[1..].iter().cloned();
+    if let Ok(n) = std::env::var(PASS_FDS) {
+        // Before any thread: the daemon reads these as systemd's.
+        std::env::set_var("LISTEN_FDS", n);
+        std::env::set_var("LISTEN_PID", std::process::id().to_string());
+        if let Ok(names) = std::env::var(PASS_FDNAMES) {
+            std::env::set_var("LISTEN_FDNAMES", names);
+        }
+        std::env::remove_var(PASS_FDS);
+        std::env::remove_var(PASS_FDNAMES);
+    }
+    let named = |name: &str| std::iter::once(name.to_owned()).chain(rest.clone());
+    Some(match which {
+        "broker" => broker::cli::main(named("open-conduit-broker")),
+        "storaged" => storaged::cli::main(named("open-conduit-storaged")),
+        "extrunner" => extrunner::cli::main(named("open-conduit-extrunner")),
+        "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
+        "ext-feed" => feed::main_entry(),
+        "ext-webhook" => match oc_webhook::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("webhook: {e}");
+                2
+            }
+        },
+        "ext-github" => match oc_github::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("github: {e}");
+                2
+            }
+        },
+        _ => return None,
+    })
+}
+
+/// A daemon of the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Daemon {
+    /// `open-conduit-broker`.
+    Broker,
+    /// `open-conduit-storaged`.
+    Storaged,
+    /// `open-conduit-extrunner`.
+    Extrunner,
+    /// `open-conduit-ingressd`.
+    Ingressd,
+}
+
+impl Daemon {
+    /// Its name, which is also its `dispatch` argument.
+    pub fn name(self) -> &'static str {
+        match self {
+            Daemon::Broker => "broker",
+            Daemon::Storaged => "storaged",
+            Daemon::Extrunner => "extrunner",
+            Daemon::Ingressd => "ingressd",
+        }
+    }
+
+    /// In start order.
+    pub const ALL: [Daemon; 4] = [
+        Daemon::Broker,
+        Daemon::Storaged,
+        Daemon::Extrunner,
+        Daemon::Ingressd,
+    ];
+}
+
+/// A bundled extension package: its name and its manifest file's text. The harness
+/// writes `<dir>/bundled/<name>/open-conduit-extension.json` as it is, and beside it a
+/// script named after the manifest's program (a bare name) that execs the multi-call
+/// binary with `command` (the arguments that make it this extension).
+#[derive(Debug, Clone)]
+pub struct Package {
+    /// The package name.
+    pub name: String,
+    /// The manifest text.
+    pub manifest: String,
+    /// The arguments the multi-call binary takes to be this extension.
+    pub command: Vec<String>,
+}
+
+/// The suite, running in a scratch directory.
+pub struct Suite {
+    /// The scratch directory.
+    pub dir: PathBuf,
+    /// The bus socket.
+    pub bus: PathBuf,
+    /// Where webhooks are accepted.
+    pub http: SocketAddr,
+    bin: PathBuf,
+    bus_listener: UnixListener,
+    http_listener: TcpListener,
+    children: Mutex<HashMap<Daemon, Child>>,
+    extra: Mutex<HashMap<Daemon, Vec<String>>>,
+}
+
+impl std::fmt::Debug for Suite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Suite")
+            .field("dir", &self.dir)
+            .field("http", &self.http)
+            .finish()
+    }
+}
+
+fn io_err(msg: impl Into<String>) -> std::io::Error {
+    std::io::Error::other(msg.into())
+}
+
+impl Suite {
+    /// A suite in a fresh `<tmp>/oc-suite-<name>-<pid>` whose daemons are run by `bin`
+    /// (a multi-call binary calling [`dispatch`]), with these bundled packages. Binds
+    /// the bus socket and a webhook socket on an ephemeral loopback port; starts nothing.
+    pub fn new(bin: &Path, name: &str, packages: &[Package]) -> std::io::Result<Suite> {
+        let dir = std::env::temp_dir().join(format!("oc-suite-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["state", "etc/extensions", "bundled", "logs", "run"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
+        for p in packages {
+            let manifest: Value = serde_json::from_str(&p.manifest)
+                .map_err(|e| io_err(format!("manifest of {}: {e}", p.name)))?;
+            // The manifest is kept as it is (the handshake compares it with what the
+            // extension reports); its program, a bare name, is a script in the package
+            // directory that execs the multi-call binary.
+            let program = manifest["command"][0]
+                .as_str()
+                .filter(|p| !p.contains('/'))
+                .ok_or_else(|| io_err(format!("{}: command[0] must be a bare name", p.name)))?;
+            let pkg = dir.join("bundled").join(&p.name);
+            std::fs::create_dir_all(&pkg)?;
+            let script = pkg.join(program);
+            let args: String = p.command.iter().map(|a| format!(" '{a}'")).collect();
+            std::fs::write(
+                &script,
+                format!("#!/bin/sh\nexec '{}'{args} \"$@\"\n", bin.display()),
+            )?;
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            std::fs::write(
+                pkg.join("open-conduit-extension.json"),
+                serde_json::to_vec_pretty(&manifest).map_err(|e| io_err(e.to_string()))?,
+            )?;
+        }
+        let bus = dir.join("run/bus.sock");
+        let bus_listener = UnixListener::bind(&bus)?;
+        let http_listener = TcpListener::bind("127.0.0.1:0")?;
+        let http = http_listener.local_addr()?;
+        Ok(Suite {
+            dir,
+            bus,
+            http,
+            bin: bin.to_path_buf(),
+            bus_listener,
+            http_listener,
+            children: Mutex::new(HashMap::new()),
+            extra: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Start `d` with these arguments too, from its next start on.
+    pub fn set_args(&self, d: Daemon, args: &[&str]) {
+        let mut extra = self.extra.lock().unwrap_or_else(|p| p.into_inner());
+        extra.insert(d, args.iter().map(|a| (*a).to_owned()).collect());
+    }
+
+    /// The bundled webhook and github packages, as the suite's binary serves them.
+    pub fn first_party() -> Vec<Package> {
+        vec![
+            Package {
+                name: "webhook".into(),
+                manifest: oc_webhook::MANIFEST.into(),
+                command: vec!["ext-webhook".into()],
+            },
+            Package {
+                name: "github".into(),
+                manifest: oc_github::MANIFEST.into(),
+                command: vec!["ext-github".into()],
+            },
+        ]
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Daemon, Child>> {
+        self.children.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start `d` and wait for its `READY=1`. Answers its pid.
+    pub fn start(&self, d: Daemon) -> std::io::Result<u32> {
+        let name = d.name();
+        let notify_path = self.dir.join(format!("run/notify-{name}.sock"));
+        let _ = std::fs::remove_file(&notify_path);
+        let notify = UnixDatagram::bind(&notify_path)?;
+        notify.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("logs/{name}.log")))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg(name)
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("OC_LOG", "info")
+            .env_remove("OPEN_CONDUIT_BUS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        let bus = self.bus.display().to_string();
+        let state = self.dir.join("state").display().to_string();
+        match d {
+            Daemon::Broker => {
+                cmd.args(["--socket", &bus, "--log", "stderr"]);
+                if !nix::unistd::getuid().is_root() {
+                    if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+                        cmd.args(["--service-user", &u.name]);
+                    }
+                }
+                pass_fd(&mut cmd, self.bus_listener.as_raw_fd(), "bus");
+            }
+            Daemon::Storaged => {
+                cmd.args(["--state", &state, "--bus", &bus, "--log", "stderr"]);
+            }
+            Daemon::Extrunner => {
+                let etc = self.dir.join("etc").display().to_string();
+                let bundled = self.dir.join("bundled").display().to_string();
+                cmd.args([
+                    "--config-dir",
+                    &etc,
+                    "--bundled",
+                    &bundled,
+                    "--state",
+                    &state,
+                    "--bus",
+                    &bus,
+                    "--log",
+                    "stderr",
+                ]);
+            }
+            Daemon::Ingressd => {
+                cmd.args(["--bus", &bus, "--log", "stderr"]);
+                pass_fd(&mut cmd, self.http_listener.as_raw_fd(), "http");
+            }
+        }
+        if let Some(extra) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).get(&d) {
+            cmd.args(extra);
+        }
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        let deadline = Instant::now() + HANG;
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io_err(format!(
+                    "{name} exited before it was ready ({status}); see {}",
+                    self.dir.join(format!("logs/{name}.log")).display()
+                )));
+            }
+            match notify.recv(&mut buf) {
+                Ok(n) => {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.lines().any(|l| l == "READY=1") {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err(io_err(format!("{name} was not ready within {HANG:?}")));
+            }
+        }
+        self.lock().insert(d, child);
+        Ok(pid)
+    }
+
+    /// Start every daemon, in order.
+    pub fn start_all(&self) -> std::io::Result<()> {
+        for d in Daemon::ALL {
+            self.start(d)?;
+        }
+        Ok(())
+    }
+
+    /// The pid of `d`, if it runs.
+    pub fn pid(&self, d: Daemon) -> Option<u32> {
+        self.lock().get(&d).map(Child::id)
+    }
+
+    /// SIGKILL `d` and reap it.
+    pub fn kill(&self, d: Daemon) {
+        if let Some(mut c) = self.lock().remove(&d) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM `d` and wait for it (SIGKILL past [`HANG`]).
+    pub fn stop(&self, d: Daemon) {
+        let Some(mut c) = self.lock().remove(&d) else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(c.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let deadline = Instant::now() + HANG;
+        loop {
+            match c.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if Instant::now() > deadline => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    return;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// One JSON-RPC call through the broker (a connection of its own): the result, or
+    /// the error object.
+    pub fn call(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let mut s = UnixStream::connect(&self.bus).map_err(|e| json!(e.to_string()))?;
+        s.set_read_timeout(Some(HANG))
+            .map_err(|e| json!(e.to_string()))?;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .map_err(|e| json!(e.to_string()))?;
+        line.push(b'\n');
+        s.write_all(&line).map_err(|e| json!(e.to_string()))?;
+        let mut reader = BufReader::new(s);
+        let mut answer = String::new();
+        reader
+            .read_line(&mut answer)
+            .map_err(|e| json!(e.to_string()))?;
+        let v: Value = serde_json::from_str(&answer).map_err(|e| json!(e.to_string()))?;
+        match v.get("error") {
+            Some(e) => Err(e.clone()),
+            None => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
+        }
+    }
+
+    /// Apply a configuration document (as `open-conduit config apply` will) and wait
+    /// until ingressd serves `path` (or [`HANG`]).
+    pub fn apply_config(&self, doc: &Value, path: &str) -> Result<(), String> {
+        self.call("store.config_apply", json!({ "config": doc }))
+            .map_err(|e| format!("store.config_apply: {e}"))?;
+        self.wait_for_route(path)
+    }
+
+    /// Wait until ingressd serves `path` (or [`HANG`]).
+    pub fn wait_for_route(&self, path: &str) -> Result<(), String> {
+        let deadline = Instant::now() + HANG;
+        loop {
+            if let Ok(r) = self.call("ingress.routes", json!({})) {
+                let served = r["routes"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x["path"] == path));
+                if served {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("ingressd did not serve {path} within {HANG:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The events the store holds, in sequence order (every page).
+    pub fn events(&self) -> Result<Vec<Value>, Value> {
+        let mut out = Vec::new();
+        let mut after = 0i64;
+        loop {
+            let page = self.call("store.events", json!({"after": after, "limit": 1000}))?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            if events.is_empty() {
+                return Ok(out);
+            }
+            for e in &events {
+                after = after.max(e["seq"].as_i64().unwrap_or(after));
+            }
+            out.extend(events);
+        }
+    }
+
+    /// A daemon's log so far.
+    pub fn log(&self, d: Daemon) -> String {
+        std::fs::read_to_string(self.dir.join(format!("logs/{}.log", d.name()))).unwrap_or_default()
+    }
+}
+
+impl Drop for Suite {
+    fn drop(&mut self) {
+        for d in Daemon::ALL.iter().rev() {
+            self.stop(*d);
+        }
+        if std::env::var_os("OC_KEEP_SUITE").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Pass `fd` to the child as its fd 3, named `name`, as socket activation does.
+fn pass_fd(cmd: &mut Command, fd: RawFd, name: &str) {
+    cmd.env(PASS_FDS, "1").env(PASS_FDNAMES, name);
+    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
+    // nothing allocates or takes a lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                let flags = nix::libc::fcntl(3, nix::libc::F_GETFD);
+                if flags < 0
+                    || nix::libc::fcntl(3, nix::libc::F_SETFD, flags & !nix::libc::FD_CLOEXEC) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if nix::libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The status.
+    pub status: u16,
+    /// The headers, names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first header named `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// `POST path` with these headers and body on a new connection (`Connection: close`),
+/// and read the whole answer. Any failure to connect, send or read is an error (the
+/// sender would retry).
+pub fn post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(HANG))?;
+    s.set_nodelay(true)?;
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    parse_response(&raw)
+}
+
+/// Parse one HTTP/1.1 answer with a `Content-Length` body (or a body to the end).
+pub fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| io_err("the answer has no complete head"))?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io_err(format!("bad status line {status_line:?}")))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[end + 4..].to_vec();
+    if let Some(len) = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+    {
+        if body.len() < len {
+            return Err(io_err("the answer's body is cut short"));
+        }
+        body.truncate(len);
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// `sha256=<hex>` of HMAC-SHA256(secret, body), as GitHub signs.
+pub fn sign_sha256(secret: &[u8], body: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = match Hmac::<sha2::Sha256>::new_from_slice(secret) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    mac.update(body);
+    let bytes = mac.finalize().into_bytes();
+    let mut out = String::from("sha256=");
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
