@@ -189,6 +189,15 @@ async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Dura
         all.extend(lat);
         failures += f;
     }
+    if std::env::var_os("OC_BENCH_TAIL").is_some() {
+        let max = all.iter().max().copied().unwrap_or_default();
+        eprintln!(
+            "{tag}: p90 {:?} p99 {:?} p99.9 {:?} max {max:?}",
+            percentile(&mut all, 90.0),
+            percentile(&mut all, 99.0),
+            percentile(&mut all, 99.9)
+        );
+    }
     Ok((
         percentile(&mut all, 50.0),
         percentile(&mut all, 99.0),

@@ -26,12 +26,13 @@ use protocol::config::Config;
 use protocol::manifest::is_under;
 use protocol::wire::{
     DeliveryAccepted, HttpAnswer, IngressReconcileParams, IngressReconcileResult, KvLayout,
-    WebhookHandleParams, WebhookHandleResult,
+    WebhookHandleResult,
 };
 use protocol::{
     CallError, CallOptions, CancelToken, Code, Reply, RpcError, IN_TRANSACTION_DEADLINE,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -655,11 +656,11 @@ impl Runner {
     /// extension's own `<name>.…` methods). An in-transaction call (asked for,
     /// or so in the catalogue) is bounded at 250 ms and refuses callbacks. A
     /// crash mid-call is `unavailable`; an authored error crosses verbatim.
-    pub async fn call(
+    pub async fn call<P: Serialize + ?Sized>(
         &self,
         name: &str,
         method: &str,
-        params: &Value,
+        params: &P,
         in_transaction: bool,
         timeout: Duration,
         cancel: Option<CancelToken>,
@@ -821,11 +822,7 @@ impl Runner {
     /// the deliveries its answer carries durably (all or none), and only then answer
     /// its HTTP response. An extension that is not running, crashes or does not
     /// answer in time, and a store that cannot be reached, are `unavailable`.
-    pub async fn webhook(
-        &self,
-        name: &str,
-        request: &WebhookHandleParams,
-    ) -> Result<WebhookAnswer, RpcError> {
+    pub async fn webhook(&self, name: &str, request: &RawValue) -> Result<WebhookAnswer, RpcError> {
         let Some(e) = self.entry(name) else {
             return Err(RpcError::new(
                 Code::NotFound,
@@ -835,13 +832,12 @@ impl Runner {
         let Some(bus) = &self.host_bus else {
             return Err(unavailable("this extrunner has no store to accept into"));
         };
-        let params = serde_json::to_value(request)
-            .map_err(|err| RpcError::unauthored(format_args!("webhook.handle params: {err}")))?;
+        // The request goes to the extension as ingressd sent it, undecoded.
         let reply = self
             .call(
                 name,
                 "webhook.handle",
-                &params,
+                request,
                 false,
                 WEBHOOK_TIMEOUT,
                 None,

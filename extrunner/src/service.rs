@@ -57,7 +57,8 @@ pub const CONFIG_TOPIC: &str = "config.applied";
 #[serde(deny_unknown_fields)]
 struct WebhookParams {
     name: String,
-    request: protocol::wire::WebhookHandleParams,
+    /// `webhook.handle`'s params, passed on undecoded.
+    request: Box<serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
