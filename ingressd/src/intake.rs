@@ -269,13 +269,17 @@ pub async fn refresh_routes(
             *s = list;
         }
     }
-    let pairs: Vec<(String, String)> = r
+    let triples: Vec<(String, String, String)> = r
         .extensions
         .iter()
-        .flat_map(|e| e.webhooks.iter().map(|w| (w.path.clone(), e.name.clone())))
+        .flat_map(|e| {
+            e.webhooks
+                .iter()
+                .map(|w| (w.path.clone(), e.name.clone(), w.source.clone()))
+        })
         .collect();
-    let n = pairs.len();
-    routes.replace(pairs);
+    let n = triples.len();
+    routes.replace_with_sources(triples);
     routes.set_complete(r.complete);
     Ok(n)
 }

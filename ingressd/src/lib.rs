@@ -35,6 +35,8 @@ pub struct Delivery {
     pub route: String,
     /// The extension that owns `route`.
     pub owner: String,
+    /// The ingress source `route` feeds (empty when not known).
+    pub source: String,
     /// The request method (`POST`).
     pub method: String,
     /// The query string without its `?`; empty when there is none.

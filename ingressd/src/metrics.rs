@@ -12,7 +12,7 @@ const BUCKETS: [f64; 12] = [
 
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
-    deliveries: Mutex<BTreeMap<(String, &'static str), u64>>,
+    deliveries: Mutex<BTreeMap<(String, String, &'static str), u64>>,
     responses: Mutex<BTreeMap<u16, u64>>,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
@@ -37,9 +37,16 @@ fn escape(label: &str) -> String {
 }
 
 impl Metrics {
-    pub(crate) fn delivery(&self, owner: &str, outcome: &'static str, took: Duration) {
+    pub(crate) fn delivery(
+        &self,
+        owner: &str,
+        source: &str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
         if let Ok(mut d) = self.deliveries.lock() {
-            *d.entry((owner.to_owned(), outcome)).or_insert(0) += 1;
+            *d.entry((owner.to_owned(), source.to_owned(), outcome))
+                .or_insert(0) += 1;
         }
         let secs = took.as_secs_f64();
         for (i, b) in BUCKETS.iter().enumerate() {
@@ -62,15 +69,16 @@ impl Metrics {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "# HELP ingressd_deliveries_total Webhook deliveries by owning extension and outcome."
+            "# HELP ingressd_deliveries_total Webhook deliveries by owning extension, source and outcome."
         );
         let _ = writeln!(s, "# TYPE ingressd_deliveries_total counter");
         if let Ok(d) = self.deliveries.lock() {
-            for ((owner, outcome), n) in d.iter() {
+            for ((owner, source, outcome), n) in d.iter() {
                 let _ = writeln!(
                     s,
-                    "ingressd_deliveries_total{{owner=\"{}\",outcome=\"{}\"}} {n}",
+                    "ingressd_deliveries_total{{owner=\"{}\",source=\"{}\",outcome=\"{}\"}} {n}",
                     escape(owner),
+                    escape(source),
                     outcome
                 );
             }

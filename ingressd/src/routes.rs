@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 /// extrunner starts is told to come back, not that its path does not exist.
 #[derive(Debug)]
 pub struct Routes {
-    table: RwLock<Arc<HashMap<String, String>>>,
+    table: RwLock<Arc<HashMap<String, (String, String)>>>,
     complete: AtomicBool,
 }
 
@@ -33,6 +33,8 @@ pub struct RouteMatch {
     pub route: String,
     /// The extension that owns it.
     pub owner: String,
+    /// The ingress source its deliveries feed (empty when not known).
+    pub source: String,
 }
 
 /// `/a/b/` and `/a/b` are one path; `/` stays `/`; a path without a leading `/` gets one.
@@ -77,14 +79,14 @@ impl Routes {
         routes
     }
 
-    fn snapshot(&self) -> Arc<HashMap<String, String>> {
+    fn snapshot(&self) -> Arc<HashMap<String, (String, String)>> {
         match self.table.read() {
             Ok(t) => Arc::clone(&t),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
     }
 
-    fn store(&self, table: HashMap<String, String>) {
+    fn store(&self, table: HashMap<String, (String, String)>) {
         let table = Arc::new(table);
         match self.table.write() {
             Ok(mut t) => *t = table,
@@ -99,7 +101,16 @@ impl Routes {
     ) {
         let table = pairs
             .into_iter()
-            .map(|(p, o)| (normalize(&p.into()), o.into()))
+            .map(|(p, o)| (normalize(&p.into()), (o.into(), String::new())))
+            .collect();
+        self.store(table);
+    }
+
+    /// Replaces every route with `(path, owner, source)` triples.
+    pub fn replace_with_sources(&self, routes: impl IntoIterator<Item = (String, String, String)>) {
+        let table = routes
+            .into_iter()
+            .map(|(p, o, s)| (normalize(&p), (o, s)))
             .collect();
         self.store(table);
     }
@@ -107,7 +118,7 @@ impl Routes {
     /// Adds or replaces one route.
     pub fn insert(&self, path: &str, owner: &str) {
         let mut table = (*self.snapshot()).clone();
-        table.insert(normalize(path), owner.to_owned());
+        table.insert(normalize(path), (owner.to_owned(), String::new()));
         self.store(table);
     }
 
@@ -124,7 +135,7 @@ impl Routes {
         let mut all: Vec<_> = self
             .snapshot()
             .iter()
-            .map(|(p, o)| (p.clone(), o.clone()))
+            .map(|(p, (o, _))| (p.clone(), o.clone()))
             .collect();
         all.sort();
         all
@@ -139,10 +150,11 @@ impl Routes {
         }
         let mut candidate = normalize(path);
         loop {
-            if let Some(owner) = table.get(&candidate) {
+            if let Some((owner, source)) = table.get(&candidate) {
                 return Some(RouteMatch {
                     route: candidate,
                     owner: owner.clone(),
+                    source: source.clone(),
                 });
             }
             if candidate == "/" {

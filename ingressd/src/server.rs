@@ -146,7 +146,11 @@ fn retry_after(secs: u32) -> Vec<(String, String)> {
 
 /// What a request asks for, decided from its head alone.
 enum Action {
-    Deliver { route: String, owner: String },
+    Deliver {
+        route: String,
+        owner: String,
+        source: String,
+    },
     Health,
     Metrics,
     Answer(Answer),
@@ -269,6 +273,7 @@ fn decide(shared: &Shared, method: &str, path: &str) -> Action {
         Some(m) if method == "POST" => Action::Deliver {
             route: m.route,
             owner: m.owner,
+            source: m.source,
         },
         Some(m) => {
             let mut a = plain(405, format!("{} is a webhook path: POST only", m.route));
@@ -334,7 +339,11 @@ async fn connection(
         };
         let (path, query) = split_target(&head.target);
         let answer = match decide(&shared, &head.method, &path) {
-            Action::Deliver { route, owner } => {
+            Action::Deliver {
+                route,
+                owner,
+                source,
+            } => {
                 if head.minor == 1 && head.has_token("expect", "100-continue") {
                     let _ = conn
                         .write(b"HTTP/1.1 100 Continue\r\n\r\n", limits.body_timeout)
@@ -370,6 +379,7 @@ async fn connection(
                     path,
                     route,
                     owner,
+                    source,
                     method: head.method,
                     query,
                     headers: head.headers,
@@ -451,6 +461,7 @@ async fn finish(mut conn: Conn, shared: &Shared, answer: &Answer, close: bool, h
 
 async fn deliver(shared: &Shared, delivery: Delivery) -> Answer {
     let owner = delivery.owner.clone();
+    let source = delivery.source.clone();
     let path = delivery.path.clone();
     let started = Instant::now();
     shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -485,6 +496,6 @@ async fn deliver(shared: &Shared, delivery: Delivery) -> Answer {
             ("timeout", a)
         }
     };
-    shared.metrics.delivery(&owner, outcome, took);
+    shared.metrics.delivery(&owner, &source, outcome, took);
     answer
 }

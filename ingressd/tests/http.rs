@@ -476,11 +476,15 @@ async fn healthz_follows_the_intake_and_metrics_count() {
         "{m}"
     );
     assert!(
-        m.contains("ingressd_deliveries_total{owner=\"github\",outcome=\"accepted\"} 1"),
+        m.contains(
+            "ingressd_deliveries_total{owner=\"github\",source=\"\",outcome=\"accepted\"} 1"
+        ),
         "{m}"
     );
     assert!(
-        m.contains("ingressd_deliveries_total{owner=\"github\",outcome=\"bad_signature\"} 1"),
+        m.contains(
+            "ingressd_deliveries_total{owner=\"github\",source=\"\",outcome=\"bad_signature\"} 1"
+        ),
         "{m}"
     );
     assert!(

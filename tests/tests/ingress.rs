@@ -98,8 +98,8 @@ fn signed_deliveries_are_kept_once_and_everything_else_gets_its_answer() {
     assert_eq!(health.status, 200, "{}", health.text());
     let metrics = get(&suite, "/metrics").text();
     for line in [
-        "ingressd_deliveries_total{owner=\"webhook\",outcome=\"accepted\"} 2",
-        "ingressd_deliveries_total{owner=\"webhook\",outcome=\"bad_signature\"} 1",
+        "ingressd_deliveries_total{owner=\"webhook\",source=\"webhook/demo/ci\",outcome=\"accepted\"} 2",
+        "ingressd_deliveries_total{owner=\"webhook\",source=\"webhook/demo/ci\",outcome=\"bad_signature\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
