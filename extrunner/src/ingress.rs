@@ -156,6 +156,29 @@ pub fn store_failure(e: CallError) -> RpcError {
     }
 }
 
+/// One atomic `store.events_accept` for `identity`, bounded to `scopes`.
+async fn events_accept(
+    bus: &Bus,
+    identity: &Identity,
+    inputs: &[Value],
+    scopes: &[String],
+) -> Result<AcceptAnswer, RpcError> {
+    let answer = bus
+        .call(
+            "store.events_accept",
+            &json!({
+                "events": inputs,
+                "owner": identity.name,
+                "families": identity.families(),
+                "scopes": scopes,
+            }),
+        )
+        .await
+        .map_err(store_failure)?;
+    serde_json::from_value(answer)
+        .map_err(|e| RpcError::unauthored(format_args!("the answer to store.events_accept: {e}")))
+}
+
 /// Accept `deliveries` durably, all or none, and answer what each one is now.
 pub async fn accept(
     identity: &Identity,
@@ -170,21 +193,7 @@ pub async fn accept(
             .map(|_| DeliveryAccepted::default())
             .collect());
     }
-    let answer = bus
-        .call(
-            "store.events_accept",
-            &json!({
-                "events": inputs,
-                "owner": identity.name,
-                "families": identity.families(),
-                "scopes": identity.scopes,
-            }),
-        )
-        .await
-        .map_err(store_failure)?;
-    let answer: AcceptAnswer = serde_json::from_value(answer).map_err(|e| {
-        RpcError::unauthored(format_args!("the answer to store.events_accept: {e}"))
-    })?;
+    let answer = events_accept(bus, identity, &inputs, &identity.scopes).await?;
     if answer.events.len() != inputs.len() {
         return Err(RpcError::unauthored(format_args!(
             "store.events_accept answered {} events for {}",
@@ -310,21 +319,8 @@ pub async fn accept_observations(
         return Ok(PageAccepted::default());
     }
     let n = inputs.len();
-    let answer = bus
-        .call(
-            "store.events_accept",
-            &json!({
-                "events": inputs,
-                "owner": identity.name,
-                "families": identity.families(),
-                "scopes": [decl.scope_id],
-            }),
-        )
-        .await
-        .map_err(store_failure)?;
-    let answer: AcceptAnswer = serde_json::from_value(answer).map_err(|e| {
-        RpcError::unauthored(format_args!("the answer to store.events_accept: {e}"))
-    })?;
+    let answer =
+        events_accept(bus, identity, &inputs, std::slice::from_ref(&decl.scope_id)).await?;
     Ok(PageAccepted {
         events: n,
         added: answer.events.iter().filter(|a| a.added).count(),

@@ -818,11 +818,8 @@ impl Runner {
             .collect()
     }
 
-    /// `ext.webhook`: hand one webhook request to `name`'s `webhook.handle`, accept
-    /// the deliveries its answer carries durably (all or none), and only then answer
-    /// its HTTP response. An extension that is not running, crashes or does not
-    /// answer in time, and a store that cannot be reached, are `unavailable`.
-    pub async fn webhook(&self, name: &str, request: &RawValue) -> Result<WebhookAnswer, RpcError> {
+    /// The package `name` and the bus its deliveries are accepted on.
+    fn ingress_entry(&self, name: &str) -> Result<(&Entry, &Bus), RpcError> {
         let Some(e) = self.entry(name) else {
             return Err(RpcError::new(
                 Code::NotFound,
@@ -832,6 +829,15 @@ impl Runner {
         let Some(bus) = &self.host_bus else {
             return Err(unavailable("this extrunner has no store to accept into"));
         };
+        Ok((e, bus))
+    }
+
+    /// `ext.webhook`: hand one webhook request to `name`'s `webhook.handle`, accept
+    /// the deliveries its answer carries durably (all or none), and only then answer
+    /// its HTTP response. An extension that is not running, crashes or does not
+    /// answer in time, and a store that cannot be reached, are `unavailable`.
+    pub async fn webhook(&self, name: &str, request: &RawValue) -> Result<WebhookAnswer, RpcError> {
+        let (e, bus) = self.ingress_entry(name)?;
         // The request goes to the extension as ingressd sent it, undecoded.
         let reply = self
             .call(
@@ -883,15 +889,7 @@ impl Runner {
         params: &IngressReconcileParams,
         page_timeout: Duration,
     ) -> Result<ReconcilePage, RpcError> {
-        let Some(e) = self.entry(name) else {
-            return Err(RpcError::new(
-                Code::NotFound,
-                format!("no extension named `{name}`"),
-            ));
-        };
-        let Some(bus) = &self.host_bus else {
-            return Err(unavailable("this extrunner has no store to accept into"));
-        };
+        let (e, bus) = self.ingress_entry(name)?;
         let registered = e.configuration.registered();
         if registered.source(&params.source).is_none() {
             return Err(RpcError::new(

@@ -13,17 +13,21 @@ use std::time::Duration;
 mod common;
 use common::*;
 
-fn get(suite: &Suite, path: &str) -> Response {
+/// Send `bytes` on a new connection and read the answer to the end.
+fn raw(suite: &Suite, bytes: &[u8]) -> Response {
     let mut s = TcpStream::connect(suite.http).unwrap();
     s.set_read_timeout(Some(HANG)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    s.write_all(bytes).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    oc_systest::parse_response(&answer).unwrap()
+}
+
+fn get(suite: &Suite, path: &str) -> Response {
+    raw(
+        suite,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
     )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    oc_systest::parse_response(&raw).unwrap()
 }
 
 #[test]
@@ -66,30 +70,22 @@ fn signed_deliveries_are_kept_once_and_everything_else_gets_its_answer() {
     assert_eq!(unknown.status, 404);
 
     // An oversized body: 413 from its Content-Length, before any of it is sent.
-    let mut s = TcpStream::connect(suite.http).unwrap();
-    s.set_read_timeout(Some(HANG)).unwrap();
-    write!(
-        s,
-        "POST {HOOK} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
-        25 * 1024 * 1024 + 1
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let big = oc_systest::parse_response(&raw).unwrap();
+    let big = raw(
+        &suite,
+        format!(
+            "POST {HOOK} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            25 * 1024 * 1024 + 1
+        )
+        .as_bytes(),
+    );
     assert_eq!(big.status, 413, "{}", big.text());
 
     // A slow sender: half a body, then nothing; cut off by the body timeout (1 s here).
-    let mut s = TcpStream::connect(suite.http).unwrap();
-    s.set_read_timeout(Some(HANG)).unwrap();
-    write!(
-        s,
-        "POST {HOOK} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{\"half\":"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let slow = oc_systest::parse_response(&raw).unwrap();
+    let slow = raw(
+        &suite,
+        format!("POST {HOOK} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{\"half\":")
+            .as_bytes(),
+    );
     assert_eq!(slow.status, 408, "{}", slow.text());
     assert_eq!(hook_events(&suite).len(), 1);
 
