@@ -810,6 +810,11 @@ impl Runner {
             .collect()
     }
 
+    /// The manifest of the package `name`.
+    pub fn manifest(&self, name: &str) -> Option<&protocol::manifest::Manifest> {
+        self.entry(name).map(|e| &e.package.manifest)
+    }
+
     /// Follow each package's registrations (name, receiver).
     pub fn watch_registrations(&self) -> Vec<(String, watch::Receiver<Registered>)> {
         self.entries

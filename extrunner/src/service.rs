@@ -122,14 +122,56 @@ impl Service {
     }
 }
 
+/// The payload read gate, applied before a call that decides on an event: an event
+/// whose payload the extension cannot read (retired, newer, undeclared) is answered
+/// here, as the spec says, without reaching the extension: `route.match` no match,
+/// `dependency.filter` false.
+fn gate(runner: &Runner, name: &str, method: &str, params: &Value) -> Option<Value> {
+    let refusal = match method {
+        "route.match" => serde_json::json!({"matched": false}),
+        "dependency.filter" => serde_json::json!({"matched": false}),
+        _ => return None,
+    };
+    let manifest = runner.manifest(name)?;
+    let event = params.get("event")?;
+    let status = crate::host::event_payload_status(manifest, event);
+    if status.readable() {
+        return None;
+    }
+    let mut answer = refusal;
+    if method == "route.match" {
+        answer["reason"] = Value::from(format!(
+            "unreadable payload: its schema is {status:?} for `{name}`"
+        ));
+    }
+    Some(answer)
+}
+
 fn registrations(runner: &Runner, complete: bool) -> Value {
     let extensions: Vec<Value> = runner
         .registrations()
         .into_iter()
         .map(|(name, state, r)| {
+            let (handlers, types): (Vec<&str>, Vec<&str>) = match runner.manifest(&name) {
+                Some(m) => (
+                    m.provides
+                        .routes
+                        .iter()
+                        .map(|h| h.handler.as_str())
+                        .collect(),
+                    m.provides
+                        .extensions
+                        .iter()
+                        .map(|t| t.type_name.as_str())
+                        .collect(),
+                ),
+                None => (Vec::new(), Vec::new()),
+            };
             serde_json::json!({
                 "name": name,
                 "state": state,
+                "handlers": handlers,
+                "types": types,
                 "generation": r.generation,
                 "serial": r.serial,
                 "sources": r.sources,
@@ -182,6 +224,9 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
             let params = p
                 .params
                 .unwrap_or_else(|| Value::Object(Default::default()));
+            if let Some(answer) = gate(&runner, &p.name, &p.method, &params) {
+                return reply(&answer);
+            }
             let timeout = match p.timeout_ms {
                 None => CALL_TIMEOUT_DEFAULT,
                 Some(ms) if std::time::Duration::from_millis(ms) <= CALL_TIMEOUT_MAX => {

@@ -1,1 +1,11 @@
-//! schedulerd: routing, attempts, leases, retries, waits and timers. Built in issue 7.
+//! schedulerd: the core loop of Open Conduit.
+//!
+//! Built so far: the router ([`router`]): each accepted event, in sequence order, asked
+//! of its scope's routes (`route.match` through extrunner) and recorded with why
+//! (`store.route_decide`): a new Work, the Work its key names, or the scope's unmatched
+//! disposition; route traces that write nothing ([`service`]); the daemon's main
+//! ([`cli`]). Attempts, leases, retries, waits, timers and tasks come next.
+
+pub mod cli;
+pub mod router;
+pub mod service;

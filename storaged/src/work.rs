@@ -842,6 +842,21 @@ pub struct UnroutedEvent {
     pub depth: i64,
     /// When it was accepted (ms).
     pub accepted_ms: i64,
+    /// Its payload schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Its delivery ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    /// When it happened at the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<String>,
+    /// When it was accepted (RFC 3339).
+    #[serde(default)]
+    pub accepted_at: String,
+    /// The execution that caused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
 }
 
 /// Result of `store.unrouted`.
@@ -862,7 +877,8 @@ pub fn unrouted(
     let limit = page_limit(req.limit, limits)?;
     let mut stmt = conn.prepare_cached(
         "SELECT e.seq, e.id, e.scope_id, e.type, e.source, e.keys, e.payload, e.parent_id, \
-         e.root_id, e.depth, e.accepted_ms FROM events e \
+         e.root_id, e.depth, e.accepted_ms, e.schema, e.delivery_id, e.occurred_at, \
+         e.accepted_at, e.execution_id FROM events e \
          WHERE e.seq > ?1 AND NOT EXISTS (SELECT 1 FROM routed r WHERE r.seq = e.seq) \
          ORDER BY e.seq LIMIT ?2",
     )?;
@@ -889,11 +905,108 @@ pub fn unrouted(
             root_id: r.get(8)?,
             depth: r.get(9)?,
             accepted_ms: r.get(10)?,
+            schema: r.get(11)?,
+            delivery_id: r.get(12)?,
+            occurred_at: r.get(13)?,
+            accepted_at: r.get(14)?,
+            execution_id: r.get(15)?,
         };
         next = ev.seq;
         events.push(ev);
     }
     Ok(UnroutedResponse { events, next })
+}
+
+/// `store.routing`: why an event went where it went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingRequest {
+    /// The event's sequence.
+    pub seq: i64,
+}
+
+/// One route's verdict on an event, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    /// The route's index in its scope.
+    pub idx: i64,
+    /// The route handler.
+    pub handler: String,
+    /// The route's binding.
+    pub binding: String,
+    /// Whether it matched.
+    pub matched: bool,
+    /// The Work it went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_id: Option<String>,
+    /// The handler's reason.
+    pub reason: String,
+    /// Why its display was dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_refused: Option<String>,
+}
+
+/// Result of `store.routing`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoutingResponse {
+    /// The event's sequence.
+    pub seq: i64,
+    /// The decision (`routed`, `unmatched`, `unmatched:<disposition>`, …); none while
+    /// the event waits for the router.
+    #[serde(default)]
+    pub disposition: Option<String>,
+    /// When it was decided.
+    #[serde(default)]
+    pub routed_at: Option<String>,
+    /// Each route asked, in order.
+    pub records: Vec<RouteRecord>,
+}
+
+/// Why an event went where it went (`not_found` for an unknown sequence).
+pub fn routing(
+    conn: &Connection,
+    limits: &Limits,
+    req: &RoutingRequest,
+) -> Result<RoutingResponse, StoreError> {
+    let exists: Option<i64> = conn
+        .prepare_cached("SELECT seq FROM events WHERE seq = ?1")?
+        .query_row(params![req.seq], |r| r.get(0))
+        .optional()?;
+    if exists.is_none() {
+        return Err(StoreError::not_found(format!("no event {}", req.seq)));
+    }
+    let decided: Option<(String, String)> = conn
+        .prepare_cached("SELECT disposition, routed_at FROM routed WHERE seq = ?1")?
+        .query_row(params![req.seq], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT idx, handler, binding, matched, work_id, reason, display_refused \
+         FROM route_records WHERE seq = ?1 ORDER BY idx LIMIT ?2",
+    )?;
+    let limit = i64::try_from(limits.max_batch).unwrap_or(i64::MAX);
+    let records = stmt
+        .query_map(params![req.seq, limit], |r| {
+            Ok(RouteRecord {
+                idx: r.get(0)?,
+                handler: r.get(1)?,
+                binding: r.get(2)?,
+                matched: r.get::<_, i64>(3)? != 0,
+                work_id: r.get(4)?,
+                reason: r.get(5)?,
+                display_refused: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let (disposition, routed_at) = match decided {
+        Some((d, at)) => (Some(d), Some(at)),
+        None => (None, None),
+    };
+    Ok(RoutingResponse {
+        seq: req.seq,
+        disposition,
+        routed_at,
+        records,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1997,6 +2110,7 @@ pub(crate) use {read_method, write_method};
 impl Store {
     write_method!(route_decide, RouteDecideRequest, RouteDecideResponse);
     read_method!(unrouted, UnroutedRequest, UnroutedResponse);
+    read_method!(routing, RoutingRequest, RoutingResponse);
     write_method!(attempt_start, AttemptStartRequest, AttemptStartResponse);
     write_method!(lease_renew, LeaseRenewRequest, LeaseRenewResponse);
     write_method!(lease_takeover, LeaseTakeoverRequest, LeaseTakeoverResponse);
@@ -2018,6 +2132,7 @@ impl Store {
 crate::store_methods! {
     "store.route_decide" => route_decide,
     "store.unrouted" => unrouted,
+    "store.routing" => routing,
     "store.attempt_start" => attempt_start,
     "store.lease_renew" => lease_renew,
     "store.lease_takeover" => lease_takeover,

@@ -54,6 +54,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "broker" => broker::cli::main(named("open-conduit-broker")),
         "storaged" => storaged::cli::main(named("open-conduit-storaged")),
         "extrunner" => extrunner::cli::main(named("open-conduit-extrunner")),
+        "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "ext-feed" => feed::main_entry(),
         "ext-webhook" => match oc_webhook::extension() {
@@ -83,6 +84,8 @@ pub enum Daemon {
     Storaged,
     /// `open-conduit-extrunner`.
     Extrunner,
+    /// `open-conduit-schedulerd`.
+    Schedulerd,
     /// `open-conduit-ingressd`.
     Ingressd,
 }
@@ -94,15 +97,17 @@ impl Daemon {
             Daemon::Broker => "broker",
             Daemon::Storaged => "storaged",
             Daemon::Extrunner => "extrunner",
+            Daemon::Schedulerd => "schedulerd",
             Daemon::Ingressd => "ingressd",
         }
     }
 
     /// In start order.
-    pub const ALL: [Daemon; 4] = [
+    pub const ALL: [Daemon; 5] = [
         Daemon::Broker,
         Daemon::Storaged,
         Daemon::Extrunner,
+        Daemon::Schedulerd,
         Daemon::Ingressd,
     ];
 }
@@ -258,6 +263,9 @@ impl Suite {
             }
             Daemon::Storaged => {
                 cmd.args(["--state", &state, "--bus", &bus, "--log", "stderr"]);
+            }
+            Daemon::Schedulerd => {
+                cmd.args(["--bus", &bus, "--log", "stderr"]);
             }
             Daemon::Extrunner => {
                 let etc = self.dir.join("etc").display().to_string();

@@ -1,0 +1,148 @@
+//! `open-conduit-schedulerd`: arguments, start-up and the main loop.
+//!
+//! It joins the bus as the `sched` service (subscribed to `event.accepted`,
+//! `config.applied` and `ext.state`), reads the configuration and the route handlers,
+//! and routes every pending event; then it routes again whenever events are accepted,
+//! with a sweep every [`SWEEP`] as the backstop. It never busy-polls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use daemon::bus::{Bus, BusOptions};
+use daemon::{LogTarget, Notifier, Signal, Signals};
+
+use crate::router::{Router, Stats};
+use crate::service::{Service, Wakes};
+
+/// The backstop sweep.
+pub const SWEEP: Duration = Duration::from_secs(1);
+
+/// The Open Conduit scheduler.
+#[derive(Parser, Debug)]
+#[command(name = "open-conduit-schedulerd", version)]
+pub struct Args {
+    /// The bus socket.
+    #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
+    pub bus: PathBuf,
+    /// Where logs go: auto (journald when started by it), journald or stderr.
+    #[arg(long, default_value = "auto")]
+    pub log: LogTarget,
+}
+
+/// schedulerd's main: returns the exit status.
+pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
+    let args: Args = match daemon::parse_args(args) {
+        Ok(a) => a,
+        Err(status) => return status,
+    };
+    daemon::run_daemon(
+        "open-conduit-schedulerd",
+        args.log,
+        daemon::Flavor::MultiThread(2),
+        |notifier, _activation| run(args, notifier),
+    )
+}
+
+async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
+    loop {
+        match router.pass(&stats).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(events = n, "routed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "routing held up; the event stays pending and is routed again");
+                stats.blocked(e.to_string());
+            }
+        }
+        tokio::select! {
+            _ = wakes.events.notified() => {}
+            _ = tokio::time::sleep(SWEEP) => {}
+        }
+    }
+}
+
+async fn knowledge_loop(router: Router, wakes: Arc<Wakes>) {
+    let mut config_ok = false;
+    let mut handlers_ok = false;
+    loop {
+        if let Err(e) = router.refresh_config().await {
+            tracing::warn!(error = %e, "cannot read the configuration now");
+        } else {
+            config_ok = true;
+        }
+        if let Err(e) = router.refresh_handlers().await {
+            tracing::warn!(error = %e, "cannot read the route handlers now");
+        } else {
+            handlers_ok = true;
+        }
+        // Poll quickly until both are known, then on notifications (every 30 s regardless).
+        let wait = if config_ok && handlers_ok {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_millis(500)
+        };
+        tokio::select! {
+            _ = wakes.config.notified() => {}
+            _ = wakes.extensions.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wakes.events.notify_one();
+    }
+}
+
+async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
+    let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let client = Bus::start(BusOptions::client(&args.bus));
+    let router = Router::new(client.clone());
+    let stats = Arc::new(Stats::default());
+    let wakes = Arc::new(Wakes::default());
+    let service = Service::new(router.clone(), stats.clone(), wakes.clone());
+    let bus =
+        Bus::start(
+            BusOptions::service(&args.bus, "schedulerd", &["sched"], Arc::new(service))
+                .with_topics(&["event.accepted", "config.applied", "ext.state"]),
+        );
+    let _ = notifier.status("joining the bus");
+    tokio::select! {
+        joined = bus.connected(Duration::from_secs(3600)) => {
+            joined.map_err(|e| format!("the bus at {}: {e}", args.bus.display()))?;
+        }
+        _ = signals.next() => {
+            bus.close();
+            client.close();
+            return Ok(());
+        }
+    }
+    let knowledge = tokio::spawn(knowledge_loop(router.clone(), wakes.clone()));
+    let routing = tokio::spawn(route_loop(router.clone(), stats.clone(), wakes.clone()));
+    let _ = notifier.ready();
+    let _ = notifier.status("routing events");
+    tracing::info!("routing events");
+    let mut watchdog = notifier.watchdog_ticker();
+    loop {
+        tokio::select! {
+            _ = daemon::notify::tick(&mut watchdog) => {
+                let _ = notifier.watchdog();
+            }
+            _ = bus.left() => {
+                tracing::error!("left the bus (another schedulerd registered): stopping");
+                break;
+            }
+            signal = signals.next() => match signal {
+                Signal::Stop => break,
+                Signal::Reload => {
+                    let _ = notifier.reloading();
+                    wakes.config.notify_one();
+                    let _ = notifier.ready();
+                }
+            },
+        }
+    }
+    let _ = notifier.stopping();
+    knowledge.abort();
+    routing.abort();
+    bus.close();
+    client.close();
+    Ok(())
+}

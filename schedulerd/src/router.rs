@@ -1,0 +1,497 @@
+//! The router: each accepted event, in sequence order, to Work.
+//!
+//! For an event of scope S, S's routes are asked in order (`route.match` on the
+//! extension that declares the route's handler, through extrunner's `ext.call`; the
+//! payload gate is extrunner's). The first route that matches decides: a Work is
+//! created with the keys, kind, display, context and grants it answered, unless one of
+//! the keys already names an open Work, which the event then joins (storaged decides
+//! that in the same write). No match (or no scope, or a disabled one) is the scope's
+//! unmatched disposition. Every route asked is recorded with its verdict and reason,
+//! so `work show` can say why.
+//!
+//! A route whose extension cannot answer (not running, crashed, timed out) fails the
+//! pass: the event stays pending and is routed again on the next pass (routing is
+//! deterministic), and the events after it wait, so the order holds. A route trace
+//! ([`Router::evaluate`] alone) asks the same questions and writes nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use daemon::bus::Bus;
+use protocol::config::Config;
+use protocol::wire::{self, RouteMatchParams, RouteMatchResult};
+use protocol::CallError;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// How long one `route.match` may take.
+pub const MATCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The Work kind of Work a route creates without naming one.
+pub const DEFAULT_KIND: &str = "work";
+/// Events read per page.
+pub const PAGE: u32 = 100;
+
+/// An event as the router reads it (`store.unrouted`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoutedEvent {
+    /// Its sequence.
+    pub seq: i64,
+    /// Its ID.
+    pub id: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Its source.
+    pub source: String,
+    /// Its keys.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Its payload data.
+    #[serde(default)]
+    pub payload: Value,
+    /// Its payload schema.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// Its delivery ID.
+    #[serde(default)]
+    pub delivery_id: Option<String>,
+    /// When it happened at the source.
+    #[serde(default)]
+    pub occurred_at: Option<String>,
+    /// When it was accepted.
+    #[serde(default)]
+    pub accepted_at: String,
+    /// Its parent, for a derived event.
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    /// Its causal root.
+    #[serde(default)]
+    pub root_id: String,
+    /// Its causal depth.
+    #[serde(default)]
+    pub depth: i64,
+}
+
+impl RoutedEvent {
+    /// The event as `route.match` carries it.
+    pub fn wire(&self) -> wire::Event {
+        wire::Event {
+            id: self.id.clone(),
+            sequence: u64::try_from(self.seq).unwrap_or(0),
+            event_type: self.event_type.clone(),
+            source: self.source.clone(),
+            delivery_id: self.delivery_id.clone().unwrap_or_default(),
+            scope_id: self.scope_id.clone(),
+            keys: self.keys.clone(),
+            payload: wire::Payload {
+                schema: self.schema.clone().unwrap_or_default(),
+                data: self.payload.clone(),
+            },
+            occurred_at: self.occurred_at.clone().unwrap_or_default(),
+            accepted_at: self.accepted_at.clone(),
+            parent_id: self.parent_id.clone().unwrap_or_default(),
+            root_id: self.root_id.clone(),
+            depth: u32::try_from(self.depth).unwrap_or(0),
+            execution_id: String::new(),
+        }
+    }
+}
+
+/// One route's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The route handler.
+    pub handler: String,
+    /// The route's binding.
+    pub binding: String,
+    /// Whether it matched.
+    pub matched: bool,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the routes decided for an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Every route asked, in order.
+    pub records: Vec<Record>,
+    /// The store's outcome (`store.route_decide`'s `outcome`).
+    pub outcome: Value,
+}
+
+/// Why a pass stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// A route's extension could not answer now: retry the event later.
+    #[error("route {index} ({handler}): {why}")]
+    Unavailable {
+        /// The route's index in its scope.
+        index: usize,
+        /// Its handler.
+        handler: String,
+        /// What happened.
+        why: String,
+    },
+    /// The store could not be read or written now.
+    #[error("storaged: {0}")]
+    Store(String),
+}
+
+/// What the router knows: the configuration and which extension serves which handler.
+#[derive(Debug, Default)]
+pub struct Knowledge {
+    /// The configuration generation (document and hash).
+    pub config: Option<(Config, String)>,
+    /// Route handler → the extension declaring it.
+    pub handlers: HashMap<String, String>,
+    /// Entry type → the extension declaring it.
+    pub types: HashMap<String, String>,
+}
+
+/// The router.
+#[derive(Debug, Clone)]
+pub struct Router {
+    bus: Bus,
+    knowledge: Arc<RwLock<Knowledge>>,
+}
+
+fn store_err(method: &str, e: CallError) -> RouteError {
+    RouteError::Store(format!("{method}: {e}"))
+}
+
+impl Router {
+    /// A router calling through `bus`.
+    pub fn new(bus: Bus) -> Router {
+        Router {
+            bus,
+            knowledge: Arc::default(),
+        }
+    }
+
+    /// What it knows, to replace.
+    pub fn knowledge(&self) -> Arc<RwLock<Knowledge>> {
+        self.knowledge.clone()
+    }
+
+    /// Fetch the stored configuration generation (none applied is `Ok`).
+    pub async fn refresh_config(&self) -> Result<(), String> {
+        let answer = match self.bus.call("store.config_current", &json!({})).await {
+            Ok(a) => a,
+            Err(e) if e.code() == Some(protocol::Code::NotFound.as_str()) => Value::Null,
+            Err(e) => return Err(format!("store.config_current: {e}")),
+        };
+        let config = if answer.is_null() {
+            None
+        } else {
+            let hash = answer["hash"].as_str().unwrap_or_default().to_owned();
+            match Config::parse(&answer["config"]) {
+                Ok(c) => Some((c, hash)),
+                Err(p) => {
+                    return Err(format!(
+                        "the stored configuration {hash} has problems: {}",
+                        p.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ))
+                }
+            }
+        };
+        if let Ok(mut k) = self.knowledge.write() {
+            k.config = config;
+        }
+        Ok(())
+    }
+
+    /// Fetch which extension declares which route handler and entry type.
+    pub async fn refresh_handlers(&self) -> Result<(), String> {
+        let r = self
+            .bus
+            .call("ext.registrations", &json!({}))
+            .await
+            .map_err(|e| format!("ext.registrations: {e}"))?;
+        let mut handlers = HashMap::new();
+        let mut types = HashMap::new();
+        for e in r["extensions"].as_array().into_iter().flatten() {
+            let name = e["name"].as_str().unwrap_or_default();
+            for h in e["handlers"].as_array().into_iter().flatten() {
+                if let Some(h) = h.as_str() {
+                    handlers.insert(h.to_owned(), name.to_owned());
+                }
+            }
+            for t in e["types"].as_array().into_iter().flatten() {
+                if let Some(t) = t.as_str() {
+                    types.insert(t.to_owned(), name.to_owned());
+                }
+            }
+        }
+        if let Ok(mut k) = self.knowledge.write() {
+            k.handlers = handlers;
+            k.types = types;
+        }
+        Ok(())
+    }
+
+    /// The scope as `route.match` shows it to `owner`: its own entries only.
+    fn scope_for(k: &Knowledge, scope_id: &str, owner: &str) -> Option<wire::Scope> {
+        let (config, _) = k.config.as_ref()?;
+        let s = config.scope(scope_id)?;
+        let entries = s
+            .entries
+            .iter()
+            .filter(|e| k.types.get(&e.entry_type).is_some_and(|o| o == owner))
+            .map(|e| wire::Entry {
+                scope_id: s.id.clone(),
+                entry_type: e.entry_type.clone(),
+                name: e.name.clone(),
+                connection: e.connection.clone(),
+                binding_connections: Vec::new(),
+                config: e.config.clone(),
+            })
+            .collect();
+        Some(wire::Scope {
+            id: s.id.clone(),
+            disabled: !s.enabled,
+            entries,
+            routes: s.routes.clone(),
+            bindings: s
+                .bindings
+                .iter()
+                .filter_map(|b| serde_json::from_value(b.clone()).ok())
+                .collect(),
+        })
+    }
+
+    /// Ask the routes of the event's scope, in order, writing nothing.
+    pub async fn evaluate(&self, ev: &RoutedEvent) -> Result<Decision, RouteError> {
+        let (routes, unmatched, enabled) = {
+            let k = self
+                .knowledge
+                .read()
+                .map_err(|_| RouteError::Store("the router's knowledge is poisoned".into()))?;
+            match k.config.as_ref().and_then(|(c, _)| c.scope(&ev.scope_id)) {
+                None => (Vec::new(), "no_scope".to_owned(), false),
+                Some(s) => (
+                    s.routes.clone(),
+                    s.extra
+                        .get("unmatched")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    s.enabled,
+                ),
+            }
+        };
+        let unmatched_outcome =
+            |disposition: &str| json!({"type": "unmatched", "disposition": disposition});
+        if !enabled {
+            let disposition = if unmatched == "no_scope" {
+                "no_scope"
+            } else {
+                "scope_disabled"
+            };
+            return Ok(Decision {
+                records: Vec::new(),
+                outcome: unmatched_outcome(disposition),
+            });
+        }
+        let event = ev.wire();
+        let mut records = Vec::new();
+        for (index, route) in routes.iter().enumerate() {
+            let (owner, scope) = {
+                let k = self
+                    .knowledge
+                    .read()
+                    .map_err(|_| RouteError::Store("the router's knowledge is poisoned".into()))?;
+                let owner = k.handlers.get(&route.handler).cloned();
+                let scope = owner
+                    .as_deref()
+                    .and_then(|o| Self::scope_for(&k, &ev.scope_id, o));
+                (owner, scope)
+            };
+            let Some(owner) = owner else {
+                records.push(Record {
+                    handler: route.handler.clone(),
+                    binding: route.binding.clone(),
+                    matched: false,
+                    reason: format!(
+                        "no extension declares the route handler {:?}",
+                        route.handler
+                    ),
+                });
+                continue;
+            };
+            let params = RouteMatchParams {
+                handler: route.handler.clone(),
+                route: route.clone(),
+                scope: scope.unwrap_or_default(),
+                event: event.clone(),
+                work: None,
+            };
+            let timeout_ms = u64::try_from(MATCH_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+            let answer = self
+                .bus
+                .call_as::<_, RouteMatchResult>(
+                    "ext.call",
+                    &json!({"name": owner, "method": "route.match", "params": params,
+                            "timeout_ms": timeout_ms}),
+                )
+                .await;
+            let m = match answer {
+                Ok(m) => m,
+                Err(CallError::Rpc(e))
+                    if e.app_code() == Some(protocol::Code::Invalid.as_str())
+                        || e.app_code() == Some("invalid_params")
+                        || e.code == -32602 =>
+                {
+                    // The route's config is refused by its handler: no match, said why.
+                    records.push(Record {
+                        handler: route.handler.clone(),
+                        binding: route.binding.clone(),
+                        matched: false,
+                        reason: format!("the handler refused the route: {}", e.message),
+                    });
+                    continue;
+                }
+                Err(e) => {
+                    return Err(RouteError::Unavailable {
+                        index,
+                        handler: route.handler.clone(),
+                        why: e.to_string(),
+                    })
+                }
+            };
+            records.push(Record {
+                handler: route.handler.clone(),
+                binding: route.binding.clone(),
+                matched: m.matched,
+                reason: m.reason.clone(),
+            });
+            if m.matched {
+                let kind = if m.kind.is_empty() {
+                    DEFAULT_KIND.to_owned()
+                } else {
+                    m.kind.clone()
+                };
+                let mut outcome = json!({
+                    "type": "create",
+                    "kind": kind,
+                    "binding": route.binding,
+                    "keys": m.keys,
+                    "grants": m.grants,
+                });
+                if let Some(d) = &m.display {
+                    outcome["display"] = json!(d);
+                }
+                if let Some(c) = &m.context {
+                    outcome["context"] = c.clone();
+                }
+                return Ok(Decision { records, outcome });
+            }
+        }
+        Ok(Decision {
+            records,
+            outcome: unmatched_outcome(&unmatched),
+        })
+    }
+
+    /// Decide for one event and record the decision.
+    pub async fn route(&self, ev: &RoutedEvent) -> Result<Value, RouteError> {
+        let d = self.evaluate(ev).await?;
+        let records: Vec<Value> = d
+            .records
+            .iter()
+            .map(|r| {
+                json!({"handler": r.handler, "binding": r.binding, "matched": r.matched,
+                       "reason": r.reason})
+            })
+            .collect();
+        let answer = self
+            .bus
+            .call(
+                "store.route_decide",
+                &json!({"seq": ev.seq, "scope_id": ev.scope_id, "records": records,
+                        "outcome": d.outcome}),
+            )
+            .await
+            .map_err(|e| store_err("store.route_decide", e))?;
+        Ok(answer)
+    }
+
+    /// One pass: route every pending event in order, stopping at the first that cannot
+    /// be routed now. Answers how many were routed.
+    pub async fn pass(&self, stats: &Stats) -> Result<usize, RouteError> {
+        let mut routed = 0;
+        loop {
+            let page = self
+                .bus
+                .call("store.unrouted", &json!({"after": 0, "limit": PAGE}))
+                .await
+                .map_err(|e| store_err("store.unrouted", e))?;
+            let events: Vec<RoutedEvent> = serde_json::from_value(page["events"].clone())
+                .map_err(|e| RouteError::Store(format!("store.unrouted answered: {e}")))?;
+            if events.is_empty() {
+                return Ok(routed);
+            }
+            for ev in &events {
+                let answer = self.route(ev).await?;
+                routed += 1;
+                stats.note(ev, &answer);
+            }
+        }
+    }
+}
+
+/// What the router has done since it started.
+#[derive(Debug, Default)]
+pub struct Stats {
+    inner: std::sync::Mutex<StatsInner>,
+}
+
+/// A snapshot of [`Stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsInner {
+    /// Events routed to Work.
+    pub routed: u64,
+    /// Of them, those that created their Work.
+    pub created: u64,
+    /// Events no route took.
+    pub unmatched: u64,
+    /// The last event routed.
+    pub last_seq: i64,
+    /// Why the last pass stopped early, if it did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub blocked: String,
+}
+
+impl Stats {
+    fn note(&self, ev: &RoutedEvent, answer: &Value) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.last_seq = ev.seq;
+            if answer["work_id"].is_string() {
+                s.routed += 1;
+                if answer["created"] == true {
+                    s.created += 1;
+                }
+            } else {
+                s.unmatched += 1;
+            }
+            s.blocked.clear();
+        }
+    }
+
+    /// Say why the router is held up (empty: it is not).
+    pub fn blocked(&self, why: String) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.blocked = why;
+        }
+    }
+
+    /// A snapshot.
+    pub fn snapshot(&self) -> StatsInner {
+        self.inner.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}

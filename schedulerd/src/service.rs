@@ -1,0 +1,131 @@
+//! schedulerd on the bus: `sched.*` methods, and the notifications that wake it.
+//!
+//! - `sched.route_trace {scope_id, event: {type, source?, keys?, payload: {schema?, data}}}`:
+//!   how every route of the scope would decide this hypothetical event (each route's
+//!   verdict and reason, and the outcome), writing nothing;
+//! - `sched.status {}`: what the router has done (routed, created, unmatched, the last
+//!   event, and why it is held up, if it is), the configuration generation it routes
+//!   by, and the route handlers it knows.
+//!
+//! `event.accepted` wakes the router, `config.applied` and `ext.state` make it read
+//! the configuration and the handlers again.
+
+use std::sync::Arc;
+
+use protocol::{reply, BoxFuture, Code, Handler, Peer, Reply, Request, RpcError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::router::{RoutedEvent, Router, Stats};
+
+/// The wakes the service hands the loops.
+#[derive(Debug, Default)]
+pub struct Wakes {
+    /// Events were accepted.
+    pub events: Notify,
+    /// A new configuration generation.
+    pub config: Notify,
+    /// Extensions' registrations changed.
+    pub extensions: Notify,
+}
+
+/// The bus handler.
+#[derive(Debug, Clone)]
+pub struct Service {
+    router: Router,
+    stats: Arc<Stats>,
+    wakes: Arc<Wakes>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceEvent {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    keys: Vec<String>,
+    #[serde(default)]
+    payload: Option<protocol::wire::Payload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceParams {
+    scope_id: String,
+    event: TraceEvent,
+}
+
+impl Service {
+    /// Serve `router`.
+    pub fn new(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) -> Service {
+        Service {
+            router,
+            stats,
+            wakes,
+        }
+    }
+
+    async fn trace(router: Router, p: TraceParams) -> Result<Value, RpcError> {
+        let payload = p.event.payload.unwrap_or_default();
+        let ev = RoutedEvent {
+            seq: 0,
+            id: "evt_trace".into(),
+            scope_id: p.scope_id,
+            event_type: p.event.event_type,
+            source: p.event.source,
+            keys: p.event.keys,
+            payload: payload.data,
+            schema: (!payload.schema.is_empty()).then_some(payload.schema),
+            ..RoutedEvent::default()
+        };
+        let d = router
+            .evaluate(&ev)
+            .await
+            .map_err(|e| RpcError::new(Code::Unavailable, e.to_string()))?;
+        Ok(json!({"records": d.records, "outcome": d.outcome}))
+    }
+
+    fn status(&self) -> Value {
+        let k = self.router.knowledge();
+        let (generation, handlers) = match k.read() {
+            Ok(k) => (
+                k.config.as_ref().map(|(_, h)| h.clone()),
+                k.handlers.clone(),
+            ),
+            Err(_) => (None, Default::default()),
+        };
+        json!({
+            "router": self.stats.snapshot(),
+            "generation": generation,
+            "handlers": handlers,
+        })
+    }
+}
+
+impl Handler for Service {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            match request.method.as_str() {
+                "sched.route_trace" => {
+                    let p: TraceParams = request.params()?;
+                    reply(&Service::trace(this.router.clone(), p).await?)
+                }
+                "sched.status" => reply(&this.status()),
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+
+    fn notify(&self, _peer: &Peer, method: &str, _params: Value) {
+        match method {
+            "event.accepted" => self.wakes.events.notify_one(),
+            "config.applied" => self.wakes.config.notify_one(),
+            "ext.state" => self.wakes.extensions.notify_one(),
+            _ => {}
+        }
+    }
+}
