@@ -152,26 +152,40 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
         .registrations()
         .into_iter()
         .map(|(name, state, r)| {
-            let (handlers, types): (Vec<&str>, Vec<&str>) = match runner.manifest(&name) {
-                Some(m) => (
+            let manifest = runner.manifest(&name);
+            let handlers: Vec<&str> = manifest
+                .map(|m| {
                     m.provides
                         .routes
                         .iter()
                         .map(|h| h.handler.as_str())
-                        .collect(),
+                        .collect()
+                })
+                .unwrap_or_default();
+            let types: Vec<&str> = manifest
+                .map(|m| {
                     m.provides
                         .extensions
                         .iter()
                         .map(|t| t.type_name.as_str())
-                        .collect(),
-                ),
-                None => (Vec::new(), Vec::new()),
-            };
+                        .collect()
+                })
+                .unwrap_or_default();
+            let executors: Vec<Value> = manifest
+                .map(|m| {
+                    m.provides
+                        .executors
+                        .iter()
+                        .map(|x| serde_json::json!({"name": x.name, "pool": x.pool}))
+                        .collect()
+                })
+                .unwrap_or_default();
             serde_json::json!({
                 "name": name,
                 "state": state,
                 "handlers": handlers,
                 "types": types,
+                "executors": executors,
                 "generation": r.generation,
                 "serial": r.serial,
                 "sources": r.sources,

@@ -9,6 +9,7 @@ pub mod config;
 pub mod conn;
 pub mod error;
 pub mod manifest;
+pub mod time;
 pub mod version;
 pub mod wire;
 

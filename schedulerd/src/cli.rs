@@ -15,6 +15,7 @@ use daemon::{LogTarget, Notifier, Signal, Signals};
 
 use crate::router::{Router, Stats};
 use crate::service::{Service, Wakes};
+use crate::starter::Starter;
 
 /// The backstop sweep.
 pub const SWEEP: Duration = Duration::from_secs(1);
@@ -49,7 +50,10 @@ async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
     loop {
         match router.pass(&stats).await {
             Ok(0) => {}
-            Ok(n) => tracing::debug!(events = n, "routed"),
+            Ok(n) => {
+                tracing::debug!(events = n, "routed");
+                wakes.work.notify_one();
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "routing held up; the event stays pending and is routed again");
                 stats.blocked(e.to_string());
@@ -57,6 +61,30 @@ async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
         }
         tokio::select! {
             _ = wakes.events.notified() => {}
+            _ = tokio::time::sleep(SWEEP) => {}
+        }
+    }
+}
+
+async fn start_loop(starter: Starter, wakes: Arc<Wakes>) {
+    let mut sweeps = 0u32;
+    loop {
+        // Attempts whose lease ran out are taken over first (every few sweeps).
+        if sweeps.is_multiple_of(3) {
+            match starter.recover_expired().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(attempts = n, "taking over attempts whose lease ran out"),
+                Err(e) => tracing::warn!(error = %e, "cannot look for expired leases now"),
+            }
+        }
+        sweeps = sweeps.wrapping_add(1);
+        match starter.pass().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(attempts = n, "started"),
+            Err(e) => tracing::warn!(error = %e, "cannot start Work now"),
+        }
+        tokio::select! {
+            _ = wakes.work.notified() => {}
             _ = tokio::time::sleep(SWEEP) => {}
         }
     }
@@ -98,11 +126,20 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let stats = Arc::new(Stats::default());
     let wakes = Arc::new(Wakes::default());
     let service = Service::new(router.clone(), stats.clone(), wakes.clone());
-    let bus =
-        Bus::start(
-            BusOptions::service(&args.bus, "schedulerd", &["sched"], Arc::new(service))
-                .with_topics(&["event.accepted", "config.applied", "ext.state"]),
-        );
+    let bus = Bus::start(
+        BusOptions::service(
+            &args.bus,
+            "schedulerd",
+            &["sched"],
+            Arc::new(service.clone()),
+        )
+        .with_topics(&[
+            "event.accepted",
+            "config.applied",
+            "ext.state",
+            "work.changed",
+        ]),
+    );
     let _ = notifier.status("joining the bus");
     tokio::select! {
         joined = bus.connected(Duration::from_secs(3600)) => {
@@ -116,6 +153,13 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     }
     let knowledge = tokio::spawn(knowledge_loop(router.clone(), wakes.clone()));
     let routing = tokio::spawn(route_loop(router.clone(), stats.clone(), wakes.clone()));
+    let starter = Starter::new(
+        client.clone(),
+        router.clone(),
+        format!("schedulerd:{}", std::process::id()),
+    );
+    service.set_starter(starter.clone());
+    let starting = tokio::spawn(start_loop(starter, wakes.clone()));
     let _ = notifier.ready();
     let _ = notifier.status("routing events");
     tracing::info!("routing events");
@@ -142,6 +186,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let _ = notifier.stopping();
     knowledge.abort();
     routing.abort();
+    starting.abort();
     bus.close();
     client.close();
     Ok(())

@@ -9,3 +9,4 @@
 pub mod cli;
 pub mod router;
 pub mod service;
+pub mod starter;

@@ -149,6 +149,8 @@ pub struct Knowledge {
     pub handlers: HashMap<String, String>,
     /// Entry type → the extension declaring it.
     pub types: HashMap<String, String>,
+    /// Executor → the extension declaring it, and its pool (`""` or `jobs`).
+    pub executors: HashMap<String, (String, String)>,
 }
 
 /// The router.
@@ -215,11 +217,18 @@ impl Router {
             .map_err(|e| format!("ext.registrations: {e}"))?;
         let mut handlers = HashMap::new();
         let mut types = HashMap::new();
+        let mut executors = HashMap::new();
         for e in r["extensions"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().unwrap_or_default();
             for h in e["handlers"].as_array().into_iter().flatten() {
                 if let Some(h) = h.as_str() {
                     handlers.insert(h.to_owned(), name.to_owned());
+                }
+            }
+            for x in e["executors"].as_array().into_iter().flatten() {
+                if let Some(n) = x["name"].as_str() {
+                    let pool = x["pool"].as_str().unwrap_or_default().to_owned();
+                    executors.insert(n.to_owned(), (name.to_owned(), pool));
                 }
             }
             for t in e["types"].as_array().into_iter().flatten() {
@@ -231,6 +240,7 @@ impl Router {
         if let Ok(mut k) = self.knowledge.write() {
             k.handlers = handlers;
             k.types = types;
+            k.executors = executors;
         }
         Ok(())
     }

@@ -28,6 +28,8 @@ pub struct Wakes {
     pub config: Notify,
     /// Extensions' registrations changed.
     pub extensions: Notify,
+    /// Work may be ready to start.
+    pub work: Notify,
 }
 
 /// The bus handler.
@@ -36,6 +38,7 @@ pub struct Service {
     router: Router,
     stats: Arc<Stats>,
     wakes: Arc<Wakes>,
+    starter: Arc<std::sync::OnceLock<crate::starter::Starter>>,
 }
 
 #[derive(Deserialize)]
@@ -65,7 +68,13 @@ impl Service {
             router,
             stats,
             wakes,
+            starter: Arc::default(),
         }
+    }
+
+    /// Report what `starter` runs in `sched.status`.
+    pub fn set_starter(&self, starter: crate::starter::Starter) {
+        let _ = self.starter.set(starter);
     }
 
     async fn trace(router: Router, p: TraceParams) -> Result<Value, RpcError> {
@@ -97,10 +106,17 @@ impl Service {
             ),
             Err(_) => (None, Default::default()),
         };
+        let (running, blocked) = self
+            .starter
+            .get()
+            .map(crate::starter::Starter::snapshot)
+            .unwrap_or_default();
         json!({
             "router": self.stats.snapshot(),
             "generation": generation,
             "handlers": handlers,
+            "running": running,
+            "blocked": blocked,
         })
     }
 }
@@ -125,6 +141,7 @@ impl Handler for Service {
             "event.accepted" => self.wakes.events.notify_one(),
             "config.applied" => self.wakes.config.notify_one(),
             "ext.state" => self.wakes.extensions.notify_one(),
+            "work.changed" => self.wakes.work.notify_one(),
             _ => {}
         }
     }

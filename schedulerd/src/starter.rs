@@ -1,0 +1,611 @@
+//! The starter: Work with pending input runs, one attempt at a time, through its
+//! binding's executor; each attempt's result settles the Work.
+//!
+//! An attempt starts under a new lease epoch (`store.attempt_start`), within its pool
+//! (`settings.concurrency` for agent turns, `settings.job_concurrency` for the `jobs`
+//! pool), as `executor.run` on the extension declaring the executor (through
+//! extrunner). schedulerd keeps the lease alive while it observes the run
+//! (`executor.wait`); the executor persists its recovery metadata fenced by that epoch.
+//! The result settles the attempt (`store.attempt_settle`): completed; failed, retried
+//! with exponential backoff (or at the executor's `retry_after` hint) until the failure
+//! budget is spent; waiting on a Wait; or handoff.
+//!
+//! Recovery: a running attempt whose lease ran out (schedulerd was down, or lost the
+//! lease) is taken over at a higher epoch (`store.lease_takeover`), which fences every
+//! write of the old holder, and adopted with `executor.recover` and the metadata last
+//! persisted; nothing is launched again. An executor that cannot adopt it
+//! (`not_adoptable`) is asked to stop it, and the attempt is settled failed under the
+//! retry policy. If the executor's extension crashes while schedulerd waits, the same
+//! recovery runs as soon as the extension answers again.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use daemon::bus::Bus;
+use protocol::wire::{self, ExecutorWaitResult, Outcome, RunRequest};
+use protocol::CallError;
+use serde_json::{json, Value};
+
+use crate::router::{RoutedEvent, Router};
+
+/// How long a lease lasts without renewal.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+/// How often a held lease is renewed.
+pub const LEASE_RENEW: Duration = Duration::from_secs(3);
+/// Failures before a Work fails for good.
+pub const FAILURE_BUDGET: i64 = 5;
+/// The first retry's delay; each later one doubles, up to [`RETRY_MAX`].
+pub const RETRY_BASE: Duration = Duration::from_secs(1);
+/// The longest retry delay.
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+/// Agent turns at once, unless `settings.concurrency` says.
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+/// Jobs at once, unless `settings.job_concurrency` says.
+pub const DEFAULT_JOB_CONCURRENCY: u32 = 8;
+/// How long one `executor.wait` call may take before it is asked again.
+const WAIT_CALL: Duration = Duration::from_secs(3600);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The delay before retry number `failures` (1 for the first failure).
+pub fn backoff(failures: i64) -> Duration {
+    let shift = u32::try_from(failures.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+    RETRY_BASE.saturating_mul(1u32 << shift).min(RETRY_MAX)
+}
+
+/// The starter and its bookkeeping.
+#[derive(Debug, Clone)]
+pub struct Starter {
+    bus: Bus,
+    router: Router,
+    owner: String,
+    running: Arc<Mutex<HashMap<String, String>>>,
+    blocked: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// An attempt being observed.
+#[derive(Debug, Clone)]
+struct Attempt {
+    work_id: String,
+    execution_id: String,
+    epoch: i64,
+    executor: String,
+    extension: String,
+    run: RunRequest,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Starter {
+    /// A starter holding leases as `owner`.
+    pub fn new(bus: Bus, router: Router, owner: String) -> Starter {
+        Starter {
+            bus,
+            router,
+            owner,
+            running: Arc::default(),
+            blocked: Arc::default(),
+        }
+    }
+
+    /// Work observed now (Work ID → pool), and Work that cannot start (ID → why).
+    pub fn snapshot(&self) -> (HashMap<String, String>, HashMap<String, String>) {
+        (
+            self.running.lock().map(|r| r.clone()).unwrap_or_default(),
+            self.blocked.lock().map(|b| b.clone()).unwrap_or_default(),
+        )
+    }
+
+    fn block(&self, work_id: &str, why: String) {
+        if let Ok(mut b) = self.blocked.lock() {
+            if b.get(work_id) != Some(&why) {
+                tracing::warn!(OC_WORK_ID = %work_id, %why, "Work cannot start");
+            }
+            b.insert(work_id.to_owned(), why);
+        }
+    }
+
+    /// The binding of `work` (its executor and config), the executor's extension and
+    /// pool, and the pool's size.
+    fn resolve(&self, work: &Value) -> Result<(wire::Binding, String, String, u32), String> {
+        let k = self.router.knowledge();
+        let k = k
+            .read()
+            .map_err(|_| "the knowledge is poisoned".to_owned())?;
+        let (config, _) = k
+            .config
+            .as_ref()
+            .ok_or_else(|| "no configuration is applied".to_owned())?;
+        let scope_id = work["scope_id"].as_str().unwrap_or_default();
+        let name = work["binding"].as_str().unwrap_or_default();
+        let scope = config
+            .scope(scope_id)
+            .ok_or_else(|| format!("scope {scope_id:?} is not configured"))?;
+        let raw = scope
+            .bindings
+            .iter()
+            .find(|b| b["name"] == name)
+            .ok_or_else(|| format!("scope {scope_id:?} has no binding {name:?}"))?;
+        let binding: wire::Binding =
+            serde_json::from_value(raw.clone()).map_err(|e| format!("binding {name:?}: {e}"))?;
+        let (extension, pool) =
+            k.executors.get(&binding.executor).cloned().ok_or_else(|| {
+                format!("no extension declares the executor {:?}", binding.executor)
+            })?;
+        let size = if pool == "jobs" {
+            config
+                .settings
+                .job_concurrency
+                .unwrap_or(DEFAULT_JOB_CONCURRENCY)
+        } else {
+            config.settings.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
+        };
+        Ok((binding, extension, pool, size))
+    }
+
+    /// Start what is ready, within the pools. Answers how many started.
+    pub async fn pass(&self) -> Result<usize, String> {
+        let ready = self
+            .bus
+            .call(
+                "store.works_ready",
+                &json!({"now_ms": now_ms(), "limit": 100}),
+            )
+            .await
+            .map_err(|e| format!("store.works_ready: {e}"))?;
+        let mut started = 0;
+        for work in ready["works"].as_array().into_iter().flatten() {
+            let work_id = work["id"].as_str().unwrap_or_default().to_owned();
+            if self
+                .running
+                .lock()
+                .map(|r| r.contains_key(&work_id))
+                .unwrap_or(true)
+            {
+                continue;
+            }
+            let (binding, extension, pool, size) = match self.resolve(work) {
+                Ok(r) => r,
+                Err(why) => {
+                    self.block(&work_id, why);
+                    continue;
+                }
+            };
+            let busy = self
+                .running
+                .lock()
+                .map(|r| r.values().filter(|p| **p == pool).count())
+                .unwrap_or(usize::MAX);
+            if busy >= size as usize {
+                continue;
+            }
+            if let Ok(mut b) = self.blocked.lock() {
+                b.remove(&work_id);
+            }
+            let start = self
+                .bus
+                .call(
+                    "store.attempt_start",
+                    &json!({"work_id": work_id, "executor": binding.executor,
+                            "binding": binding.name, "lease_owner": self.owner,
+                            "lease_ttl_ms": ms(LEASE_TTL),
+                            "expect_version": work["version"]}),
+                )
+                .await;
+            let start = match start {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(OC_WORK_ID = %work_id, error = %e, "attempt not started");
+                    continue;
+                }
+            };
+            if let Ok(mut r) = self.running.lock() {
+                r.insert(work_id.clone(), pool);
+            }
+            started += 1;
+            let this = self.clone();
+            let work = work.clone();
+            tokio::spawn(async move {
+                let id = work_id.clone();
+                this.attempt(work, binding, extension, start).await;
+                if let Ok(mut r) = this.running.lock() {
+                    r.remove(&id);
+                }
+            });
+        }
+        Ok(started)
+    }
+
+    async fn inputs(&self, work_id: &str, seqs: &[i64]) -> Vec<wire::Event> {
+        let wanted: HashSet<i64> = seqs.iter().copied().collect();
+        let mut out = Vec::new();
+        let mut after = 0i64;
+        loop {
+            let page = match self
+                .bus
+                .call(
+                    "store.work_events",
+                    &json!({"work_id": work_id, "after": after, "limit": 1000}),
+                )
+                .await
+            {
+                Ok(p) => p,
+                Err(_) => return out,
+            };
+            let events: Vec<RoutedEvent> =
+                serde_json::from_value(page["events"].clone()).unwrap_or_default();
+            if events.is_empty() {
+                return out;
+            }
+            for e in &events {
+                after = after.max(e.seq);
+                if wanted.contains(&e.seq) {
+                    out.push(e.wire());
+                }
+            }
+        }
+    }
+
+    fn run_request(
+        work: &Value,
+        binding: &wire::Binding,
+        execution_id: &str,
+        epoch: i64,
+        attempt: i64,
+        inputs: Vec<wire::Event>,
+    ) -> RunRequest {
+        let text = |k: &str| work[k].as_str().unwrap_or_default().to_owned();
+        RunRequest {
+            executor: binding.executor.clone(),
+            execution_id: execution_id.to_owned(),
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            attempt: u32::try_from(attempt).unwrap_or(0),
+            work: wire::Work {
+                id: text("id"),
+                scope_id: text("scope_id"),
+                kind: text("kind"),
+                state: text("state"),
+                keys: serde_json::from_value(work["keys"].clone()).unwrap_or_default(),
+                binding: text("binding"),
+                display: serde_json::from_value(work["display"].clone()).ok(),
+                context: work["context"].clone(),
+                grants: serde_json::from_value(work["grants"].clone()).unwrap_or_default(),
+                created_at: text("created_at"),
+                updated_at: text("updated_at"),
+            },
+            binding: binding.clone(),
+            config: binding.config.clone(),
+            inputs,
+            ..RunRequest::default()
+        }
+    }
+
+    async fn ext_call(
+        &self,
+        extension: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        self.bus
+            .call(
+                "ext.call",
+                &json!({"name": extension, "method": method, "params": params,
+                        "timeout_ms": ms(timeout)}),
+            )
+            .await
+    }
+
+    async fn attempt(&self, work: Value, binding: wire::Binding, extension: String, start: Value) {
+        let work_id = work["id"].as_str().unwrap_or_default().to_owned();
+        let execution_id = start["execution_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let epoch = start["epoch"].as_i64().unwrap_or(0);
+        let seqs: Vec<i64> = serde_json::from_value(start["inputs"].clone()).unwrap_or_default();
+        let inputs = self.inputs(&work_id, &seqs).await;
+        let run = Self::run_request(
+            &work,
+            &binding,
+            &execution_id,
+            epoch,
+            start["attempt"].as_i64().unwrap_or(1),
+            inputs,
+        );
+        tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, epoch, executor = %binding.executor, "attempt started");
+        let a = Attempt {
+            work_id,
+            execution_id,
+            epoch,
+            executor: binding.executor.clone(),
+            extension,
+            run,
+        };
+        let started = self
+            .ext_call(
+                &a.extension,
+                "executor.run",
+                json!({ "run": a.run }),
+                Duration::from_secs(60),
+            )
+            .await;
+        if let Err(e) = started {
+            // Nothing runs (or it will be found by recovery if it did).
+            let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+            failed.error = format!("executor.run: {e}");
+            self.settle(&a, failed, work["failures"].as_i64().unwrap_or(0))
+                .await;
+            return;
+        }
+        self.observe(a, work["failures"].as_i64().unwrap_or(0))
+            .await;
+    }
+
+    /// Keep the lease and wait for the run's result; recover it if the extension
+    /// restarts meanwhile; then settle.
+    async fn observe(&self, a: Attempt, failures: i64) {
+        let (lost_tx, mut lost) = tokio::sync::oneshot::channel::<String>();
+        let renew = {
+            let bus = self.bus.clone();
+            let (id, epoch) = (a.execution_id.clone(), a.epoch);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(LEASE_RENEW).await;
+                    let r = bus
+                        .call(
+                            "store.lease_renew",
+                            &json!({"execution_id": id, "epoch": epoch,
+                                    "lease_ttl_ms": ms(LEASE_TTL)}),
+                        )
+                        .await;
+                    if let Err(e) = r {
+                        if e.code() == Some(protocol::Code::Conflict.as_str()) {
+                            let _ = lost_tx.send(e.to_string());
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        let result = loop {
+            let wait = self.ext_call(
+                &a.extension,
+                "executor.wait",
+                json!({"executor": a.executor, "execution_id": a.execution_id}),
+                WAIT_CALL,
+            );
+            let answer = tokio::select! {
+                r = wait => r,
+                why = &mut lost => {
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, why = %why.unwrap_or_default(), "lease lost; another holder settles the attempt");
+                    renew.abort();
+                    return;
+                }
+            };
+            match answer {
+                Ok(v) => match serde_json::from_value::<ExecutorWaitResult>(v) {
+                    Ok(r) => break r,
+                    Err(e) => {
+                        let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                        failed.error = format!("executor.wait answered: {e}");
+                        break failed;
+                    }
+                },
+                Err(e) if e.code() == Some("not_adoptable") || e.code() == Some("not_found") => {
+                    let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                    failed.error = format!("the executor lost the run: {e}");
+                    break failed;
+                }
+                Err(e) => {
+                    // The extension is down or restarting: adopt the run again once it
+                    // answers.
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "observing the run failed; recovering it");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    match self.recover(&a).await {
+                        Ok(()) => continue,
+                        Err(failed) => break failed,
+                    }
+                }
+            }
+        };
+        renew.abort();
+        self.settle(&a, result, failures).await;
+    }
+
+    /// `executor.recover` with the metadata last persisted for the attempt.
+    async fn recover(&self, a: &Attempt) -> Result<(), ExecutorWaitResult> {
+        let executions = self
+            .bus
+            .call("store.executions", &json!({"work_id": a.work_id}))
+            .await
+            .unwrap_or(Value::Null);
+        let recovery = executions["executions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["id"] == a.execution_id.as_str())
+            .map(|e| e["recovery"].clone())
+            .unwrap_or(Value::Null);
+        self.adopt(a, recovery).await
+    }
+
+    async fn adopt(&self, a: &Attempt, recovery: Value) -> Result<(), ExecutorWaitResult> {
+        let recovery: wire::Payload = serde_json::from_value(recovery).unwrap_or_default();
+        let mut run = a.run.clone();
+        run.epoch = u64::try_from(a.epoch).unwrap_or(0);
+        let r = self
+            .ext_call(
+                &a.extension,
+                "executor.recover",
+                json!({"run": run, "recovery": recovery}),
+                Duration::from_secs(60),
+            )
+            .await;
+        match r {
+            Ok(_) => {
+                tracing::info!(OC_EXECUTION_ID = %a.execution_id, epoch = a.epoch, "run adopted");
+                Ok(())
+            }
+            Err(e) if e.code() == Some("not_adoptable") => {
+                let _ = self
+                    .ext_call(
+                        &a.extension,
+                        "executor.stop",
+                        json!({"executor": a.executor, "execution_id": a.execution_id,
+                               "epoch": a.epoch}),
+                        Duration::from_secs(60),
+                    )
+                    .await;
+                let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                failed.error = format!("the run could not be adopted: {e}");
+                Err(failed)
+            }
+            Err(e) => {
+                let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                failed.error = format!("executor.recover: {e}");
+                Err(failed)
+            }
+        }
+    }
+
+    async fn settle(&self, a: &Attempt, r: ExecutorWaitResult, failures: i64) {
+        let mut req = json!({
+            "execution_id": a.execution_id,
+            "epoch": a.epoch,
+            "outcome": r.outcome,
+            "result": {"summary": r.summary, "error": r.error, "artifacts": r.artifacts,
+                       "data": r.data, "usage": r.usage},
+        });
+        if r.outcome == Outcome::Failed {
+            let n = failures + 1;
+            if n >= FAILURE_BUDGET {
+                req["final_failure"] = json!(true);
+            } else {
+                let hinted = r
+                    .retry_hint
+                    .as_ref()
+                    .and_then(|h| protocol::time::parse_rfc3339_ms(&h.reset_at));
+                req["retry_at_ms"] =
+                    json!(hinted.unwrap_or_else(|| now_ms() + ms(backoff(n)) as i64));
+            }
+        }
+        if r.outcome == Outcome::Waiting {
+            if let Some(w) = &r.wait {
+                req["wait"] = json!({
+                    "owner": a.executor,
+                    "description": w.description,
+                    "keys": w.keys,
+                    "types": w.types,
+                    "plan": w.plan,
+                    "due_ms": protocol::time::parse_rfc3339_ms(&w.due_at),
+                });
+            }
+        }
+        match self.bus.call("store.attempt_settle", &req).await {
+            Ok(s) => {
+                tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s["work_state"], "attempt settled")
+            }
+            Err(e) => {
+                tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, error = %e, "the attempt could not be settled now; its lease will run out and recovery settles it")
+            }
+        }
+    }
+
+    /// Take over and adopt every attempt whose lease ran out.
+    pub async fn recover_expired(&self) -> Result<usize, String> {
+        let expired = self
+            .bus
+            .call(
+                "store.expired_leases",
+                &json!({"now_ms": now_ms(), "limit": 100}),
+            )
+            .await
+            .map_err(|e| format!("store.expired_leases: {e}"))?;
+        let mut n = 0;
+        for e in expired["executions"].as_array().into_iter().flatten() {
+            let execution_id = e["id"].as_str().unwrap_or_default().to_owned();
+            let work_id = e["work_id"].as_str().unwrap_or_default().to_owned();
+            if self
+                .running
+                .lock()
+                .map(|r| r.contains_key(&work_id))
+                .unwrap_or(true)
+            {
+                continue;
+            }
+            let taken = self
+                .bus
+                .call(
+                    "store.lease_takeover",
+                    &json!({"execution_id": execution_id, "epoch": e["epoch"],
+                            "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL)}),
+                )
+                .await;
+            let Ok(taken) = taken else {
+                continue;
+            };
+            let Ok(work) = self
+                .bus
+                .call("store.work_get", &json!({ "id": work_id }))
+                .await
+            else {
+                continue;
+            };
+            let work = work["work"].clone();
+            let (binding, extension, pool, _) = match self.resolve(&work) {
+                Ok(r) => r,
+                Err(why) => {
+                    self.block(&work_id, why);
+                    continue;
+                }
+            };
+            if let Ok(mut r) = self.running.lock() {
+                r.insert(work_id.clone(), pool);
+            }
+            n += 1;
+            let epoch = taken["epoch"].as_i64().unwrap_or(0);
+            let seqs: Vec<i64> =
+                serde_json::from_value(taken["inputs"].clone()).unwrap_or_default();
+            let inputs = self.inputs(&work_id, &seqs).await;
+            let run = Self::run_request(
+                &work,
+                &binding,
+                &execution_id,
+                epoch,
+                e["attempt"].as_i64().unwrap_or(1),
+                inputs,
+            );
+            let a = Attempt {
+                work_id: work_id.clone(),
+                execution_id,
+                epoch,
+                executor: binding.executor.clone(),
+                extension,
+                run,
+            };
+            tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %a.execution_id, epoch, "taking over an attempt whose lease ran out");
+            let this = self.clone();
+            let failures = work["failures"].as_i64().unwrap_or(0);
+            let recovery = taken["recovery"].clone();
+            tokio::spawn(async move {
+                match this.adopt(&a, recovery).await {
+                    Ok(()) => this.observe(a.clone(), failures).await,
+                    Err(failed) => this.settle(&a, failed, failures).await,
+                }
+                if let Ok(mut r) = this.running.lock() {
+                    r.remove(&a.work_id);
+                }
+            });
+        }
+        Ok(n)
+    }
+}
