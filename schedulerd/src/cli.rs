@@ -90,6 +90,20 @@ async fn start_loop(starter: Starter, wakes: Arc<Wakes>) {
     }
 }
 
+async fn timer_loop(bus: Bus, wakes: Arc<Wakes>) {
+    loop {
+        match crate::timers::pass(&bus).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::debug!(timers = n, "fired");
+                wakes.events.notify_one();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot fire timers now"),
+        }
+        tokio::time::sleep(SWEEP).await;
+    }
+}
+
 async fn knowledge_loop(router: Router, wakes: Arc<Wakes>) {
     let mut config_ok = false;
     let mut handlers_ok = false;
@@ -160,6 +174,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     );
     service.set_starter(starter.clone());
     let starting = tokio::spawn(start_loop(starter, wakes.clone()));
+    let timing = tokio::spawn(timer_loop(client.clone(), wakes.clone()));
     let _ = notifier.ready();
     let _ = notifier.status("routing events");
     tracing::info!("routing events");
@@ -187,6 +202,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     knowledge.abort();
     routing.abort();
     starting.abort();
+    timing.abort();
     bus.close();
     client.close();
     Ok(())

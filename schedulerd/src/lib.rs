@@ -4,9 +4,12 @@
 //! of its scope's routes (`route.match` through extrunner) and recorded with why
 //! (`store.route_decide`): a new Work, the Work its key names, or the scope's unmatched
 //! disposition; route traces that write nothing ([`service`]); the daemon's main
-//! ([`cli`]). Attempts, leases, retries, waits, timers and tasks come next.
+//! ([`cli`]); the starter ([`starter`]): attempts under leases through the binding's
+//! executor, settled with retries, and adoption after restarts; recurrence timers
+//! ([`timers`]). Waits, wait timeouts and extension tasks come next.
 
 pub mod cli;
 pub mod router;
 pub mod service;
 pub mod starter;
+pub mod timers;

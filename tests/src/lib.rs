@@ -64,6 +64,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
                 2
             }
         },
+        "ext-schedule" => match oc_schedule::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("schedule: {e}");
+                2
+            }
+        },
         "ext-github" => match oc_github::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
@@ -210,7 +217,7 @@ impl Suite {
         extra.insert(d, args.iter().map(|a| (*a).to_owned()).collect());
     }
 
-    /// The bundled webhook and github packages, as the suite's binary serves them.
+    /// The bundled packages (webhook, github, schedule), as the suite's binary serves them.
     pub fn first_party() -> Vec<Package> {
         vec![
             Package {
@@ -222,6 +229,11 @@ impl Suite {
                 name: "github".into(),
                 manifest: oc_github::MANIFEST.into(),
                 command: vec!["ext-github".into()],
+            },
+            Package {
+                name: "schedule".into(),
+                manifest: oc_schedule::MANIFEST.into(),
+                command: vec!["ext-schedule".into()],
             },
         ]
     }

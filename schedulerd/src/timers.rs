@@ -1,0 +1,191 @@
+//! Timers: recurrences fire on time and re-arm.
+//!
+//! A due recurrence timer (armed by an extension with `timer.arm`, kind = the
+//! recurrence's name) fires like this:
+//!
+//! 1. `recurrence.next` on its extension (in transaction: pure, bounded at 250 ms) with
+//!    the time that fired gives the occurrence's payload and the next time. When that
+//!    next time has already passed (schedulerd was down across due times), it is asked
+//!    again from now: a missed recurrence fires once, not once per missed period.
+//! 2. The occurrence is accepted as an event of the extension (type = its payload's
+//!    schema base, source `<extension>/timers`, delivery ID `<timer key>@<due time>`):
+//!    firing the same due time again after a crash adds nothing.
+//! 3. `store.timer_fire` re-arms the timer at the next time, with the due time read
+//!    as its precondition (a timer re-armed or cancelled meanwhile is left alone), or
+//!    removes it when there is no next time.
+//!
+//! The router then routes the occurrence like any event.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use daemon::bus::Bus;
+use protocol::time::parse_rfc3339_ms;
+use protocol::wire::RecurrenceNextResult;
+use serde_json::{json, Value};
+
+/// How long `recurrence.next` may take (the spec's in-transaction bound, with room for
+/// the bus).
+const NEXT_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The schema's base: `schedule.run.v1` → `schedule.run`.
+fn schema_base(schema: &str) -> &str {
+    match schema.rsplit_once(".v") {
+        Some((base, v)) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => schema,
+    }
+}
+
+async fn next(
+    bus: &Bus,
+    t: &Value,
+    key: &str,
+    after: &str,
+) -> Result<RecurrenceNextResult, String> {
+    let owner = t["owner"].as_str().unwrap_or_default();
+    let answer = bus
+        .call(
+            "ext.call",
+            &json!({"name": owner, "method": "recurrence.next", "in_transaction": true,
+                    "timeout_ms": NEXT_TIMEOUT.as_millis() as u64,
+                    "params": {"recurrence": t["kind"], "scope_id": t["scope_id"],
+                               "key": key, "spec": t["spec"], "after": after}}),
+        )
+        .await
+        .map_err(|e| format!("recurrence.next: {e}"))?;
+    serde_json::from_value(answer).map_err(|e| format!("recurrence.next answered: {e}"))
+}
+
+/// Fire one due timer. Answers the next due time it was re-armed at, if any.
+pub async fn fire(bus: &Bus, t: &Value) -> Result<Option<i64>, String> {
+    let owner = t["owner"].as_str().unwrap_or_default().to_owned();
+    let full_key = t["key"].as_str().unwrap_or_default().to_owned();
+    let key = full_key
+        .strip_prefix(&format!("{owner}:"))
+        .unwrap_or(&full_key)
+        .to_owned();
+    let due_ms = t["due_ms"].as_i64().unwrap_or(0);
+    let due_at = t["due_at"].as_str().unwrap_or_default().to_owned();
+    let first = next(bus, t, &key, &due_at).await?;
+    if let Some(payload) = &first.payload {
+        let event_type = schema_base(&payload.schema).to_owned();
+        let own = event_type
+            .strip_prefix(owner.as_str())
+            .is_some_and(|r| r.starts_with('.'));
+        if !own {
+            return Err(format!(
+                "the occurrence's schema {:?} is not {owner:?}'s",
+                payload.schema
+            ));
+        }
+        bus.call(
+            "store.events_accept",
+            &json!({"events": [{
+                "scope_id": t["scope_id"],
+                "type": event_type,
+                "source": format!("{owner}/timers"),
+                "delivery_id": format!("{key}@{due_at}"),
+                "schema": payload.schema,
+                "payload": payload.data,
+                "occurred_at": due_at,
+            }]}),
+        )
+        .await
+        .map_err(|e| format!("store.events_accept: {e}"))?;
+    }
+    let now = now_ms();
+    let mut rearm = if first.next.is_empty() {
+        None
+    } else {
+        parse_rfc3339_ms(&first.next)
+    };
+    if rearm.is_some_and(|n| n <= now) {
+        // Missed periods: the next one from now, once.
+        let again = next(bus, t, &key, &rfc3339(now)).await?;
+        rearm = if again.next.is_empty() {
+            None
+        } else {
+            parse_rfc3339_ms(&again.next)
+        };
+    }
+    let mut req = json!({"id": t["id"], "expect_due_ms": due_ms});
+    if let Some(n) = rearm {
+        req["rearm_due_ms"] = json!(n);
+    }
+    bus.call("store.timer_fire", &req)
+        .await
+        .map_err(|e| format!("store.timer_fire: {e}"))?;
+    tracing::info!(OC_EXTENSION = %owner, key = %full_key, due = %due_at, next = ?rearm.map(rfc3339), "timer fired");
+    Ok(rearm)
+}
+
+/// One pass: fire every due timer. Answers how many fired.
+pub async fn pass(bus: &Bus) -> Result<usize, String> {
+    let due = bus
+        .call(
+            "store.timers_due",
+            &json!({"now_ms": now_ms(), "limit": 100}),
+        )
+        .await
+        .map_err(|e| format!("store.timers_due: {e}"))?;
+    let mut fired = 0;
+    for t in due["timers"].as_array().into_iter().flatten() {
+        if t["owner"] == "core" {
+            // The host's own timers (wait timeouts) are the waits' business.
+            continue;
+        }
+        match fire(bus, t).await {
+            Ok(_) => fired += 1,
+            Err(e) => {
+                tracing::warn!(key = %t["key"], error = %e, "a timer could not fire now; it is tried again")
+            }
+        }
+    }
+    Ok(fired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_schemas() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            parse_rfc3339_ms(&rfc3339(1_709_164_800_123)),
+            Some(1_709_164_800_123)
+        );
+        assert_eq!(rfc3339(1_709_164_800_000), "2024-02-29T00:00:00.000Z");
+        assert_eq!(schema_base("schedule.run.v1"), "schedule.run");
+        assert_eq!(schema_base("x.video"), "x.video");
+    }
+}
