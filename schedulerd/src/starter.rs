@@ -488,7 +488,7 @@ impl Starter {
         if r.outcome == Outcome::Failed {
             let n = failures + 1;
             if n >= FAILURE_BUDGET {
-                req["final_failure"] = json!(true);
+                req["final"] = json!(true);
             } else {
                 let hinted = r
                     .retry_hint

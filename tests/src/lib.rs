@@ -64,6 +64,9 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
                 2
             }
         },
+        // The shell executor, and the wrapper it starts each run through (it
+        // re-executes its own binary as `__wrap`).
+        "ext-shell" | "__wrap" => oc_shell::main(),
         "ext-schedule" => match oc_schedule::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
@@ -217,7 +220,8 @@ impl Suite {
         extra.insert(d, args.iter().map(|a| (*a).to_owned()).collect());
     }
 
-    /// The bundled packages (webhook, github, schedule), as the suite's binary serves them.
+    /// The bundled packages (webhook, github, schedule, shell), as the suite's binary
+    /// serves them.
     pub fn first_party() -> Vec<Package> {
         vec![
             Package {
@@ -234,6 +238,11 @@ impl Suite {
                 name: "schedule".into(),
                 manifest: oc_schedule::MANIFEST.into(),
                 command: vec!["ext-schedule".into()],
+            },
+            Package {
+                name: "shell".into(),
+                manifest: oc_shell::MANIFEST.into(),
+                command: vec!["ext-shell".into()],
             },
         ]
     }

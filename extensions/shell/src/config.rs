@@ -1,0 +1,315 @@
+//! The binding's executor config (`RunRequest.config`): parsed and checked, with
+//! errors that name the field and never quote a value.
+//!
+//! ```json
+//! {"command": ["make", "deploy"], "cwd": "deploy", "env": {"STAGE": "prod"},
+//!  "deadline_s": 600, "grace_s": 10}
+//! ```
+//!
+//! Exactly one of `command` (an argv, run as it is) or `script` (text run with
+//! `/bin/sh -c`) is required; every other field is optional. An unknown field is
+//! refused, so a misspelt `deadline_s` never silently runs without its deadline.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The default seconds between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE_S: u64 = 10;
+/// The longest deadline or grace accepted, in seconds (a year): keeps every
+/// deadline representable as an instant.
+pub const MAX_SECONDS: u64 = 366 * 24 * 3600;
+/// The shell a `script` runs with.
+pub const SHELL: &str = "/bin/sh";
+
+const FIELDS: &[&str] = &["command", "script", "cwd", "env", "deadline_s", "grace_s"];
+
+/// A config that cannot run: which field, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field (`command`, `env.PATH`, `deadline_s`), or empty for the config as a whole.
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The field as a JSON pointer into the config (`/env/PATH`, `/command/1`).
+    pub fn pointer(&self) -> String {
+        fn escape(part: &str) -> String {
+            part.replace('~', "~0").replace('/', "~1")
+        }
+        if self.field.is_empty() {
+            return String::new();
+        }
+        let (head, rest) = match self.field.split_once('.') {
+            Some((head, rest)) => (head, Some(rest)),
+            None => (self.field.as_str(), None),
+        };
+        let mut out = match head.strip_suffix(']').and_then(|h| h.split_once('[')) {
+            Some((name, index)) => format!("/{}/{index}", escape(name)),
+            None => format!("/{}", escape(head)),
+        };
+        if let Some(rest) = rest {
+            out.push('/');
+            out.push_str(&escape(rest));
+        }
+        out
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.field, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// What the binding asks to run, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellConfig {
+    /// The argv: the `command` as given, or `/bin/sh -c <script>`.
+    pub argv: Vec<String>,
+    /// True when the argv came from `script`.
+    pub script: bool,
+    /// The working directory as given (resolved when the run starts).
+    pub cwd: Option<String>,
+    /// Variables set over the run's environment.
+    pub env: BTreeMap<String, String>,
+    /// Kill the group after this many seconds.
+    pub deadline_s: Option<u64>,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub grace_s: u64,
+}
+
+impl ShellConfig {
+    /// One line saying what the config runs, for the config view and dry runs.
+    pub fn describe(&self) -> String {
+        let what = if self.script {
+            "runs a /bin/sh script".to_string()
+        } else {
+            format!(
+                "runs {}",
+                self.argv.first().map(String::as_str).unwrap_or("")
+            )
+        };
+        match self.deadline_s {
+            Some(d) => format!("{what}, killed after {d} s"),
+            None => what,
+        }
+    }
+}
+
+fn text(field: &str, v: &Value) -> Result<String, ConfigError> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| ConfigError::new(field, "must be a string"))?;
+    if s.contains('\0') {
+        return Err(ConfigError::new(field, "must not contain a NUL byte"));
+    }
+    Ok(s.to_string())
+}
+
+fn seconds(field: &str, v: &Value, min: u64) -> Result<u64, ConfigError> {
+    let n = v.as_u64().ok_or_else(|| {
+        ConfigError::new(field, "must be a whole, non-negative number of seconds")
+    })?;
+    if n < min {
+        return Err(ConfigError::new(field, format!("must be at least {min}")));
+    }
+    if n > MAX_SECONDS {
+        return Err(ConfigError::new(
+            field,
+            format!("must be at most {MAX_SECONDS} seconds"),
+        ));
+    }
+    Ok(n)
+}
+
+/// Parses and checks a binding's executor config.
+pub fn parse(config: &Value) -> Result<ShellConfig, ConfigError> {
+    let obj = match config {
+        Value::Object(obj) => obj,
+        Value::Null => {
+            return Err(ConfigError::new(
+                "command",
+                "is required: the shell executor needs a command or a script",
+            ))
+        }
+        _ => return Err(ConfigError::new("", "the config must be an object")),
+    };
+    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(ConfigError::new(
+            unknown.as_str(),
+            format!(
+                "is not a field of the shell executor ({})",
+                FIELDS.join(", ")
+            ),
+        ));
+    }
+    let (argv, script) = match (obj.get("command"), obj.get("script")) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                "script",
+                "give either command or script, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(ConfigError::new(
+                "command",
+                "is required: the shell executor needs a command or a script",
+            ))
+        }
+        (Some(command), None) => {
+            let items = command.as_array().ok_or_else(|| {
+                ConfigError::new("command", "must be an array of strings (an argv)")
+            })?;
+            if items.is_empty() {
+                return Err(ConfigError::new("command", "must not be empty"));
+            }
+            let mut argv = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                argv.push(text(&format!("command[{i}]"), item)?);
+            }
+            if argv.first().is_some_and(String::is_empty) {
+                return Err(ConfigError::new(
+                    "command[0]",
+                    "the program must not be empty",
+                ));
+            }
+            (argv, false)
+        }
+        (None, Some(script)) => {
+            let s = text("script", script)?;
+            if s.trim().is_empty() {
+                return Err(ConfigError::new("script", "must not be empty"));
+            }
+            (vec![SHELL.to_string(), "-c".to_string(), s], true)
+        }
+    };
+    let cwd = match obj.get("cwd") {
+        None => None,
+        Some(v) => {
+            let s = text("cwd", v)?;
+            if s.is_empty() {
+                return Err(ConfigError::new("cwd", "must not be empty"));
+            }
+            Some(s)
+        }
+    };
+    let mut env = BTreeMap::new();
+    if let Some(v) = obj.get("env") {
+        let vars = v
+            .as_object()
+            .ok_or_else(|| ConfigError::new("env", "must be an object of strings"))?;
+        for (name, value) in vars {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(ConfigError::new(
+                    "env",
+                    "a variable name must be non-empty, without = or NUL",
+                ));
+            }
+            env.insert(name.clone(), text(&format!("env.{name}"), value)?);
+        }
+    }
+    let deadline_s = match obj.get("deadline_s") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(seconds("deadline_s", v, 1)?),
+    };
+    let grace_s = match obj.get("grace_s") {
+        None | Some(Value::Null) => DEFAULT_GRACE_S,
+        Some(v) => seconds("grace_s", v, 0)?,
+    };
+    Ok(ShellConfig {
+        argv,
+        script,
+        cwd,
+        env,
+        deadline_s,
+        grace_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_command_with_every_field() {
+        let c = parse(&json!({
+            "command": ["make", "deploy"], "cwd": "x", "env": {"A": "1"},
+            "deadline_s": 30, "grace_s": 0,
+        }))
+        .unwrap();
+        assert_eq!(c.argv, ["make", "deploy"]);
+        assert!(!c.script);
+        assert_eq!(c.cwd.as_deref(), Some("x"));
+        assert_eq!(c.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(c.deadline_s, Some(30));
+        assert_eq!(c.grace_s, 0);
+        assert_eq!(c.describe(), "runs make, killed after 30 s");
+    }
+
+    #[test]
+    fn a_script_runs_with_sh() {
+        let c = parse(&json!({"script": "echo hi"})).unwrap();
+        assert_eq!(c.argv, ["/bin/sh", "-c", "echo hi"]);
+        assert_eq!(c.grace_s, DEFAULT_GRACE_S);
+        assert_eq!(c.deadline_s, None);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (json!(null), "command"),
+            (json!([]), ""),
+            (json!({}), "command"),
+            (json!({"command": []}), "command"),
+            (json!({"command": "make"}), "command"),
+            (json!({"command": ["make", 3]}), "command[1]"),
+            (json!({"command": [""]}), "command[0]"),
+            (json!({"command": ["a"], "script": "b"}), "script"),
+            (json!({"script": "  "}), "script"),
+            (json!({"command": ["a"], "cwd": ""}), "cwd"),
+            (json!({"command": ["a"], "env": {"A": 1}}), "env.A"),
+            (json!({"command": ["a"], "env": {"A=B": "1"}}), "env"),
+            (json!({"command": ["a"], "env": []}), "env"),
+            (json!({"command": ["a"], "deadline_s": 0}), "deadline_s"),
+            (json!({"command": ["a"], "deadline_s": 1.5}), "deadline_s"),
+            (json!({"command": ["a"], "deadline_s": -1}), "deadline_s"),
+            (json!({"command": ["a"], "grace_s": "10"}), "grace_s"),
+            (
+                json!({"command": ["a"], "grace_s": MAX_SECONDS + 1}),
+                "grace_s",
+            ),
+            (json!({"command": ["a"], "deadline": 5}), "deadline"),
+        ];
+        for (config, field) in cases {
+            let e = parse(&config).unwrap_err();
+            assert_eq!(e.field, field, "{config}: {e}");
+            assert!(e.to_string().starts_with(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn pointers_escape() {
+        let e = ConfigError::new("env.A/B", "x");
+        assert_eq!(e.pointer(), "/env/A~1B");
+        assert_eq!(ConfigError::new("command[1]", "x").pointer(), "/command/1");
+        assert_eq!(ConfigError::new("", "x").pointer(), "");
+    }
+}

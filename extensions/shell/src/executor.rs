@@ -1,0 +1,1071 @@
+//! The `shell` executor's methods: run, recover, wait, interrupt, stop, forget,
+//! and validate for its binding config.
+//!
+//! What a run is lives on disk, in its run directory ([`crate::rundir`]); this
+//! process only keeps a table of the runs it started or adopted, so it can
+//! answer `executor.wait` for them and refuse what it does not know (a wait for
+//! an unknown execution is `not_found`, which tells the host to recover it).
+//! `executor.stop` and `executor.forget` also work from the run directory alone,
+//! so a run that could not be adopted can still be stopped and cleaned up.
+
+use crate::config::{self, ShellConfig};
+use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use crate::serve::SharedDirs;
+use protocol::wire::{
+    clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
+    ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
+    ExecutorRecoverParams, ExecutorRecoverResult, ExecutorRunParams, ExecutorRunResult,
+    ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, Outcome,
+    Payload, RunRequest, ValidateParams, ValidateResult,
+};
+use protocol::{CallError, Code, RpcError};
+use sdk::Host;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+/// The executor's name.
+pub const EXECUTOR: &str = "shell";
+/// The schema of the recovery metadata this executor persists.
+pub const RECOVERY_SCHEMA: &str = "shell.recovery.v1";
+/// The most bytes of each output uploaded as an artifact; a longer output keeps
+/// its first and last halves of this, with a marker between.
+pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+/// The longest summary (the last line of stdout), in bytes.
+pub const MAX_SUMMARY_BYTES: usize = 200;
+/// How many ended runs the table keeps answering waits for; older ones are
+/// dropped from memory (their run directories stay, and recover finds them).
+pub const MAX_RETAINED: usize = 256;
+/// How often a wait or a stop looks at the run directory.
+const POLL: Duration = Duration::from_millis(50);
+/// How long stop waits beyond the grace period for the wrapper to record the end.
+const STOP_SLACK: Duration = Duration::from_secs(5);
+/// How long stop waits for the processes to be gone once the end is recorded.
+const EVIDENCE_WAIT: Duration = Duration::from_secs(2);
+
+/// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryData {
+    /// The wrapper's pid.
+    pub pid: i32,
+    /// The nonce the wrapper was started with.
+    pub nonce: String,
+    /// The run directory (absolute).
+    pub run_dir: String,
+    /// The epoch the run was started (or last adopted) at.
+    #[serde(default)]
+    pub epoch: u64,
+}
+
+/// A launched run: where it lives and which wrapper owns it.
+#[derive(Debug, Clone)]
+struct Launch {
+    dir: PathBuf,
+    pid: i32,
+    nonce: String,
+}
+
+#[derive(Debug)]
+struct Run {
+    work_id: String,
+    seq: u64,
+    epoch: AtomicU64,
+    /// None for a run whose result was known at once (a bad config, a dry run).
+    launch: Option<Launch>,
+    result: tokio::sync::Mutex<Option<ExecutorWaitResult>>,
+    ended: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    runs: HashMap<String, Arc<Run>>,
+    next_seq: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dirs: SharedDirs,
+    exe: Result<PathBuf, String>,
+    table: Mutex<Table>,
+}
+
+/// The executor's state, shared by its handlers (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Shell {
+    inner: Arc<Inner>,
+}
+
+fn refuse(code: Code, message: impl Into<String>) -> RpcError {
+    RpcError::new(code, message)
+}
+
+fn not_adoptable(id: &str, why: impl std::fmt::Display) -> RpcError {
+    refuse(
+        Code::NotAdoptable,
+        format!("execution {id} is not adoptable: {why}"),
+    )
+}
+
+fn internal(what: impl std::fmt::Display) -> RpcError {
+    refuse(Code::Internal, what.to_string())
+}
+
+fn check_executor(executor: &str) -> Result<(), RpcError> {
+    if executor.is_empty() || executor == EXECUTOR {
+        return Ok(());
+    }
+    Err(refuse(
+        Code::Invalid,
+        format!("executor `{executor}` is not served here (only `{EXECUTOR}`)"),
+    ))
+}
+
+/// An execution ID names a directory: it must be one path component.
+fn check_id(id: &str) -> Result<(), RpcError> {
+    let ok =
+        !id.is_empty() && id.len() <= 255 && id != "." && id != ".." && !id.contains(['/', '\0']);
+    if ok {
+        return Ok(());
+    }
+    Err(refuse(
+        Code::Invalid,
+        "execution_id must be one path component: non-empty, at most 255 bytes, without / or NUL",
+    ))
+}
+
+fn failed(error: String) -> ExecutorWaitResult {
+    ExecutorWaitResult {
+        error,
+        ..ExecutorWaitResult::new(Outcome::Failed)
+    }
+}
+
+/// The last non-blank line of `output`, one line, within [`MAX_SUMMARY_BYTES`].
+pub fn summary(output: &[u8]) -> String {
+    let text = String::from_utf8_lossy(output);
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| clip_line(l, MAX_SUMMARY_BYTES))
+        .unwrap_or_default()
+}
+
+/// Reads an output file, bounded: all of it up to `max` bytes; beyond that its
+/// first and last `max / 2` bytes with a marker saying how much was left out.
+/// A missing file reads as empty.
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len <= max {
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        return Ok(out);
+    }
+    let half = max / 2;
+    let mut out = Vec::new();
+    (&mut f).take(half).read_to_end(&mut out)?;
+    out.extend_from_slice(
+        format!(
+            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
+            len - 2 * half
+        )
+        .as_bytes(),
+    );
+    f.seek(SeekFrom::Start(len - half))?;
+    f.take(half).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Answers `validate` for kind `executor`, type `shell`: diagnostics naming the
+/// field, or a line describing what the config runs.
+pub fn validate(p: &ValidateParams) -> ValidateResult {
+    let mut result = ValidateResult::default();
+    if p.kind != validate_kind::EXECUTOR || p.type_name != EXECUTOR {
+        return result;
+    }
+    match config::parse(&p.config) {
+        Ok(c) => result.describe.push(c.describe()),
+        Err(e) => result.diagnostics.push(Diagnostic {
+            code: "invalid_config".to_string(),
+            message: e.to_string(),
+            path: e.pointer(),
+        }),
+    }
+    result
+}
+
+impl Shell {
+    /// An executor whose directories come from `dirs` (filled in by
+    /// `initialize`), launching runs through this process's own executable.
+    pub fn new(dirs: SharedDirs) -> Shell {
+        let exe = std::env::current_exe().map_err(|e| e.to_string());
+        Shell {
+            inner: Arc::new(Inner {
+                dirs,
+                exe,
+                table: Mutex::new(Table::default()),
+            }),
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Run>> {
+        self.table().runs.get(id).cloned()
+    }
+
+    fn insert(
+        &self,
+        id: &str,
+        work_id: &str,
+        epoch: u64,
+        launch: Option<Launch>,
+        known: Option<ExecutorWaitResult>,
+    ) {
+        let mut t = self.table();
+        let seq = t.next_seq;
+        t.next_seq += 1;
+        let ended = known.is_some();
+        let run = Run {
+            work_id: work_id.to_string(),
+            seq,
+            epoch: AtomicU64::new(epoch),
+            launch,
+            result: tokio::sync::Mutex::new(known),
+            ended: AtomicBool::new(ended),
+        };
+        t.runs.insert(id.to_string(), Arc::new(run));
+        evict(&mut t);
+    }
+
+    /// The directory runs live in, absolute.
+    pub fn runs_dir(&self) -> PathBuf {
+        let runs = self
+            .inner
+            .dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .runs();
+        std::path::absolute(&runs).unwrap_or(runs)
+    }
+
+    fn config_dir(&self) -> Option<PathBuf> {
+        self.inner
+            .dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .config_dir
+            .clone()
+    }
+
+    /// `executor.run`: checks the config (a bad one fails the run at once, with
+    /// the field named), creates the run directory, starts the wrapper, persists
+    /// the recovery metadata, and only then lets the wrapper start the command.
+    /// A persistence the host refuses fails the run with the host's own error,
+    /// and the command never starts.
+    pub async fn run(
+        &self,
+        host: &Host,
+        p: ExecutorRunParams,
+    ) -> Result<ExecutorRunResult, RpcError> {
+        let req = p.run;
+        check_executor(&req.executor)?;
+        check_id(&req.execution_id)?;
+        let id = req.execution_id.as_str();
+        if self.get(id).is_some() {
+            // Started here already: never twice.
+            return Ok(ExecutorRunResult {});
+        }
+        let cfg = match config::parse(&req.config) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                let result = failed(format!("invalid shell executor config: {e}"));
+                self.insert(id, &req.work.id, req.epoch, None, Some(result));
+                return Ok(ExecutorRunResult {});
+            }
+        };
+        if req.dry_run {
+            let result = ExecutorWaitResult {
+                summary: clip_line(&format!("dry run: {}", cfg.describe()), MAX_SUMMARY_BYTES),
+                ..ExecutorWaitResult::new(Outcome::Completed)
+            };
+            self.insert(id, &req.work.id, req.epoch, None, Some(result));
+            return Ok(ExecutorRunResult {});
+        }
+        let exe = self.inner.exe.clone().map_err(|e| {
+            internal(format!(
+                "cannot find this executable to start the wrapper: {e}"
+            ))
+        })?;
+        let runs = self.runs_dir();
+        let dir = runs.join(id);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&runs)
+            .map_err(|e| internal(format!("cannot create {}: {e}", runs.display())))?;
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(refuse(
+                    Code::Conflict,
+                    format!("execution {id} was launched before (its run directory exists): recover it instead"),
+                ))
+            }
+            Err(e) => return Err(internal(format!("cannot create {}: {e}", dir.display()))),
+        }
+        match self.launch(host, &req, &cfg, &exe, &dir).await {
+            Ok(launch) => {
+                self.insert(id, &req.work.id, req.epoch, Some(launch), None);
+                Ok(ExecutorRunResult {})
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    async fn launch(
+        &self,
+        host: &Host,
+        req: &RunRequest,
+        cfg: &ShellConfig,
+        exe: &Path,
+        dir: &Path,
+    ) -> Result<Launch, RpcError> {
+        let io = |what: &str, e: std::io::Error| internal(format!("{what}: {e}"));
+        let inputs = json!({
+            "execution_id": req.execution_id,
+            "attempt": req.attempt,
+            "work": req.work,
+            "inputs": req.inputs,
+        });
+        rundir::write_json(dir, rundir::INPUTS, &inputs)
+            .map_err(|e| io("writing inputs.json", e))?;
+        let nonce = rundir::nonce().map_err(|e| io("making a nonce", e))?;
+        let cwd = match &cfg.cwd {
+            None => dir.to_path_buf(),
+            Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
+            Some(c) => self
+                .config_dir()
+                .unwrap_or_else(|| dir.to_path_buf())
+                .join(c),
+        };
+        let spec = Spec {
+            execution_id: req.execution_id.clone(),
+            work_id: req.work.id.clone(),
+            argv: cfg.argv.clone(),
+            cwd: cwd.display().to_string(),
+            deadline_s: cfg.deadline_s,
+            grace_s: cfg.grace_s,
+            nonce: nonce.clone(),
+        };
+        rundir::write_json(dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
+        let log = std::fs::File::create(dir.join(rundir::WRAPPER_LOG))
+            .map_err(|e| io("creating wrapper.log", e))?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg(rundir::WRAP_ARG)
+            .arg(dir)
+            .arg(&nonce)
+            .current_dir(dir)
+            .env_clear()
+            .envs(environment(req, cfg, dir))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(false)
+            .spawn()
+            .map_err(|e| io("cannot start the shell wrapper", e))?;
+        let pid = child
+            .id()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or_else(|| internal("the wrapper has no pid"))?;
+        let mut go = child.stdin.take();
+        let meta = Meta {
+            pid,
+            pgid: 0,
+            nonce: nonce.clone(),
+            started_at: String::new(),
+        };
+        let persisted = match rundir::write_json(dir, rundir::META, &meta) {
+            Err(e) => Err(io("writing meta.json", e)),
+            Ok(()) => host
+                .call_typed(&ExecutionPersistRecoveryParams {
+                    execution_id: req.execution_id.clone(),
+                    epoch: req.epoch,
+                    recovery: Payload {
+                        schema: RECOVERY_SCHEMA.to_string(),
+                        data: json!(RecoveryData {
+                            pid,
+                            nonce: nonce.clone(),
+                            run_dir: dir.display().to_string(),
+                            epoch: req.epoch,
+                        }),
+                    },
+                })
+                .await
+                .map_err(|e| match e {
+                    CallError::Rpc(e) => e,
+                    other => refuse(
+                        Code::Unavailable,
+                        format!("cannot persist the recovery metadata: {other}"),
+                    ),
+                }),
+        };
+        if let Err(e) = persisted {
+            // No go: the wrapper reads EOF and exits without starting anything.
+            drop(go);
+            let _ = child.wait().await;
+            return Err(e);
+        }
+        if let Some(mut stdin) = go.take() {
+            // A wrapper that died already is found lost by the first wait.
+            let _ = stdin.write_all(b"go\n").await;
+            let _ = stdin.shutdown().await;
+        }
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        Ok(Launch {
+            dir: dir.to_path_buf(),
+            pid,
+            nonce,
+        })
+    }
+
+    /// `executor.recover`: adopts a run from its recovery metadata, at the new
+    /// epoch, when its end is recorded (the next wait answers it as it was) or
+    /// its wrapper is alive and proves, by the nonce in its argv, to be the one
+    /// started. Anything else is `not_adoptable`: a lower epoch, metadata that does
+    /// not match the run directory, a dead process with no recorded end. Never
+    /// launches.
+    pub async fn recover(
+        &self,
+        p: ExecutorRecoverParams,
+    ) -> Result<ExecutorRecoverResult, RpcError> {
+        let req = p.run;
+        check_executor(&req.executor)?;
+        check_id(&req.execution_id)?;
+        let id = req.execution_id.as_str();
+        if p.recovery.schema != RECOVERY_SCHEMA {
+            return Err(not_adoptable(
+                id,
+                format!("the recovery metadata is not {RECOVERY_SCHEMA}"),
+            ));
+        }
+        let data: RecoveryData = serde_json::from_value(p.recovery.data.clone())
+            .map_err(|e| not_adoptable(id, format!("the recovery metadata does not read: {e}")))?;
+        if req.epoch < data.epoch {
+            return Err(not_adoptable(
+                id,
+                format!("epoch {} is lower than the run's {}", req.epoch, data.epoch),
+            ));
+        }
+        if let Some(run) = self.get(id) {
+            let current = run.epoch.load(Ordering::SeqCst);
+            if req.epoch < current {
+                return Err(not_adoptable(
+                    id,
+                    format!("epoch {} is lower than the run's {current}", req.epoch),
+                ));
+            }
+            run.epoch.fetch_max(req.epoch, Ordering::SeqCst);
+            return Ok(ExecutorRecoverResult {});
+        }
+        let dir = PathBuf::from(&data.run_dir);
+        if !dir.is_absolute() || dir.file_name().and_then(|n| n.to_str()) != Some(id) {
+            return Err(not_adoptable(
+                id,
+                "the run directory is not this execution's",
+            ));
+        }
+        if !rundir::is_nonce(&data.nonce) || data.pid <= 1 {
+            return Err(not_adoptable(id, "the pid or nonce is malformed"));
+        }
+        let spec: Spec = match rundir::read_json(&dir, rundir::SPEC) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => return Err(not_adoptable(id, "its run directory is gone")),
+            Err(e) => {
+                return Err(not_adoptable(
+                    id,
+                    format!("its spec.json does not read: {e}"),
+                ))
+            }
+        };
+        if spec.nonce != data.nonce || spec.execution_id != id {
+            return Err(not_adoptable(
+                id,
+                "the metadata does not match its run directory",
+            ));
+        }
+        if let Ok(Some(meta)) = rundir::read_json::<Meta>(&dir, rundir::META) {
+            if meta.pid != data.pid || meta.nonce != data.nonce {
+                return Err(not_adoptable(
+                    id,
+                    "the metadata does not match its run directory",
+                ));
+            }
+        }
+        let ended = rundir::exists(&dir, rundir::STATUS);
+        if !ended && !rundir::wrapper_alive(data.pid, &data.nonce) {
+            return Err(not_adoptable(
+                id,
+                format!("its process {} is gone and recorded no end", data.pid),
+            ));
+        }
+        let launch = Launch {
+            dir,
+            pid: data.pid,
+            nonce: data.nonce,
+        };
+        self.insert(id, &spec.work_id, req.epoch, Some(launch), None);
+        Ok(ExecutorRecoverResult {})
+    }
+
+    /// `executor.wait`: resolves once the run's `status` exists (the wrapper
+    /// writes it from the command's wait status), then uploads stdout and stderr
+    /// as artifacts and answers the result. Every wait of the run, and a wait
+    /// after a recover, gets the same result. An unknown execution is
+    /// `not_found`.
+    pub async fn wait(
+        &self,
+        host: &Host,
+        p: ExecutorWaitParams,
+    ) -> Result<ExecutorWaitResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        let run = self.get(id).ok_or_else(|| {
+            refuse(
+                Code::NotFound,
+                format!("execution {id} is not known to this process: recover it"),
+            )
+        })?;
+        if let Some(r) = run.result.lock().await.clone() {
+            return Ok(r);
+        }
+        let Some(launch) = run.launch.clone() else {
+            return Err(internal(format!(
+                "execution {id} has neither a process nor a result"
+            )));
+        };
+        await_end(&launch).await;
+        let mut cached = run.result.lock().await;
+        if let Some(r) = cached.clone() {
+            return Ok(r);
+        }
+        let result = match rundir::read_json::<ExecutorWaitResult>(&launch.dir, rundir::RESULT) {
+            Ok(Some(r)) => r,
+            _ => {
+                let r = build_result(host, id, &launch).await?;
+                if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
+                    eprintln!("shell: execution {id}: cannot record the result: {e}");
+                }
+                r
+            }
+        };
+        *cached = Some(result.clone());
+        drop(cached);
+        run.ended.store(true, Ordering::SeqCst);
+        evict(&mut self.table());
+        Ok(result)
+    }
+
+    /// `executor.interrupt`: asks the wrapper to end the command's group (SIGTERM,
+    /// then SIGKILL after the grace period), recorded as cause `interrupt`.
+    /// Answers at once; the wait reports the end.
+    pub async fn interrupt(
+        &self,
+        p: ExecutorInterruptParams,
+    ) -> Result<ExecutorInterruptResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        let run = self.get(id).ok_or_else(|| {
+            refuse(
+                Code::NotFound,
+                format!("execution {id} is not known to this process"),
+            )
+        })?;
+        check_epoch(&run, p.epoch)?;
+        let Some(launch) = &run.launch else {
+            return Ok(ExecutorInterruptResult {});
+        };
+        if !rundir::exists(&launch.dir, rundir::STATUS) {
+            ask_to_end(launch, Cause::Interrupt, &p.reason)?;
+        }
+        Ok(ExecutorInterruptResult {})
+    }
+
+    /// `executor.stop`: ends the run's processes (as interrupt does, cause
+    /// `stop`) and answers once they are gone, with the evidence: no process of
+    /// the command's group is left and the wrapper has exited. Works from the
+    /// run directory alone, for a run this process never adopted.
+    pub async fn stop(&self, p: ExecutorStopParams) -> Result<ExecutorStopResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        check_id(id)?;
+        let launch = match self.get(id) {
+            Some(run) => {
+                check_epoch(&run, p.epoch)?;
+                match &run.launch {
+                    Some(l) => l.clone(),
+                    None => {
+                        return Ok(ExecutorStopResult {
+                            stopped: true,
+                            detail: format!("execution {id} started no process"),
+                        })
+                    }
+                }
+            }
+            None => {
+                let dir = self.runs_dir().join(id);
+                match on_disk(&dir) {
+                    Some(l) => l,
+                    None => {
+                        return Ok(ExecutorStopResult {
+                            stopped: true,
+                            detail: format!("execution {id} started no process here"),
+                        })
+                    }
+                }
+            }
+        };
+        if !rundir::exists(&launch.dir, rundir::STATUS) {
+            ask_to_end(&launch, Cause::Stop, "")?;
+            let grace = rundir::read_json::<Spec>(&launch.dir, rundir::SPEC)
+                .ok()
+                .flatten()
+                .map_or(config::DEFAULT_GRACE_S, |s| s.grace_s);
+            let limit = Instant::now() + Duration::from_secs(grace) + STOP_SLACK;
+            while !rundir::exists(&launch.dir, rundir::STATUS)
+                && rundir::wrapper_alive(launch.pid, &launch.nonce)
+                && Instant::now() < limit
+            {
+                tokio::time::sleep(POLL).await;
+            }
+            if !rundir::exists(&launch.dir, rundir::STATUS) {
+                force_end(&launch).await;
+            }
+        }
+        Ok(evidence(&launch).await)
+    }
+
+    /// `executor.forget`: removes the run directory of an ended run (or of every
+    /// ended run of the Work, without an execution), and forgets it here. A run
+    /// still running is refused (`conflict`): stop it first.
+    pub async fn forget(&self, p: ExecutorForgetParams) -> Result<ExecutorForgetResult, RpcError> {
+        check_executor(&p.executor)?;
+        let runs = self.runs_dir();
+        let ids: Vec<String> = if !p.execution_id.is_empty() {
+            check_id(&p.execution_id)?;
+            vec![p.execution_id.clone()]
+        } else if !p.work_id.is_empty() {
+            let mut ids: Vec<String> = self
+                .table()
+                .runs
+                .iter()
+                .filter(|(_, r)| r.work_id == p.work_id)
+                .map(|(id, _)| id.clone())
+                .collect();
+            if let Ok(entries) = std::fs::read_dir(&runs) {
+                for e in entries.flatten() {
+                    let dir = e.path();
+                    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+                        continue;
+                    };
+                    if let Ok(Some(spec)) = rundir::read_json::<Spec>(&dir, rundir::SPEC) {
+                        if spec.work_id == p.work_id && !ids.iter().any(|i| i == name) {
+                            ids.push(name.to_string());
+                        }
+                    }
+                }
+            }
+            ids
+        } else {
+            return Err(refuse(
+                Code::Invalid,
+                "forget needs a work_id or an execution_id",
+            ));
+        };
+        let single = !p.execution_id.is_empty();
+        for id in ids {
+            let dir = match self.get(&id).and_then(|r| r.launch.clone()) {
+                Some(l) => l.dir,
+                None => runs.join(&id),
+            };
+            if let Some(l) = on_disk(&dir) {
+                if !rundir::exists(&dir, rundir::STATUS) && rundir::wrapper_alive(l.pid, &l.nonce) {
+                    if single {
+                        return Err(refuse(
+                            Code::Conflict,
+                            format!("execution {id} is still running: stop it first"),
+                        ));
+                    }
+                    continue;
+                }
+            }
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(internal(format!("removing {}: {e}", dir.display()))),
+            }
+            self.table().runs.remove(&id);
+        }
+        Ok(ExecutorForgetResult {})
+    }
+}
+
+/// Drops the oldest ended runs beyond [`MAX_RETAINED`].
+fn evict(t: &mut Table) {
+    let mut ended: Vec<(u64, String)> = t
+        .runs
+        .iter()
+        .filter(|(_, r)| r.ended.load(Ordering::SeqCst))
+        .map(|(id, r)| (r.seq, id.clone()))
+        .collect();
+    if ended.len() <= MAX_RETAINED {
+        return;
+    }
+    ended.sort_unstable();
+    let extra = ended.len() - MAX_RETAINED;
+    for (_, id) in ended.into_iter().take(extra) {
+        t.runs.remove(&id);
+    }
+}
+
+fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
+    let current = run.epoch.load(Ordering::SeqCst);
+    if epoch < current {
+        return Err(refuse(
+            Code::Conflict,
+            format!("epoch {epoch} is superseded by {current}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A run as its directory shows it, when it has a wrapper recorded.
+fn on_disk(dir: &Path) -> Option<Launch> {
+    let meta: Meta = rundir::read_json(dir, rundir::META).ok().flatten()?;
+    Some(Launch {
+        dir: dir.to_path_buf(),
+        pid: meta.pid,
+        nonce: meta.nonce,
+    })
+}
+
+/// The run's environment: this process's own (the host's sanitized baseline),
+/// then the daemon's values the binding passes (`host_env`), the run's merged
+/// layers (`env`), the config's `env`, and the run's own variables: later ones
+/// win.
+fn environment(req: &RunRequest, cfg: &ShellConfig, dir: &Path) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    let layers = req.host_env.iter().chain(&req.env).chain(&cfg.env);
+    for (k, v) in layers {
+        if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+            continue;
+        }
+        env.insert(k.into(), v.into());
+    }
+    let own = [
+        ("OS_EXECUTION_ID", req.execution_id.clone()),
+        ("OS_WORK_ID", req.work.id.clone()),
+        ("OS_SCOPE_ID", req.work.scope_id.clone()),
+        ("OS_ATTEMPT", req.attempt.to_string()),
+        ("OS_INPUTS", dir.join(rundir::INPUTS).display().to_string()),
+        ("OS_RUN_DIR", dir.display().to_string()),
+    ];
+    for (k, v) in own {
+        env.insert(k.into(), v.into());
+    }
+    env
+}
+
+/// Writes the kill request the wrapper acts on (the first cause stays).
+fn ask_to_end(launch: &Launch, cause: Cause, reason: &str) -> Result<(), RpcError> {
+    if rundir::exists(&launch.dir, rundir::KILL) {
+        return Ok(());
+    }
+    let request = KillRequest {
+        cause,
+        reason: clip_line(reason, MAX_SUMMARY_BYTES),
+    };
+    rundir::write_json(&launch.dir, rundir::KILL, &request)
+        .map_err(|e| internal(format!("asking the wrapper to end the command: {e}")))?;
+    if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
+        // Nobody reads the request: signal the group ourselves.
+        if let Ok(Some(meta)) = rundir::read_json::<Meta>(&launch.dir, rundir::META) {
+            if meta.pgid > 1 {
+                use nix::sys::signal::{killpg, Signal};
+                let group = nix::unistd::Pid::from_raw(meta.pgid);
+                let _ = killpg(group, Signal::SIGTERM);
+                let _ = killpg(group, Signal::SIGCONT);
+                let grace = rundir::read_json::<Spec>(&launch.dir, rundir::SPEC)
+                    .ok()
+                    .flatten()
+                    .map_or(config::DEFAULT_GRACE_S, |s| s.grace_s);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(grace)).await;
+                    if !rundir::group_members(meta.pgid).is_empty() {
+                        let _ = killpg(group, Signal::SIGKILL);
+                    }
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the run's end is recorded. A wrapper that is gone without
+/// recording it is a lost run: once no process of its group is left, its end is
+/// recorded here as lost.
+async fn await_end(launch: &Launch) {
+    let dir = &launch.dir;
+    loop {
+        if rundir::exists(dir, rundir::STATUS) {
+            return;
+        }
+        if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
+            if rundir::exists(dir, rundir::STATUS) {
+                return;
+            }
+            let meta = rundir::read_json::<Meta>(dir, rundir::META).ok().flatten();
+            let pgid = meta.as_ref().map_or(0, |m| m.pgid);
+            if rundir::group_members(pgid).is_empty() {
+                let error = if pgid > 0 {
+                    format!(
+                        "the run's wrapper (pid {}) ended without recording how the command ended",
+                        launch.pid
+                    )
+                } else {
+                    format!(
+                        "the command never started: its wrapper (pid {}) ended first",
+                        launch.pid
+                    )
+                };
+                let status = Status {
+                    error,
+                    ended_at: rundir::now_rfc3339(),
+                    ..Status::default()
+                };
+                if let Err(e) = rundir::write_json(dir, rundir::STATUS, &status) {
+                    eprintln!("shell: {}: cannot record a lost run: {e}", dir.display());
+                }
+                return;
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The result of an ended run: its outcome from `status`, stdout and stderr as
+/// artifacts, the last line of stdout as the summary.
+async fn build_result(
+    host: &Host,
+    id: &str,
+    launch: &Launch,
+) -> Result<ExecutorWaitResult, RpcError> {
+    let dir = launch.dir.clone();
+    let status = match rundir::read_json::<Status>(&dir, rundir::STATUS) {
+        Ok(Some(s)) => s,
+        Ok(None) => Status {
+            error: "the run's status is missing".into(),
+            ..Status::default()
+        },
+        Err(e) => Status {
+            error: format!("the run's status does not read: {e}"),
+            ..Status::default()
+        },
+    };
+    let read = |name: &'static str| {
+        let path = dir.join(name);
+        async move {
+            tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
+                .await
+                .map_err(|e| internal(format!("reading {name}: {e}")))?
+                .map_err(|e| internal(format!("reading {name}: {e}")))
+        }
+    };
+    let stdout = read(rundir::STDOUT).await?;
+    let stderr = read(rundir::STDERR).await?;
+    let mut result = match status.failure() {
+        None => ExecutorWaitResult::new(Outcome::Completed),
+        Some(error) => failed(error),
+    };
+    result.summary = summary(&stdout);
+    for (name, bytes) in [(rundir::STDOUT, &stdout), (rundir::STDERR, &stderr)] {
+        if bytes.is_empty() {
+            continue;
+        }
+        let create = ArtifactCreateParams {
+            execution_id: id.to_string(),
+            name: name.to_string(),
+            media_type: "text/plain".to_string(),
+            max_bytes: 0,
+        };
+        match host.upload_artifact(&create, bytes).await {
+            Ok(committed) => result.artifacts.push(committed.artifact_id),
+            Err(CallError::Rpc(e)) => {
+                eprintln!("shell: execution {id}: the host refused the {name} artifact: {e}");
+            }
+            Err(e) => {
+                return Err(refuse(
+                    Code::Unavailable,
+                    format!("uploading the {name} artifact: {e}"),
+                ))
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// Ends a run whose wrapper did not: SIGKILL to the group and the wrapper, then
+/// records the stop when nothing is left.
+async fn force_end(launch: &Launch) {
+    use nix::sys::signal::{kill, killpg, Signal};
+    use nix::unistd::Pid;
+    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
+        .ok()
+        .flatten()
+        .map_or(0, |m| m.pgid);
+    if pgid > 1 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+    if rundir::wrapper_alive(launch.pid, &launch.nonce) {
+        let _ = kill(Pid::from_raw(launch.pid), Signal::SIGKILL);
+    }
+    let limit = Instant::now() + EVIDENCE_WAIT;
+    while Instant::now() < limit
+        && (rundir::wrapper_alive(launch.pid, &launch.nonce)
+            || !rundir::group_members(pgid).is_empty())
+    {
+        tokio::time::sleep(POLL).await;
+    }
+    if !rundir::exists(&launch.dir, rundir::STATUS)
+        && !rundir::wrapper_alive(launch.pid, &launch.nonce)
+        && rundir::group_members(pgid).is_empty()
+    {
+        let status = Status {
+            cause: Some(Cause::Stop),
+            error: "stopped: the wrapper did not record the command's end, so its group and the wrapper were killed".into(),
+            ended_at: rundir::now_rfc3339(),
+            ..Status::default()
+        };
+        let _ = rundir::write_json(&launch.dir, rundir::STATUS, &status);
+    }
+}
+
+/// Physical-stop evidence: no process of the command's group left, and the
+/// wrapper gone (waiting briefly for the wrapper to exit after its status).
+async fn evidence(launch: &Launch) -> ExecutorStopResult {
+    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
+        .ok()
+        .flatten()
+        .map_or(0, |m| m.pgid);
+    let limit = Instant::now() + EVIDENCE_WAIT;
+    loop {
+        let members = rundir::group_members(pgid);
+        let wrapper = rundir::wrapper_alive(launch.pid, &launch.nonce);
+        if members.is_empty() && !wrapper {
+            let detail = if pgid > 0 {
+                format!(
+                    "no process of group {pgid} is left and the wrapper (pid {}) has exited",
+                    launch.pid
+                )
+            } else {
+                format!(
+                    "the command never started and the wrapper (pid {}) has exited",
+                    launch.pid
+                )
+            };
+            return ExecutorStopResult {
+                stopped: true,
+                detail,
+            };
+        }
+        if Instant::now() >= limit {
+            let mut left: Vec<String> = members.iter().map(i32::to_string).collect();
+            if wrapper {
+                left.push(format!("{} (wrapper)", launch.pid));
+            }
+            return ExecutorStopResult {
+                stopped: false,
+                detail: format!("still running: pid {}", left.join(", ")),
+            };
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn summary_is_the_last_line() {
+        assert_eq!(summary(b"one\ntwo\n\n  \n"), "two");
+        assert_eq!(summary(b""), "");
+        let long = "x".repeat(500);
+        assert_eq!(summary(long.as_bytes()).len(), MAX_SUMMARY_BYTES);
+    }
+
+    #[test]
+    fn outputs_are_bounded_with_a_marker() {
+        let dir = std::env::temp_dir().join(format!("oc-shell-bounded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out");
+        std::fs::write(&path, b"0123456789abcdefghij").unwrap();
+        assert_eq!(read_bounded(&path, 64).unwrap(), b"0123456789abcdefghij");
+        let cut = String::from_utf8(read_bounded(&path, 8).unwrap()).unwrap();
+        assert!(cut.starts_with("0123\n[... 12 bytes left out"), "{cut}");
+        assert!(cut.ends_with("...]\nghij"), "{cut}");
+        assert!(read_bounded(&dir.join("none"), 8).unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ids_are_one_path_component() {
+        assert!(check_id("exec-1").is_ok());
+        for bad in ["", ".", "..", "a/b", "a\0b"] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_id(&"x".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn validate_names_the_field() {
+        let v = validate(&ValidateParams {
+            kind: "executor".into(),
+            type_name: "shell".into(),
+            config: json!({"command": ["make"], "deadline_s": "soon"}),
+            ..ValidateParams::default()
+        });
+        assert_eq!(v.diagnostics.len(), 1);
+        assert_eq!(v.diagnostics[0].path, "/deadline_s");
+        let v = validate(&ValidateParams {
+            kind: "executor".into(),
+            type_name: "shell".into(),
+            config: json!({"command": ["make", "deploy"], "deadline_s": 600}),
+            ..ValidateParams::default()
+        });
+        assert!(v.diagnostics.is_empty());
+        assert_eq!(v.describe, ["runs make, killed after 600 s"]);
+    }
+}

@@ -1,0 +1,6 @@
+//! `oc-shell-extension`: the shell executor, served over stdio; and, run as
+//! `oc-shell-extension __wrap <run dir> <nonce>`, the wrapper of one run.
+
+fn main() {
+    std::process::exit(oc_shell::main());
+}

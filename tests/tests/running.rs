@@ -1,0 +1,212 @@
+#![allow(clippy::unwrap_used)]
+//! Work runs, with real daemons: a delivery becomes Work, schedulerd starts an attempt
+//! on the binding's executor (the bundled shell executor, through extrunner), and the
+//! result settles it: output kept as artifacts, failures retried with backoff until
+//! the budget is spent, a deadline that kills the run, and a run that outlives SIGKILL
+//! of schedulerd and of extrunner, adopted and recorded once.
+
+mod common;
+use common::*;
+
+use oc_systest::{Daemon, Suite, HANG};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn with_binding(suite: &Suite, config: Value) -> Value {
+    let mut c = common::config(suite);
+    c["scopes"][0]["routes"] =
+        json!([{"handler": "webhook", "binding": "run", "config": {"entry": "ci"}}]);
+    c["scopes"][0]["bindings"] = json!([{"name": "run", "executor": "shell", "config": config}]);
+    c
+}
+
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The one Work of scope demo, once it exists.
+fn the_work(suite: &Suite) -> Value {
+    wait_for("Work", HANG, || {
+        let works = suite
+            .call("store.works", json!({"scope_id": "demo"}))
+            .unwrap();
+        works["works"].as_array().and_then(|a| a.first()).cloned()
+    })
+}
+
+fn work_in(suite: &Suite, id: &str, states: &[&str], limit: Duration) -> Value {
+    wait_for(&format!("Work in {states:?}"), limit, || {
+        let w = suite.call("store.work_get", json!({ "id": id })).unwrap()["work"].clone();
+        states
+            .contains(&w["state"].as_str().unwrap_or_default())
+            .then_some(w)
+    })
+}
+
+fn executions(suite: &Suite, work_id: &str) -> Vec<Value> {
+    suite
+        .call("store.executions", json!({ "work_id": work_id }))
+        .unwrap()["executions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn artifact(suite: &Suite, id: &str) -> String {
+    let r = suite
+        .call(
+            "store.artifact_read",
+            json!({"artifact_id": id, "offset": 0, "length": 65536}),
+        )
+        .unwrap();
+    let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
+    String::from_utf8(data).unwrap()
+}
+
+fn started_with(name: &str, binding: Value) -> Suite {
+    let suite = started(name);
+    let config = with_binding(&suite, binding);
+    suite.apply_config(&config, HOOK).unwrap();
+    // Wait until schedulerd knows the binding's executor.
+    wait_for("the shell executor known", HANG, || {
+        let s = suite.call("sched.status", json!({})).unwrap();
+        (s["handlers"]["webhook"] == "webhook").then_some(())
+    });
+    suite
+}
+
+#[test]
+fn a_shell_binding_runs_and_its_output_is_kept() {
+    let suite = started_with(
+        "run-ok",
+        json!({"script": "echo \"inputs: $(wc -c < \"$OS_INPUTS\")\" >&2; echo the build is green"}),
+    );
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap();
+    work_in(&suite, id, &["completed"], HANG);
+    let ex = executions(&suite, id);
+    assert_eq!(ex.len(), 1, "{ex:?}");
+    assert_eq!(ex[0]["state"], "completed", "{ex:?}");
+    let result = &ex[0]["result"];
+    assert_eq!(result["summary"], "the build is green", "{result}");
+    let artifacts: Vec<String> = result["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| artifact(&suite, a.as_str().unwrap()))
+        .collect();
+    assert!(
+        artifacts.iter().any(|a| a == "the build is green\n"),
+        "{artifacts:?}"
+    );
+    assert!(
+        artifacts.iter().any(|a| a.starts_with("inputs: ")),
+        "{artifacts:?}"
+    );
+}
+
+#[test]
+fn a_failing_command_is_retried_with_backoff_until_its_budget_is_spent() {
+    let suite = started_with("run-fail", json!({"script": "echo broken >&2; exit 3"}));
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap();
+    // 1 + 2 + 4 + 8 s of backoff between five attempts.
+    let failed = work_in(&suite, id, &["failed"], HANG * 2);
+    assert_eq!(failed["failures"], 5, "{failed}");
+    let ex = executions(&suite, id);
+    assert_eq!(ex.len(), 5, "one attempt per failure: {ex:?}");
+    for e in &ex {
+        assert_eq!(e["result"]["error"], "exited with status 3", "{e}");
+    }
+    // Each retry waited longer than the one before.
+    let started: Vec<i64> = ex
+        .iter()
+        .map(|e| protocol::time::parse_rfc3339_ms(e["started_at"].as_str().unwrap()).unwrap())
+        .collect();
+    let gaps: Vec<i64> = started.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.windows(2).all(|g| g[1] > g[0]),
+        "backoff grows: {gaps:?}"
+    );
+}
+
+#[test]
+fn a_deadline_kills_the_run_and_says_so() {
+    let suite = started_with(
+        "run-deadline",
+        json!({"script": "sleep 300 & sleep 300", "deadline_s": 1, "grace_s": 1}),
+    );
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap().to_owned();
+    let ex = wait_for("a settled attempt", HANG, || {
+        executions(&suite, &id)
+            .into_iter()
+            .find(|e| !e["result"].is_null())
+    });
+    let error = ex["result"]["error"].as_str().unwrap();
+    assert!(error.contains("killed by deadline"), "{error}");
+}
+
+#[test]
+fn a_run_outlives_sigkill_of_schedulerd_and_extrunner_and_is_recorded_once() {
+    let marker = std::env::temp_dir().join(format!("oc-run-once-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let suite = started_with(
+        "run-recover",
+        json!({"script": format!("sleep 4; echo ran >> '{}'; echo finished", marker.display())}),
+    );
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap().to_owned();
+    // Running, with its recovery metadata persisted.
+    let first = wait_for("a running attempt with recovery", HANG, || {
+        executions(&suite, &id)
+            .into_iter()
+            .find(|e| e["state"] == "running" && !e["recovery"].is_null())
+    });
+    suite.kill(Daemon::Schedulerd);
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    suite.start(Daemon::Schedulerd).unwrap();
+    let done = work_in(&suite, &id, &["completed"], HANG * 2);
+    assert_eq!(done["state"], "completed");
+    let ex = executions(&suite, &id);
+    assert_eq!(ex.len(), 1, "adopted, not launched again: {ex:?}");
+    assert!(
+        ex[0]["epoch"].as_i64().unwrap() > first["epoch"].as_i64().unwrap(),
+        "taken over at a higher epoch: {ex:?}"
+    );
+    assert_eq!(ex[0]["result"]["summary"], "finished", "{ex:?}");
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(ran, "ran\n", "the command ran exactly once");
+    // The old epoch can write nothing any more.
+    let stale = suite.call(
+        "store.attempt_settle",
+        json!({"execution_id": first["id"], "epoch": first["epoch"], "outcome": "failed"}),
+    );
+    let e = stale.unwrap_err();
+    assert_eq!(e["data"]["code"], "conflict", "{e}");
+    let _ = std::fs::remove_file(&marker);
+}
