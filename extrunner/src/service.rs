@@ -171,6 +171,15 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
+            let tasks: Vec<Value> = manifest
+                .map(|m| {
+                    m.provides
+                        .tasks
+                        .iter()
+                        .map(|t| serde_json::json!({"name": t.name, "interval_s": t.interval_s}))
+                        .collect()
+                })
+                .unwrap_or_default();
             let executors: Vec<Value> = manifest
                 .map(|m| {
                     m.provides
@@ -186,6 +195,7 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                 "handlers": handlers,
                 "types": types,
                 "executors": executors,
+                "tasks": tasks,
                 "generation": r.generation,
                 "serial": r.serial,
                 "sources": r.sources,

@@ -175,6 +175,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     service.set_starter(starter.clone());
     let starting = tokio::spawn(start_loop(starter, wakes.clone()));
     let timing = tokio::spawn(timer_loop(client.clone(), wakes.clone()));
+    let tasking = tokio::spawn(crate::tasks::run(client.clone(), router.clone()));
     let _ = notifier.ready();
     let _ = notifier.status("routing events");
     tracing::info!("routing events");
@@ -203,6 +204,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     routing.abort();
     starting.abort();
     timing.abort();
+    tasking.abort();
     bus.close();
     client.close();
     Ok(())

@@ -6,10 +6,12 @@
 //! disposition; route traces that write nothing ([`service`]); the daemon's main
 //! ([`cli`]); the starter ([`starter`]): attempts under leases through the binding's
 //! executor, settled with retries, and adoption after restarts; recurrence timers
-//! ([`timers`]). Waits, wait timeouts and extension tasks come next.
+//! ([`timers`]); extension tasks at their intervals ([`tasks`]). Waits and wait
+//! timeouts come next.
 
 pub mod cli;
 pub mod router;
 pub mod service;
 pub mod starter;
+pub mod tasks;
 pub mod timers;

@@ -151,6 +151,8 @@ pub struct Knowledge {
     pub types: HashMap<String, String>,
     /// Executor → the extension declaring it, and its pool (`""` or `jobs`).
     pub executors: HashMap<String, (String, String)>,
+    /// Each extension's tasks: (extension, task, interval in seconds).
+    pub tasks: Vec<(String, String, u64)>,
 }
 
 /// The router.
@@ -218,11 +220,21 @@ impl Router {
         let mut handlers = HashMap::new();
         let mut types = HashMap::new();
         let mut executors = HashMap::new();
+        let mut tasks = Vec::new();
         for e in r["extensions"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().unwrap_or_default();
             for h in e["handlers"].as_array().into_iter().flatten() {
                 if let Some(h) = h.as_str() {
                     handlers.insert(h.to_owned(), name.to_owned());
+                }
+            }
+            if e["state"] == "running" {
+                for t in e["tasks"].as_array().into_iter().flatten() {
+                    if let (Some(n), Some(every)) = (t["name"].as_str(), t["interval_s"].as_u64()) {
+                        if every > 0 {
+                            tasks.push((name.to_owned(), n.to_owned(), every));
+                        }
+                    }
                 }
             }
             for x in e["executors"].as_array().into_iter().flatten() {
@@ -241,6 +253,7 @@ impl Router {
             k.handlers = handlers;
             k.types = types;
             k.executors = executors;
+            k.tasks = tasks;
         }
         Ok(())
     }

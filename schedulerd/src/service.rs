@@ -3,6 +3,9 @@
 //! - `sched.route_trace {scope_id, event: {type, source?, keys?, payload: {schema?, data}}}`:
 //!   how every route of the scope would decide this hypothetical event (each route's
 //!   verdict and reason, and the outcome), writing nothing;
+//! - `sched.interrupt {work_id, reason?}`, `sched.stop {work_id, reason?}`,
+//!   `sched.inject {work_id, inputs}`: the executor's control on the Work's running
+//!   attempt (`conflict` when it has none);
 //! - `sched.status {}`: what the router has done (routed, created, unmatched, the last
 //!   event, and why it is held up, if it is), the configuration generation it routes
 //!   by, and the route handlers it knows.
@@ -52,6 +55,16 @@ struct TraceEvent {
     keys: Vec<String>,
     #[serde(default)]
     payload: Option<protocol::wire::Payload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControlParams {
+    work_id: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    inputs: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +144,31 @@ impl Handler for Service {
                     reply(&Service::trace(this.router.clone(), p).await?)
                 }
                 "sched.status" => reply(&this.status()),
+                "sched.interrupt" | "sched.stop" | "sched.inject" => {
+                    let p: ControlParams = request.params()?;
+                    let control = request
+                        .method
+                        .strip_prefix("sched.")
+                        .unwrap_or_default()
+                        .to_owned();
+                    let Some(starter) = this.starter.get() else {
+                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
+                    };
+                    let mut extra = serde_json::Map::new();
+                    if !p.reason.is_empty() {
+                        extra.insert("reason".into(), Value::from(p.reason));
+                    }
+                    if let Some(inputs) = p.inputs {
+                        extra.insert("inputs".into(), inputs);
+                    }
+                    match starter
+                        .control(&p.work_id, &control, Value::Object(extra))
+                        .await
+                    {
+                        Ok(v) => reply(&v),
+                        Err(why) => Err(RpcError::new(Code::Conflict, why)),
+                    }
+                }
                 other => Err(RpcError::method_not_found(other)),
             }
         })

@@ -520,6 +520,56 @@ impl Starter {
         }
     }
 
+    /// `executor.interrupt`, `executor.stop` or `executor.inject` on the running attempt
+    /// of `work_id` (for the CLI). Answers the executor's answer, with the execution.
+    pub async fn control(
+        &self,
+        work_id: &str,
+        control: &str,
+        extra: Value,
+    ) -> Result<Value, String> {
+        let method = match control {
+            "interrupt" => "executor.interrupt",
+            "stop" => "executor.stop",
+            "inject" => "executor.inject",
+            other => return Err(format!("no control {other:?} (interrupt, stop, inject)")),
+        };
+        let ex = self
+            .bus
+            .call(
+                "store.executions",
+                &json!({"work_id": work_id, "state": "running"}),
+            )
+            .await
+            .map_err(|e| format!("store.executions: {e}"))?;
+        let Some(ex) = ex["executions"].as_array().and_then(|a| a.first()).cloned() else {
+            return Err(format!("Work {work_id} has no running attempt"));
+        };
+        let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
+        let extension = {
+            let k = self.router.knowledge();
+            let k = k
+                .read()
+                .map_err(|_| "the knowledge is poisoned".to_owned())?;
+            k.executors
+                .get(&executor)
+                .map(|(e, _)| e.clone())
+                .ok_or_else(|| format!("no extension declares the executor {executor:?}"))?
+        };
+        let mut params = json!({"executor": executor, "execution_id": ex["id"],
+                                "epoch": ex["epoch"]});
+        if let (Some(p), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+        let answer = self
+            .ext_call(&extension, method, params, Duration::from_secs(120))
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        Ok(json!({"execution_id": ex["id"], "epoch": ex["epoch"], "answer": answer}))
+    }
+
     /// Take over and adopt every attempt whose lease ran out.
     pub async fn recover_expired(&self) -> Result<usize, String> {
         let expired = self

@@ -34,7 +34,8 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn rfc3339(ms: i64) -> String {
+/// An RFC 3339 UTC time of `ms` since the epoch.
+pub fn rfc3339(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);

@@ -127,3 +127,40 @@ fn missed_items_are_caught_up_and_a_failed_page_advances_no_checkpoint() {
     assert_eq!(seen(&suite).len(), 40);
     assert_eq!(checkpoint(&suite).as_deref(), Some("40"));
 }
+
+#[test]
+fn extension_tasks_run_at_their_interval() {
+    let feed = Package {
+        name: "feed".into(),
+        manifest: oc_systest::feed::MANIFEST.into(),
+        command: vec!["ext-feed".into()],
+    };
+    let suite = Suite::new(Path::new(BIN), "tasks", &[feed]).unwrap();
+    suite.start_all().unwrap();
+    let file = suite.dir.join("items.json");
+    write_items(&file, 1);
+    let config = json!({"scopes": [{"id": "s", "entries": [{"type": "feed", "name": "f",
+        "config": {"file": file.display().to_string(), "interval_s": 3600}}]}]});
+    suite
+        .call("store.config_apply", json!({ "config": config }))
+        .unwrap();
+    // `feed.touch` runs every second: three passes arrive, each its own line.
+    let log = file.with_extension("json.tasks");
+    let deadline = Instant::now() + HANG;
+    loop {
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        if lines.lines().count() >= 3 {
+            assert!(
+                lines.lines().all(|l| l.starts_with("feed.touch ")),
+                "{lines}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} passes within {HANG:?}",
+            lines.lines().count()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

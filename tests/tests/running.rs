@@ -210,3 +210,45 @@ fn a_run_outlives_sigkill_of_schedulerd_and_extrunner_and_is_recorded_once() {
     assert_eq!(e["data"]["code"], "conflict", "{e}");
     let _ = std::fs::remove_file(&marker);
 }
+
+#[test]
+fn an_operator_interrupts_a_running_attempt() {
+    // The deadline only bounds what a failed test would leave behind.
+    let suite = started_with(
+        "run-interrupt",
+        json!({"script": "sleep 300", "deadline_s": 30, "grace_s": 1}),
+    );
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap().to_owned();
+    wait_for("a running attempt", HANG, || {
+        executions(&suite, &id)
+            .into_iter()
+            .find(|e| e["state"] == "running" && !e["recovery"].is_null())
+    });
+    let answer = suite
+        .call(
+            "sched.interrupt",
+            json!({"work_id": id, "reason": "the operator asked"}),
+        )
+        .unwrap();
+    assert!(answer["execution_id"].is_string(), "{answer}");
+    let ex = wait_for("the interrupted attempt settled", HANG, || {
+        executions(&suite, &id)
+            .into_iter()
+            .find(|e| !e["result"].is_null())
+    });
+    let error = ex["result"]["error"].as_str().unwrap();
+    assert!(error.contains("interrupted"), "{error}");
+    assert!(error.contains("the operator asked"), "{error}");
+    // Nothing running to interrupt is said so.
+    let e = suite
+        .call("sched.interrupt", json!({"work_id": "work_nope"}))
+        .unwrap_err();
+    assert_eq!(e["data"]["code"], "conflict", "{e}");
+    // Stop the retry that follows, so nothing outlives the test.
+    let _ = suite.call("sched.stop", json!({ "work_id": id }));
+}
