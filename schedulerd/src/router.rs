@@ -421,9 +421,64 @@ impl Router {
         })
     }
 
-    /// Decide for one event and record the decision.
+    /// The active Wait this event satisfies (by its keys and type), in the event's
+    /// scope: (Wait ID, Work ID).
+    async fn waiting_for(&self, ev: &RoutedEvent) -> Result<Option<(String, String)>, RouteError> {
+        if ev.keys.is_empty() {
+            return Ok(None);
+        }
+        let waits = self
+            .bus
+            .call(
+                "store.waits_matching",
+                &json!({"keys": ev.keys, "types": [ev.event_type], "limit": 10}),
+            )
+            .await
+            .map_err(|e| store_err("store.waits_matching", e))?;
+        for w in waits["waits"].as_array().into_iter().flatten() {
+            let work_id = w["work_id"].as_str().unwrap_or_default();
+            let work = self
+                .bus
+                .call("store.work_get", &json!({ "id": work_id }))
+                .await
+                .map_err(|e| store_err("store.work_get", e))?;
+            if work["work"]["scope_id"] == ev.scope_id.as_str() {
+                return Ok(Some((
+                    w["id"].as_str().unwrap_or_default().to_owned(),
+                    work_id.to_owned(),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Decide for one event and record the decision. An event a waiting Work's Wait
+    /// is for goes to that Work and wakes the Wait; its routes are still asked, for
+    /// the display alone (a route that errs or matches nothing leaves it as it is).
     pub async fn route(&self, ev: &RoutedEvent) -> Result<Value, RouteError> {
-        let d = self.evaluate(ev).await?;
+        let d = match self.waiting_for(ev).await? {
+            Some((wait_id, work_id)) => {
+                let display = match self.evaluate(ev).await {
+                    Ok(d) if d.outcome["type"] == "create" => d.outcome.get("display").cloned(),
+                    _ => None,
+                };
+                let mut outcome = json!({"type": "attach", "work_id": work_id, "wake": wait_id});
+                if let Some(display) = display {
+                    outcome["display"] = display;
+                }
+                Decision {
+                    records: vec![Record {
+                        handler: String::new(),
+                        binding: String::new(),
+                        matched: true,
+                        reason: format!("the Work's Wait {wait_id} is for this event"),
+                    }],
+                    outcome,
+                }
+            }
+            None => self.evaluate(ev).await?,
+        };
+
         let records: Vec<Value> = d
             .records
             .iter()

@@ -322,6 +322,7 @@ impl Starter {
             inputs,
         );
         tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, epoch, executor = %binding.executor, "attempt started");
+        let resumed = start["resumed"] == true;
         let a = Attempt {
             work_id,
             execution_id,
@@ -330,14 +331,26 @@ impl Starter {
             extension,
             run,
         };
-        let started = self
-            .ext_call(
+        // A woken Wait resumes the same attempt as a new segment, with the inputs that
+        // woke it (none for a timeout).
+        let started = if resumed {
+            self.ext_call(
+                &a.extension,
+                "executor.resume",
+                json!({"executor": a.executor, "execution_id": a.execution_id,
+                       "epoch": a.epoch, "inputs": a.run.inputs}),
+                Duration::from_secs(60),
+            )
+            .await
+        } else {
+            self.ext_call(
                 &a.extension,
                 "executor.run",
                 json!({ "run": a.run }),
                 Duration::from_secs(60),
             )
-            .await;
+            .await
+        };
         if let Err(e) = started {
             // Nothing runs (or it will be found by recovery if it did).
             let mut failed = ExecutorWaitResult::new(Outcome::Failed);

@@ -15,6 +15,9 @@
 //!    removes it when there is no next time.
 //!
 //! The router then routes the occurrence like any event.
+//!
+//! A Wait's timeout timer (owner `core`, kind `wait.timeout`, key the Wait's ID) wakes
+//! the Wait with `store.wait_wake {reason: "timeout"}`, which removes the timer.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -161,7 +164,24 @@ pub async fn pass(bus: &Bus) -> Result<usize, String> {
     let mut fired = 0;
     for t in due["timers"].as_array().into_iter().flatten() {
         if t["owner"] == "core" {
-            // The host's own timers (wait timeouts) are the waits' business.
+            // A Wait's timeout: wake it (storaged deletes the timer in the same write).
+            if t["kind"] == "wait.timeout" {
+                match bus
+                    .call(
+                        "store.wait_wake",
+                        &json!({"wait_id": t["key"], "reason": "timeout"}),
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(wait = %t["key"], "a Wait timed out");
+                        fired += 1;
+                    }
+                    Err(e) => {
+                        tracing::warn!(wait = %t["key"], error = %e, "a Wait's timeout could not wake it now")
+                    }
+                }
+            }
             continue;
         }
         match fire(bus, t).await {

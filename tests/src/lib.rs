@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub mod feed;
+pub mod pause;
 
 /// The environment variable through which the harness passes listening sockets: the
 /// child's `main` turns it into `LISTEN_FDS` with `LISTEN_PID` set to its own pid
@@ -57,6 +58,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "ext-feed" => feed::main_entry(),
+        "ext-pause" => pause::main_entry(),
         "ext-webhook" => match oc_webhook::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
