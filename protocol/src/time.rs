@@ -66,3 +66,51 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_min * 60;
     Some(secs * 1000 + millis)
 }
+
+/// The RFC 3339 UTC text (`YYYY-MM-DDTHH:MM:SS.mmmZ`) of `ms` milliseconds since the
+/// epoch.
+pub fn format_rfc3339_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn formats_and_parses_back() {
+        assert_eq!(format_rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_rfc3339_ms(1_709_164_800_000),
+            "2024-02-29T00:00:00.000Z"
+        );
+        for ms in [0, 951_782_400_000, 1_709_164_800_123, 4_102_444_799_999] {
+            assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339_ms("2024-02-29T01:00:00+01:00"),
+            Some(1_709_164_800_000)
+        );
+        assert_eq!(parse_rfc3339_ms("2024-02-29"), None);
+    }
+}

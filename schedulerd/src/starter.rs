@@ -104,6 +104,14 @@ impl Starter {
         )
     }
 
+    /// Whether an attempt of `work_id` is observed now.
+    fn is_running(&self, work_id: &str) -> bool {
+        self.running
+            .lock()
+            .map(|r| r.contains_key(work_id))
+            .unwrap_or(true)
+    }
+
     fn block(&self, work_id: &str, why: String) {
         if let Ok(mut b) = self.blocked.lock() {
             if b.get(work_id) != Some(&why) {
@@ -151,25 +159,21 @@ impl Starter {
         Ok((binding, extension, pool, size))
     }
 
+    /// `method` with `{now_ms, limit: 100}`.
+    async fn page_now(&self, method: &str) -> Result<Value, String> {
+        self.bus
+            .call(method, &json!({"now_ms": now_ms(), "limit": 100}))
+            .await
+            .map_err(|e| format!("{method}: {e}"))
+    }
+
     /// Start what is ready, within the pools. Answers how many started.
     pub async fn pass(&self) -> Result<usize, String> {
-        let ready = self
-            .bus
-            .call(
-                "store.works_ready",
-                &json!({"now_ms": now_ms(), "limit": 100}),
-            )
-            .await
-            .map_err(|e| format!("store.works_ready: {e}"))?;
+        let ready = self.page_now("store.works_ready").await?;
         let mut started = 0;
         for work in ready["works"].as_array().into_iter().flatten() {
             let work_id = work["id"].as_str().unwrap_or_default().to_owned();
-            if self
-                .running
-                .lock()
-                .map(|r| r.contains_key(&work_id))
-                .unwrap_or(true)
-            {
+            if self.is_running(&work_id) {
                 continue;
             }
             let (binding, extension, pool, size) = match self.resolve(work) {
@@ -585,24 +589,12 @@ impl Starter {
 
     /// Take over and adopt every attempt whose lease ran out.
     pub async fn recover_expired(&self) -> Result<usize, String> {
-        let expired = self
-            .bus
-            .call(
-                "store.expired_leases",
-                &json!({"now_ms": now_ms(), "limit": 100}),
-            )
-            .await
-            .map_err(|e| format!("store.expired_leases: {e}"))?;
+        let expired = self.page_now("store.expired_leases").await?;
         let mut n = 0;
         for e in expired["executions"].as_array().into_iter().flatten() {
             let execution_id = e["id"].as_str().unwrap_or_default().to_owned();
             let work_id = e["work_id"].as_str().unwrap_or_default().to_owned();
-            if self
-                .running
-                .lock()
-                .map(|r| r.contains_key(&work_id))
-                .unwrap_or(true)
-            {
+            if self.is_running(&work_id) {
                 continue;
             }
             let taken = self

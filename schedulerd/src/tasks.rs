@@ -19,7 +19,7 @@ fn now_rfc3339() -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(0))
         .unwrap_or(0);
-    crate::timers::rfc3339(ms)
+    protocol::time::format_rfc3339_ms(ms)
 }
 
 /// Run every known task on its interval, forever.

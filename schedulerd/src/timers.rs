@@ -37,29 +37,8 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// An RFC 3339 UTC time of `ms` since the epoch.
-pub fn rfc3339(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+/// An RFC 3339 UTC time of `ms` since the epoch (see [`protocol::time`]).
+pub use protocol::time::format_rfc3339_ms as rfc3339;
 
 /// The schema's base: `schedule.run.v1` → `schedule.run`.
 fn schema_base(schema: &str) -> &str {
@@ -199,13 +178,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_and_schemas() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            parse_rfc3339_ms(&rfc3339(1_709_164_800_123)),
-            Some(1_709_164_800_123)
-        );
-        assert_eq!(rfc3339(1_709_164_800_000), "2024-02-29T00:00:00.000Z");
+    fn schema_bases() {
         assert_eq!(schema_base("schedule.run.v1"), "schedule.run");
         assert_eq!(schema_base("x.video"), "x.video");
     }

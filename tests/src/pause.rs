@@ -39,7 +39,7 @@ fn rfc3339_in(secs: u64) -> String {
         .map(|d| d + Duration::from_secs(secs))
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(0))
         .unwrap_or(0);
-    schedulerd::timers::rfc3339(ms)
+    protocol::time::format_rfc3339_ms(ms)
 }
 
 /// The extension.
