@@ -100,6 +100,24 @@ impl RoutedEvent {
     }
 }
 
+/// A Work as the wire shows it, from storaged's row.
+pub fn work_from_row(w: &Value) -> wire::Work {
+    let text = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
+    wire::Work {
+        id: text("id"),
+        scope_id: text("scope_id"),
+        kind: text("kind"),
+        state: text("state"),
+        keys: serde_json::from_value(w["keys"].clone()).unwrap_or_default(),
+        binding: text("binding"),
+        display: serde_json::from_value(w["display"].clone()).ok(),
+        context: w["context"].clone(),
+        grants: serde_json::from_value(w["grants"].clone()).unwrap_or_default(),
+        created_at: text("created_at"),
+        updated_at: text("updated_at"),
+    }
+}
+
 /// One route's verdict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -288,6 +306,31 @@ impl Router {
         })
     }
 
+    /// The open Work the event's keys already name, with its display (what a route
+    /// handler sees as `work`, so it can add to the display rather than replace it).
+    async fn work_of(&self, ev: &RoutedEvent) -> Option<wire::Work> {
+        for key in ev.keys.iter().take(8) {
+            let page = self
+                .bus
+                .call(
+                    "store.works",
+                    &json!({"scope_id": ev.scope_id, "key": key, "limit": 5}),
+                )
+                .await
+                .ok()?;
+            let open = page["works"].as_array().into_iter().flatten().find(|w| {
+                !matches!(
+                    w["state"].as_str(),
+                    Some("completed" | "failed" | "cancelled")
+                )
+            });
+            if let Some(w) = open {
+                return Some(work_from_row(w));
+            }
+        }
+        None
+    }
+
     /// Ask the routes of the event's scope, in order, writing nothing.
     pub async fn evaluate(&self, ev: &RoutedEvent) -> Result<Decision, RouteError> {
         let (routes, unmatched, enabled) = {
@@ -322,6 +365,7 @@ impl Router {
             });
         }
         let event = ev.wire();
+        let work = self.work_of(ev).await;
         let mut records = Vec::new();
         for (index, route) in routes.iter().enumerate() {
             let (owner, scope) = {
@@ -352,7 +396,7 @@ impl Router {
                 route: route.clone(),
                 scope: scope.unwrap_or_default(),
                 event: event.clone(),
-                work: None,
+                work: work.clone(),
             };
             let timeout_ms = u64::try_from(MATCH_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
             let answer = self

@@ -266,25 +266,12 @@ impl Starter {
         attempt: i64,
         inputs: Vec<wire::Event>,
     ) -> RunRequest {
-        let text = |k: &str| work[k].as_str().unwrap_or_default().to_owned();
         RunRequest {
             executor: binding.executor.clone(),
             execution_id: execution_id.to_owned(),
             epoch: u64::try_from(epoch).unwrap_or(0),
             attempt: u32::try_from(attempt).unwrap_or(0),
-            work: wire::Work {
-                id: text("id"),
-                scope_id: text("scope_id"),
-                kind: text("kind"),
-                state: text("state"),
-                keys: serde_json::from_value(work["keys"].clone()).unwrap_or_default(),
-                binding: text("binding"),
-                display: serde_json::from_value(work["display"].clone()).ok(),
-                context: work["context"].clone(),
-                grants: serde_json::from_value(work["grants"].clone()).unwrap_or_default(),
-                created_at: text("created_at"),
-                updated_at: text("updated_at"),
-            },
+            work: crate::router::work_from_row(work),
             binding: binding.clone(),
             config: binding.config.clone(),
             inputs,
