@@ -2,8 +2,9 @@
 //!
 //! Each method is one atomic unit of the storage module; this layer only decodes,
 //! dispatches, maps errors to wire codes and publishes the nudges other daemons
-//! wait on (`event.accepted` after a write that added events, `config.applied` after
-//! a new configuration generation).
+//! wait on (`event.accepted` after a write that added events, `work.changed` after a
+//! write that may make Work ready, `config.applied` after a new configuration
+//! generation).
 
 use crate::{Store, StoreError};
 use protocol::{BoxFuture, Handler, Reply, Request, RpcError};
@@ -56,6 +57,14 @@ pub fn methods() -> Vec<&'static str> {
 }
 
 /// Methods whose answer may say events were added (`added_any`).
+/// The writes after which Work may be ready to start (or resume): `work.changed`.
+const WORK_CHANGING: &[&str] = &[
+    "store.route_decide",
+    "store.attempt_settle",
+    "store.wait_wake",
+    "store.work_cancel",
+];
+
 const ACCEPTING: &[&str] = &[
     "store.events_accept",
     "store.event_accept_derived",
@@ -104,6 +113,11 @@ impl Handler for Service {
             if ACCEPTING.contains(&method) && added_any(&answer) {
                 if let Some(publish) = publish.get() {
                     publish("event.accepted", &serde_json::json!({ "method": method }));
+                }
+            }
+            if WORK_CHANGING.contains(&method) {
+                if let Some(publish) = publish.get() {
+                    publish("work.changed", &serde_json::json!({ "method": method }));
                 }
             }
             if method == "store.config_apply"
