@@ -1,0 +1,518 @@
+//! `open-conduit up`: the whole suite in the foreground, the way systemd runs it,
+//! without systemd.
+//!
+//! It makes the state directory, binds the bus socket (`<state>/run/bus.sock`) and the
+//! webhook socket (`--listen`) itself and passes them to the broker and ingressd by
+//! socket activation (`LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`), so a daemon that
+//! restarts refuses no connection. It starts the daemons in order (broker, storaged,
+//! extrunner, schedulerd, ingressd), each with a `NOTIFY_SOCKET` of its own, and
+//! starts the next only once the previous one said `READY=1`. It prints each daemon's
+//! log lines prefixed with its name, restarts a daemon that dies (with a growing
+//! backoff, and says so), and on Ctrl-C or SIGTERM stops them in reverse order and
+//! leaves no process behind.
+//!
+//! Every daemon and bundled extension is this same binary, re-executed
+//! (`open-conduit __daemon <name>`, `open-conduit __extension <name>`): one build gives
+//! the whole suite.
+//!
+//! Without `--config` it applies an embedded demo: a `demo` scope whose `webhook`
+//! entry takes unsigned deliveries on `/hooks/demo` from loopback only, routed to a
+//! shell binding that prints what it received, and a `schedule` job every minute.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader as AsyncBufReader};
+use tokio::net::UnixDatagram;
+use tokio::process::{Child, Command};
+
+/// The variable through which `up` passes listening sockets to a daemon it starts: the
+/// child turns it into `LISTEN_FDS` with `LISTEN_PID` set to its own pid.
+pub const PASS_FDS: &str = "OC_UP_LISTEN_FDS";
+/// Their names.
+pub const PASS_FDNAMES: &str = "OC_UP_LISTEN_FDNAMES";
+/// How long a daemon may take to say `READY=1`.
+pub const READY_WAIT: Duration = Duration::from_secs(60);
+/// How long a daemon may take to stop after SIGTERM before SIGKILL.
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
+/// The longest wait before restarting a daemon that keeps dying.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// The daemons, in start order.
+pub const DAEMONS: [&str; 5] = ["broker", "storaged", "extrunner", "schedulerd", "ingressd"];
+
+/// The embedded demo configuration.
+pub fn demo_config() -> Value {
+    json!({
+        "scopes": [{
+            "id": "demo",
+            "entries": [
+                {"type": "webhook", "name": "demo",
+                 "config": {"path": "/hooks/demo", "signature": {"scheme": "none"},
+                            "allow_unsigned": "loopback"}},
+                {"type": "schedule", "name": "clock",
+                 "config": {"binding": "echo", "jobs": [{"name": "every-minute", "cron": "* * * * *"}]}}
+            ],
+            "routes": [
+                {"handler": "webhook", "binding": "echo", "config": {"entry": "demo"}},
+                {"handler": "schedule", "binding": "echo"}
+            ],
+            "bindings": [
+                {"name": "echo", "executor": "shell",
+                 "config": {"script": "echo \"Work $OS_WORK_ID, attempt $OS_ATTEMPT, received:\"; cat \"$OS_INPUTS\"; echo; echo done"}}
+            ]
+        }]
+    })
+}
+
+/// `up`'s options.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// The state directory.
+    pub state: PathBuf,
+    /// The configuration file; `None` runs the embedded demo.
+    pub config: Option<PathBuf>,
+    /// Where webhooks are accepted.
+    pub listen: SocketAddr,
+}
+
+/// The default state directory: `$XDG_STATE_HOME/open-conduit`, else
+/// `~/.local/state/open-conduit`, else `./open-conduit-state`.
+pub fn default_state() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("open-conduit");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(h).join(".local/state/open-conduit");
+    }
+    PathBuf::from("open-conduit-state")
+}
+
+/// A bundled extension this binary serves: (package name, manifest).
+pub fn bundled() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("webhook", oc_webhook::MANIFEST),
+        ("github", oc_github::MANIFEST),
+        ("schedule", oc_schedule::MANIFEST),
+        ("shell", oc_shell::MANIFEST),
+    ]
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Write the bundled packages under `<state>/bundled`: each manifest as it is, and
+/// beside it a script named after its program that execs this binary as the extension.
+fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
+    let root = state.join("bundled");
+    for (name, manifest) in bundled() {
+        let m: Value = serde_json::from_str(manifest).map_err(|e| format!("{name}: {e}"))?;
+        let program = m["command"][0]
+            .as_str()
+            .filter(|p| !p.contains('/'))
+            .ok_or_else(|| format!("{name}: command[0] is not a bare name"))?;
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::write(dir.join("open-conduit-extension.json"), manifest)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let script = dir.join(program);
+        let text = format!(
+            "#!/bin/sh\nexec '{}' __extension '{name}' \"$@\"\n",
+            exe.display()
+        );
+        std::fs::write(&script, text).map_err(|e| format!("{}: {e}", script.display()))?;
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+    }
+    Ok(root)
+}
+
+/// Pass `fd` as the child's fd 3, named `name`.
+fn pass_fd(cmd: &mut Command, fd: RawFd, name: &str) {
+    cmd.env(PASS_FDS, "1").env(PASS_FDNAMES, name);
+    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
+    // nothing allocates or takes a lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                let flags = nix::libc::fcntl(3, nix::libc::F_GETFD);
+                if flags < 0
+                    || nix::libc::fcntl(3, nix::libc::F_SETFD, flags & !nix::libc::FD_CLOEXEC) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if nix::libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Called first in `main`: turn what `up` passed into systemd's variables.
+pub fn take_passed_fds() {
+    if let Ok(n) = std::env::var(PASS_FDS) {
+        std::env::set_var("LISTEN_FDS", n);
+        std::env::set_var("LISTEN_PID", std::process::id().to_string());
+        if let Ok(names) = std::env::var(PASS_FDNAMES) {
+            std::env::set_var("LISTEN_FDNAMES", names);
+        }
+        std::env::remove_var(PASS_FDS);
+        std::env::remove_var(PASS_FDNAMES);
+    }
+}
+
+struct Running {
+    child: Child,
+    started: Instant,
+    backoff: Duration,
+}
+
+struct Up {
+    opts: UpOptions,
+    exe: PathBuf,
+    bus: PathBuf,
+    bus_listener: UnixListener,
+    http: TcpListener,
+    bundled: PathBuf,
+    running: HashMap<&'static str, Running>,
+}
+
+impl Up {
+    fn args(&self, name: &str) -> Vec<String> {
+        let bus = self.bus.display().to_string();
+        let state = self.opts.state.display().to_string();
+        let mut a = vec!["__daemon".to_owned(), name.to_owned()];
+        let more: Vec<String> = match name {
+            "broker" => {
+                let mut v = vec!["--socket".to_owned(), bus.clone()];
+                if !nix::unistd::getuid().is_root() {
+                    if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+                        v.push("--service-user".to_owned());
+                        v.push(u.name);
+                    }
+                }
+                v
+            }
+            "storaged" => vec!["--state".into(), state, "--bus".into(), bus.clone()],
+            "extrunner" => vec![
+                "--config-dir".into(),
+                self.opts.state.join("etc").display().to_string(),
+                "--bundled".into(),
+                self.bundled.display().to_string(),
+                "--state".into(),
+                state,
+                "--bus".into(),
+                bus.clone(),
+            ],
+            _ => vec!["--bus".into(), bus.clone()],
+        };
+        a.extend(more);
+        a.extend(["--log".to_owned(), "stderr".to_owned()]);
+        a
+    }
+
+    /// Start `name` and wait for its `READY=1`.
+    async fn start(&mut self, name: &'static str) -> Result<u32, String> {
+        let notify_path = self.opts.state.join(format!("run/notify-{name}.sock"));
+        let _ = std::fs::remove_file(&notify_path);
+        let notify = UnixDatagram::bind(&notify_path)
+            .map_err(|e| format!("{}: {e}", notify_path.display()))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(self.args(name))
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env_remove("OPEN_CONDUIT_BUS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        match name {
+            "broker" => pass_fd(&mut cmd, self.bus_listener.as_raw_fd(), "bus"),
+            "ingressd" => pass_fd(&mut cmd, self.http.as_raw_fd(), "http"),
+            _ => {}
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("start {name}: {e}"))?;
+        let pid = child.id().unwrap_or(0);
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(async move {
+                let mut lines = AsyncBufReader::new(err).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    say(&format!("{name:>10} | {line}"));
+                }
+            });
+        }
+        let deadline = Instant::now() + READY_WAIT;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            tokio::select! {
+                r = notify.recv(&mut buf) => {
+                    let n = r.map_err(|e| format!("{name}'s notify socket: {e}"))?;
+                    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                    if text.lines().any(|l| l == "READY=1") {
+                        break;
+                    }
+                }
+                status = child.wait() => {
+                    return Err(format!("{name} exited before it was ready ({})",
+                        status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())));
+                }
+                _ = tokio::time::sleep(remaining) => {
+                    let _ = child.start_kill();
+                    return Err(format!("{name} was not ready within {READY_WAIT:?}"));
+                }
+            }
+        }
+        // Keep draining its notifications (STATUS, WATCHDOG) so the socket never fills.
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while notify.recv(&mut buf).await.is_ok() {}
+        });
+        self.running.insert(
+            name,
+            Running {
+                child,
+                started: Instant::now(),
+                backoff: Duration::from_secs(1),
+            },
+        );
+        say(&format!("open-conduit: {name} ready (pid {pid})"));
+        Ok(pid)
+    }
+
+    async fn stop_all(&mut self) {
+        for name in DAEMONS.iter().rev() {
+            let Some(mut r) = self.running.remove(name) else {
+                continue;
+            };
+            if let Some(pid) = r.child.id().and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            match tokio::time::timeout(STOP_WAIT, r.child.wait()).await {
+                Ok(_) => say(&format!("open-conduit: {name} stopped")),
+                Err(_) => {
+                    let _ = r.child.kill().await;
+                    say(&format!(
+                        "open-conduit: {name} did not stop in {STOP_WAIT:?}: killed"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One JSON-RPC call through the broker on a connection of its own.
+pub fn bus_call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
+    let mut s = UnixStream::connect(bus).map_err(|e| format!("{}: {e}", bus.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    let mut line =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    s.write_all(&line).map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    BufReader::new(s)
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_str(&answer).map_err(|e| e.to_string())?;
+    match v.get("error") {
+        Some(e) => Err(format!(
+            "{method}: {}",
+            e["message"].as_str().unwrap_or("error")
+        )),
+        None => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
+    }
+}
+
+fn load_config(opts: &UpOptions) -> Result<Value, String> {
+    let Some(path) = &opts.config else {
+        return Ok(demo_config());
+    };
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: Value =
+        serde_json::from_slice(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    if let Err(problems) = protocol::config::Config::parse(&doc) {
+        let lines: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
+        return Err(format!(
+            "{} has problems:\n{}",
+            path.display(),
+            lines.join("\n")
+        ));
+    }
+    Ok(doc)
+}
+
+/// Wait (at most 20 s) until every running extension is configured with generation
+/// `hash` and ingressd serves every webhook path they registered, so what `up` prints
+/// next is true.
+async fn settle_config(bus: &Path, hash: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let regs = bus_call(bus, "ext.registrations", json!({})).unwrap_or(Value::Null);
+        let exts = regs["extensions"].as_array().cloned().unwrap_or_default();
+        let configured = regs["complete"] == true
+            && exts
+                .iter()
+                .filter(|e| e["state"] == "running")
+                .all(|e| e["generation"] == hash);
+        let wanted: Vec<String> = exts
+            .iter()
+            .flat_map(|e| e["webhooks"].as_array().cloned().unwrap_or_default())
+            .filter_map(|w| {
+                w["path"]
+                    .as_str()
+                    .map(|p| p.trim_end_matches('/').to_owned())
+            })
+            .collect();
+        let routes = bus_call(bus, "ingress.routes", json!({})).unwrap_or(Value::Null);
+        let served: Vec<String> = routes["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["path"].as_str().map(str::to_owned))
+            .collect();
+        if configured && wanted.iter().all(|p| served.contains(p)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    say("open-conduit: the extensions have not all taken the configuration yet (see their log lines)");
+}
+
+/// Run the suite until Ctrl-C or SIGTERM. Returns the exit status.
+pub async fn up(opts: UpOptions) -> i32 {
+    match run(opts).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("open-conduit up: {e}");
+            1
+        }
+    }
+}
+
+async fn run(opts: UpOptions) -> Result<(), String> {
+    let config = load_config(&opts)?;
+    let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+    for sub in ["run", "etc/extensions", "logs"] {
+        let d = opts.state.join(sub);
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let bundled = write_bundled(&opts.state, &exe)?;
+    let bus = opts.state.join("run/bus.sock");
+    if bus.exists() {
+        if UnixStream::connect(&bus).is_ok() {
+            return Err(format!(
+                "{} is in use: is another `open-conduit up` running on this state directory?",
+                bus.display()
+            ));
+        }
+        let _ = std::fs::remove_file(&bus);
+    }
+    let bus_listener = UnixListener::bind(&bus).map_err(|e| format!("{}: {e}", bus.display()))?;
+    let http =
+        TcpListener::bind(opts.listen).map_err(|e| format!("listen {}: {e}", opts.listen))?;
+    let listen = http.local_addr().map_err(|e| e.to_string())?;
+    let mut signals = daemon::Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let mut up = Up {
+        opts,
+        exe,
+        bus: bus.clone(),
+        bus_listener,
+        http,
+        bundled,
+        running: HashMap::new(),
+    };
+    say(&format!(
+        "open-conduit: state in {}, bus at {}",
+        up.opts.state.display(),
+        bus.display()
+    ));
+    for name in DAEMONS {
+        let started = tokio::select! {
+            r = up.start(name) => r,
+            _ = signals.next() => {
+                up.stop_all().await;
+                return Ok(());
+            }
+        };
+        if let Err(e) = started {
+            up.stop_all().await;
+            return Err(e);
+        }
+    }
+    let applied = bus_call(&bus, "store.config_apply", json!({ "config": config }))?;
+    settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await;
+    let demo = up.opts.config.is_none();
+    say(&format!(
+        "open-conduit: configuration {} applied (generation {})",
+        if demo { "demo" } else { "file" },
+        applied["generation"]
+    ));
+    say(&format!("open-conduit: webhooks on http://{listen}"));
+    if demo {
+        say("open-conduit: the demo takes unsigned deliveries on /hooks/demo, from loopback only. Try:");
+        say(&format!(
+            "  curl -sS -X POST http://{listen}/hooks/demo -H 'Content-Type: application/json' -d '{{\"hello\":\"world\"}}'"
+        ));
+    }
+    say(&format!(
+        "open-conduit: ready; Ctrl-C stops everything (OPEN_CONDUIT_BUS={})",
+        bus.display()
+    ));
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            signal = signals.next() => {
+                if signal == daemon::Signal::Stop {
+                    say("open-conduit: stopping");
+                    break;
+                }
+            }
+            _ = tick.tick() => {
+                let mut dead = Vec::new();
+                for (name, r) in up.running.iter_mut() {
+                    if let Ok(Some(status)) = r.child.try_wait() {
+                        dead.push((*name, status, r.started.elapsed(), r.backoff));
+                    }
+                }
+                for (name, status, uptime, backoff) in dead {
+                    up.running.remove(name);
+                    let wait = if uptime > Duration::from_secs(60) { Duration::from_secs(1) } else { backoff };
+                    say(&format!("open-conduit: {name} exited ({status}); restarting in {wait:?}"));
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = signals.next() => {
+                            up.stop_all().await;
+                            return Ok(());
+                        }
+                    }
+                    match up.start(name).await {
+                        Ok(_) => {
+                            if let Some(r) = up.running.get_mut(name) {
+                                r.backoff = (wait * 2).min(BACKOFF_MAX);
+                            }
+                        }
+                        Err(e) => say(&format!("open-conduit: {name} did not start again: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    up.stop_all().await;
+    let _ = std::fs::remove_file(&bus);
+    Ok(())
+}

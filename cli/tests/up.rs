@@ -1,0 +1,201 @@
+#![allow(clippy::unwrap_used)]
+//! `open-conduit up`, the real binary: the whole suite starts, the embedded demo turns
+//! a delivery into finished Work, a daemon killed with SIGKILL is restarted, and
+//! SIGTERM stops everything, leaving no process behind.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_open-conduit");
+const HANG: Duration = Duration::from_secs(90);
+
+struct Up {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    state: PathBuf,
+}
+
+impl Up {
+    /// Wait for a line containing `text`; answers it.
+    fn expect(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + HANG;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(text) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {text:?} within {HANG:?}; saw:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+fn call(bus: &Path, method: &str, params: Value) -> Value {
+    let mut s = std::os::unix::net::UnixStream::connect(bus).unwrap();
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer).unwrap();
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    v["result"].clone()
+}
+
+fn post(addr: SocketAddr, body: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /hooks/demo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+fn completed(bus: &Path, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + HANG;
+    loop {
+        let works = call(
+            bus,
+            "store.works",
+            json!({"scope_id": "demo", "state": "completed"}),
+        );
+        let list = works["works"].as_array().cloned().unwrap_or_default();
+        if list.len() >= n {
+            return list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} completed Work, not {n}",
+            list.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn pid_in(line: &str) -> i32 {
+    line.rsplit("(pid ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+        .parse()
+        .unwrap()
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
+    let state = std::env::temp_dir().join(format!("oc-up-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let mut child = Command::new(BIN)
+        .args([
+            "up",
+            "--state",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut up = Up {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+        state: state.clone(),
+    };
+    let mut pids = Vec::new();
+    for d in ["broker", "storaged", "extrunner", "schedulerd", "ingressd"] {
+        pids.push((d, pid_in(&up.expect(&format!("open-conduit: {d} ready")))));
+    }
+    let addr: SocketAddr = up
+        .expect("webhooks on http://")
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    up.expect("curl");
+    up.expect("ready; Ctrl-C");
+    let bus = state.join("run/bus.sock");
+
+    // The demo: a delivery becomes Work that the shell binding runs to completion.
+    assert_eq!(post(addr, r#"{"hello": "world"}"#), 200);
+    let done = completed(&bus, 1);
+    let ex = call(&bus, "store.executions", json!({"work_id": done[0]["id"]}));
+    assert_eq!(ex["executions"][0]["result"]["summary"], "done", "{ex}");
+
+    // storaged SIGKILLed: up says so, starts it again, and deliveries go on.
+    let storaged = pids[1].1;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(storaged),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    up.expect("storaged exited");
+    let again = pid_in(&up.expect("open-conduit: storaged ready"));
+    assert_ne!(again, storaged);
+    pids.push(("storaged again", again));
+    let deadline = Instant::now() + HANG;
+    while post(addr, r#"{"hello": "again"}"#) != 200 {
+        assert!(Instant::now() < deadline, "no 2xx after the restart");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    completed(&bus, 2);
+
+    // SIGTERM: everything stops, in reverse order, and nothing is left.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(up.child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    up.expect("open-conduit: broker stopped");
+    let status = up.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    for (d, pid) in &pids {
+        if *d == "storaged" {
+            continue; // killed above
+        }
+        assert!(!alive(*pid), "{d} (pid {pid}) outlived up");
+    }
+    assert!(!bus.exists(), "the bus socket is removed");
+}
