@@ -3,9 +3,10 @@
 //! One binary holds the whole suite: `open-conduit up` runs it in the foreground
 //! ([`up`]), and the same binary is each daemon (`open-conduit __daemon <name> …`) and
 //! each bundled extension (`open-conduit __extension <name>`) that `up` starts. The
-//! admin commands (status, config, extension, work, events, route, doctor, logs)
-//! come next.
+//! admin commands ([`admin`]: status, config, extension, work, events, route) talk to
+//! the broker; doctor, logs, completions and man pages come next.
 
+pub mod admin;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -16,9 +17,89 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(name = "open-conduit", version)]
 pub struct Cli {
+    /// The bus socket (default: $OPEN_CONDUIT_BUS, else /run/open-conduit/bus.sock).
+    #[arg(long, global = true)]
+    pub bus: Option<PathBuf>,
+    /// Print the daemons' JSON answers instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `config …`.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Check a configuration file offline: every problem with its JSON pointer.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Check a file and store it as the new configuration generation.
+    Apply {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Show the stored configuration (secret references by name only).
+    Show,
+}
+
+/// `extension …`.
+#[derive(Subcommand, Debug)]
+pub enum ExtensionCommand {
+    /// Every package, with its state.
+    List,
+    /// One package in detail.
+    Inspect {
+        /// The package.
+        name: String,
+    },
+    /// Stop a package and start it again.
+    Restart {
+        /// The package.
+        name: String,
+    },
+}
+
+/// `work …`.
+#[derive(Subcommand, Debug)]
+pub enum WorkCommand {
+    /// Work, newest first, by scope and state.
+    List {
+        /// Only this scope.
+        #[arg(long)]
+        scope: Option<String>,
+        /// Only this state (pending, running, waiting, idle, completed, failed, cancelled).
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// One Work: its display, attempts, waits and why each event went to it.
+    Show {
+        /// The Work.
+        id: String,
+    },
+    /// The output of the Work's last attempt.
+    Log {
+        /// The Work.
+        id: String,
+    },
+    /// Cancel a Work.
+    Cancel {
+        /// The Work.
+        id: String,
+        /// Why, for the record.
+        #[arg(long, default_value = "cancelled by the operator")]
+        reason: String,
+    },
+    /// Interrupt the Work's running attempt.
+    Interrupt {
+        /// The Work.
+        id: String,
+        /// Why, for the record.
+        #[arg(long, default_value = "interrupted by the operator")]
+        reason: String,
+    },
 }
 
 /// The commands.
@@ -35,6 +116,42 @@ pub enum Command {
         /// Where webhooks are accepted.
         #[arg(long, default_value = "127.0.0.1:8420")]
         listen: SocketAddr,
+    },
+    /// Each daemon, the extensions, Work by state, where webhooks arrive; exits 3 when
+    /// something is down.
+    Status,
+    /// The configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Extension packages.
+    #[command(subcommand)]
+    Extension(ExtensionCommand),
+    /// Work.
+    #[command(subcommand)]
+    Work(WorkCommand),
+    /// The event log.
+    Events {
+        /// Only events after this sequence.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        /// Keep printing new events as they are accepted.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// How a scope's routes would decide an event, writing nothing.
+    Route {
+        /// The scope.
+        #[arg(long)]
+        trace: String,
+        /// The event, as a JSON file ({type, source?, keys?, payload: {schema?, data}}).
+        #[arg(long)]
+        event: Option<PathBuf>,
+        /// Or its type.
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        /// And its correlation keys.
+        #[arg(long = "key")]
+        keys: Vec<String>,
     },
 }
 
@@ -91,28 +208,86 @@ pub fn main(args: Vec<String>) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    match cli.command {
-        Command::Up {
-            state,
+    let bus = admin::bus_path(cli.bus.clone());
+    let json_out = cli.json;
+    if let Command::Up {
+        state,
+        config,
+        listen,
+    } = cli.command
+    {
+        let opts = up::UpOptions {
+            state: state.unwrap_or_else(up::default_state),
             config,
             listen,
-        } => {
-            let opts = up::UpOptions {
-                state: state.unwrap_or_else(up::default_state),
-                config,
-                listen,
-            };
-            match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt.block_on(up::up(opts)),
-                Err(e) => {
-                    eprintln!("open-conduit up: {e}");
-                    1
-                }
+        };
+        return match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(up::up(opts)),
+            Err(e) => {
+                eprintln!("open-conduit up: {e}");
+                1
             }
+        };
+    }
+    let done = match cli.command {
+        Command::Status => admin::status(&bus, json_out),
+        Command::Config(ConfigCommand::Check { file }) => admin::config_check(&file),
+        Command::Config(ConfigCommand::Apply { file }) => admin::config_apply(&bus, &file),
+        Command::Config(ConfigCommand::Show) => admin::config_show(&bus),
+        Command::Extension(ExtensionCommand::List) => admin::extension_list(&bus, json_out),
+        Command::Extension(ExtensionCommand::Inspect { name }) => {
+            admin::extension_inspect(&bus, &name)
+        }
+        Command::Extension(ExtensionCommand::Restart { name }) => {
+            admin::extension_restart(&bus, &name)
+        }
+        Command::Work(WorkCommand::List { scope, state }) => {
+            admin::work_list(&bus, scope, state, json_out)
+        }
+        Command::Work(WorkCommand::Show { id }) => admin::work_show(&bus, &id, json_out),
+        Command::Work(WorkCommand::Log { id }) => admin::work_log(&bus, &id),
+        Command::Work(WorkCommand::Cancel { id, reason }) => admin::work_cancel(&bus, &id, &reason),
+        Command::Work(WorkCommand::Interrupt { id, reason }) => {
+            admin::work_interrupt(&bus, &id, &reason)
+        }
+        Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),
+        Command::Route {
+            trace,
+            event,
+            event_type,
+            keys,
+        } => {
+            let ev = match (event, event_type) {
+                (Some(file), _) => match std::fs::read(&file)
+                    .map_err(|e| format!("{}: {e}", file.display()))
+                    .and_then(|t| {
+                        serde_json::from_slice(&t).map_err(|e| format!("{}: {e}", file.display()))
+                    }) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        eprintln!("open-conduit route: {e}");
+                        return 1;
+                    }
+                },
+                (None, Some(t)) => serde_json::json!({"type": t, "keys": keys}),
+                (None, None) => {
+                    eprintln!("open-conduit route: give --event FILE or --type TYPE");
+                    return 2;
+                }
+            };
+            admin::route_trace(&bus, &trace, ev)
+        }
+        Command::Up { .. } => Ok(()),
+    };
+    match done {
+        Ok(()) => 0,
+        Err(f) => {
+            eprintln!("open-conduit: {}", f.message);
+            f.status
         }
     }
 }

@@ -95,6 +95,24 @@ fn completed(bus: &Path, n: usize) -> Vec<Value> {
     }
 }
 
+/// Run `open-conduit --bus BUS ARGS…`: (status, stdout + stderr).
+fn cli(bus: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("--bus")
+        .arg(bus)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 fn pid_in(line: &str) -> i32 {
     line.rsplit("(pid ")
         .next()
@@ -163,6 +181,39 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let done = completed(&bus, 1);
     let ex = call(&bus, "store.executions", json!({"work_id": done[0]["id"]}));
     assert_eq!(ex["executions"][0]["result"]["summary"], "done", "{ex}");
+
+    // The admin commands, on the same bus.
+    let work_id = done[0]["id"].as_str().unwrap().to_owned();
+    let list = cli(&bus, &["work", "list"]);
+    assert!(list.0 == 0 && list.1.contains(&work_id), "{list:?}");
+    let show = cli(&bus, &["work", "show", &work_id]);
+    assert!(show.0 == 0, "{show:?}");
+    assert!(
+        show.1.contains("completed") && show.1.contains("created"),
+        "{}",
+        show.1
+    );
+    let log = cli(&bus, &["work", "log", &work_id]);
+    assert!(log.0 == 0 && log.1.contains("hello"), "{log:?}");
+    let status = cli(&bus, &["status"]);
+    assert_eq!(status.0, 0, "{status:?}");
+    assert!(status.1.contains("/hooks/demo"), "{}", status.1);
+    let events = cli(&bus, &["events"]);
+    assert!(events.1.contains("webhook.delivery"), "{events:?}");
+    let bad = state.join("bad.json");
+    std::fs::write(&bad, r#"{"scopes": [{"id": "a", "entries": [{"type": "x", "name": "e", "connection": "nope"}]}]}"#).unwrap();
+    let check = cli(&bus, &["config", "check", bad.to_str().unwrap()]);
+    assert_eq!(check.0, 1, "{check:?}");
+    assert!(
+        check.1.contains("/scopes/0/entries/0/connection"),
+        "{check:?}"
+    );
+    let trace = cli(
+        &bus,
+        &["route", "--trace", "demo", "--type", "webhook.delivery"],
+    );
+    assert_eq!(trace.0, 0, "{trace:?}");
+    assert!(trace.1.contains("outcome"), "{trace:?}");
 
     // storaged SIGKILLed: up says so, starts it again, and deliveries go on.
     let storaged = pids[1].1;

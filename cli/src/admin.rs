@@ -1,0 +1,472 @@
+//! The admin commands: each one a few calls through the broker, printed for a person
+//! (or, with `--json`, as the JSON the daemons answered).
+//!
+//! The bus socket is found at `--bus PATH`, else `$OPEN_CONDUIT_BUS`, else the packaged
+//! path (`/run/open-conduit/bus.sock`); `open-conduit up` prints the one it uses.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::up::bus_call;
+
+/// The packaged bus socket.
+pub const DEFAULT_BUS: &str = "/run/open-conduit/bus.sock";
+
+/// Where the bus is: the flag, the environment, or the packaged path.
+pub fn bus_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("OPEN_CONDUIT_BUS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_BUS))
+}
+
+/// A command's failure: what to print, and the exit status.
+#[derive(Debug)]
+pub struct Failure {
+    /// The message.
+    pub message: String,
+    /// The exit status (1: failed; 2: usage; 3: something is down).
+    pub status: i32,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure { message, status: 1 }
+    }
+}
+
+type Out = Result<(), Failure>;
+
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+fn text<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
+}
+
+fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
+    bus_call(bus, method, params).map_err(|e| {
+        if e.contains("No such file") || e.contains("Connection refused") {
+            format!("{e}\nis the suite running? (`open-conduit up`, or `systemctl start open-conduit.target`; --bus or OPEN_CONDUIT_BUS name another socket)")
+        } else {
+            e
+        }
+    })
+}
+
+/// `status`: the daemons, the extensions, Work by state, where webhooks are accepted.
+/// Exits 3 when a daemon or an extension is down.
+pub fn status(bus: &Path, json_out: bool) -> Out {
+    let broker = call(bus, "bus.status", json!({}))?;
+    let services = &broker["services"];
+    let mut down = Vec::new();
+    let ext = call(bus, "ext.list", json!({})).unwrap_or(Value::Null);
+    let sched = call(bus, "sched.status", json!({})).unwrap_or(Value::Null);
+    let routes = call(bus, "ingress.routes", json!({})).unwrap_or(Value::Null);
+    let mut counts = serde_json::Map::new();
+    for state in [
+        "pending",
+        "running",
+        "waiting",
+        "woken",
+        "idle",
+        "completed",
+        "failed",
+    ] {
+        let works =
+            call(bus, "store.works", json!({"state": state, "limit": 1000})).unwrap_or(Value::Null);
+        let n = works["works"].as_array().map_or(0, Vec::len);
+        counts.insert(state.to_owned(), json!(n));
+    }
+    for d in ["storaged", "extrunner", "schedulerd", "ingressd"] {
+        if services[d].is_null() {
+            down.push(d.to_owned());
+        }
+    }
+    for e in ext["extensions"].as_array().into_iter().flatten() {
+        if e["state"] != "running" {
+            down.push(format!("extension {}", text(e, "name")));
+        }
+    }
+    if json_out {
+        print_json(
+            &json!({"services": services, "extensions": ext["extensions"],
+                           "router": sched["router"], "work": counts,
+                           "routes": routes["routes"], "down": down}),
+        );
+    } else {
+        println!("daemons:");
+        for d in ["broker", "storaged", "extrunner", "schedulerd", "ingressd"] {
+            let s = &services[d];
+            if d == "broker" {
+                println!("  {d:<11} up");
+            } else if s.is_null() {
+                println!("  {d:<11} DOWN");
+            } else {
+                println!(
+                    "  {d:<11} up, pid {}, {:.0} s",
+                    s["pid"],
+                    s["uptime_s"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
+        println!("extensions:");
+        for e in ext["extensions"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<11} {} {} (restarts {})",
+                text(e, "name"),
+                text(e, "version"),
+                text(e, "state"),
+                e["restarts"]
+            );
+        }
+        let counts: Vec<String> = counts
+            .iter()
+            .filter(|(_, n)| n.as_u64() != Some(0))
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        println!(
+            "work: {}",
+            if counts.is_empty() {
+                "none".to_owned()
+            } else {
+                counts.join(", ")
+            }
+        );
+        println!("webhooks:");
+        for r in routes["routes"].as_array().into_iter().flatten() {
+            println!("  {} ({})", text(r, "path"), text(r, "owner"));
+        }
+    }
+    if down.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure {
+            message: format!("down: {}", down.join(", ")),
+            status: 3,
+        })
+    }
+}
+
+/// `config check FILE`: offline, every problem with its JSON pointer.
+pub fn config_check(file: &Path) -> Out {
+    let doc = read_json(file)?;
+    match protocol::config::Config::parse(&doc) {
+        Ok(c) => {
+            println!(
+                "{}: ok ({} connections, {} scopes)",
+                file.display(),
+                c.connections.len(),
+                c.scopes.len()
+            );
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                println!("{}: {}: {}", file.display(), p.pointer, p.message);
+            }
+            Err(Failure {
+                message: format!("{} problems", problems.len()),
+                status: 1,
+            })
+        }
+    }
+}
+
+fn read_json(file: &Path) -> Result<Value, Failure> {
+    let text = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    serde_json::from_slice(&text)
+        .map_err(|e| Failure::from(format!("{}: not JSON: {e}", file.display())))
+}
+
+/// `config apply FILE`: checked, then stored as a new generation.
+pub fn config_apply(bus: &Path, file: &Path) -> Out {
+    config_check(file)?;
+    let doc = read_json(file)?;
+    let a = call(bus, "store.config_apply", json!({ "config": doc }))?;
+    if a["changed"] == true {
+        println!(
+            "applied as generation {} ({})",
+            a["generation"],
+            text(&a, "hash")
+        );
+    } else {
+        println!("unchanged: generation {} is the same", a["generation"]);
+    }
+    Ok(())
+}
+
+/// `config show`: the stored configuration; secret references shown by name only.
+pub fn config_show(bus: &Path) -> Out {
+    let mut c = call(bus, "store.config_current", json!({}))?;
+    for conn in c["config"]["connections"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        if let Some(refs) = conn["secret_refs"].as_object_mut() {
+            for v in refs.values_mut() {
+                *v = json!("(set)");
+            }
+        }
+    }
+    print_json(&c);
+    Ok(())
+}
+
+/// `extension list`.
+pub fn extension_list(bus: &Path, json_out: bool) -> Out {
+    let ext = call(bus, "ext.list", json!({}))?;
+    if json_out {
+        print_json(&ext);
+        return Ok(());
+    }
+    for e in ext["extensions"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:<8} {:<10} {:<9} restarts {}{}",
+            text(e, "name"),
+            text(e, "version"),
+            text(e, "state"),
+            text(e, "origin"),
+            e["restarts"],
+            e["refusal"]
+                .as_str()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        );
+    }
+    for r in ext["reports"].as_array().into_iter().flatten() {
+        println!("not offered: {}", text(r, "message"));
+    }
+    Ok(())
+}
+
+/// `extension inspect NAME`.
+pub fn extension_inspect(bus: &Path, name: &str) -> Out {
+    print_json(&call(bus, "ext.inspect", json!({ "name": name }))?);
+    Ok(())
+}
+
+/// `extension restart NAME`.
+pub fn extension_restart(bus: &Path, name: &str) -> Out {
+    let r = call(bus, "ext.restart", json!({ "name": name }))?;
+    println!("{name}: {}", text(&r, "state"));
+    Ok(())
+}
+
+/// `work list`.
+pub fn work_list(bus: &Path, scope: Option<String>, state: Option<String>, json_out: bool) -> Out {
+    let w = call(
+        bus,
+        "store.works",
+        json!({"scope_id": scope, "state": state, "limit": 1000}),
+    )?;
+    if json_out {
+        print_json(&w);
+        return Ok(());
+    }
+    for w in w["works"].as_array().into_iter().flatten() {
+        let title = w["display"]["title"].as_str().unwrap_or("");
+        println!(
+            "{}  {:<10} {:<10} {}",
+            text(w, "id"),
+            text(w, "state"),
+            text(w, "scope_id"),
+            title
+        );
+    }
+    Ok(())
+}
+
+/// `work show ID`: the Work, its attempts, its inputs and why each came.
+pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
+    let work = call(bus, "store.work_get", json!({ "id": id }))?["work"].clone();
+    let ex = call(bus, "store.executions", json!({ "work_id": id }))?;
+    let inputs = call(bus, "store.work_inputs", json!({ "work_id": id }))?;
+    let mut why = Vec::new();
+    for i in inputs["inputs"].as_array().into_iter().flatten() {
+        let r = call(bus, "store.routing", json!({"seq": i["seq"]})).unwrap_or(Value::Null);
+        why.push(json!({"seq": i["seq"], "state": i["state"], "routing": r}));
+    }
+    let waits = call(bus, "store.waits", json!({ "work_id": id })).unwrap_or(Value::Null);
+    if json_out {
+        print_json(
+            &json!({"work": work, "executions": ex["executions"], "inputs": why,
+                           "waits": waits["waits"]}),
+        );
+        return Ok(());
+    }
+    println!("{}  {}", text(&work, "id"), text(&work, "state"));
+    if let Some(t) = work["display"]["title"].as_str() {
+        println!(
+            "  title:   {t} {}",
+            work["display"]["ref"].as_str().unwrap_or("")
+        );
+    }
+    println!(
+        "  scope:   {}  binding: {}  kind: {}",
+        text(&work, "scope_id"),
+        text(&work, "binding"),
+        text(&work, "kind")
+    );
+    println!("  keys:    {}", work["keys"]);
+    println!("  failures: {}", work["failures"]);
+    println!("attempts:");
+    for e in ex["executions"].as_array().into_iter().flatten() {
+        let r = &e["result"];
+        println!(
+            "  {} #{} epoch {} {}  {}{}",
+            text(e, "id"),
+            e["attempt"],
+            e["epoch"],
+            text(e, "state"),
+            r["summary"].as_str().unwrap_or(""),
+            r["error"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(|s| format!(" — {s}"))
+                .unwrap_or_default()
+        );
+    }
+    for w in waits["waits"].as_array().into_iter().flatten() {
+        println!(
+            "wait {}: {} ({})",
+            text(w, "id"),
+            text(w, "description"),
+            text(w, "state")
+        );
+    }
+    println!("inputs:");
+    for i in &why {
+        let r = &i["routing"];
+        let reasons: Vec<String> = r["records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| format!("{}: {}", text(x, "handler"), text(x, "reason")))
+            .collect();
+        println!(
+            "  event {} ({}): {} — {}",
+            i["seq"],
+            text(i, "state"),
+            text(r, "disposition"),
+            reasons.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// `work log ID`: the artifacts of the Work's last attempt.
+pub fn work_log(bus: &Path, id: &str) -> Out {
+    let ex = call(bus, "store.executions", json!({ "work_id": id }))?;
+    let Some(last) = ex["executions"].as_array().and_then(|a| a.last()).cloned() else {
+        return Err(format!("Work {id} has no attempt yet").into());
+    };
+    for a in last["result"]["artifacts"].as_array().into_iter().flatten() {
+        let aid = a.as_str().unwrap_or_default();
+        let meta =
+            call(bus, "store.artifact_get", json!({ "artifact_id": aid })).unwrap_or(Value::Null);
+        println!(
+            "--- {} ({aid})",
+            meta["name"].as_str().unwrap_or("artifact")
+        );
+        let mut offset = 0u64;
+        loop {
+            let r = call(
+                bus,
+                "store.artifact_read",
+                json!({"artifact_id": aid, "offset": offset, "length": 256 * 1024}),
+            )?;
+            let data = protocol::b64::decode(r["data"].as_str().unwrap_or_default())
+                .map_err(|e| format!("artifact {aid}: {e}"))?;
+            offset += data.len() as u64;
+            print!("{}", String::from_utf8_lossy(&data));
+            if r["eof"] == true || data.is_empty() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `work cancel ID`.
+pub fn work_cancel(bus: &Path, id: &str, reason: &str) -> Out {
+    let r = call(
+        bus,
+        "store.work_cancel",
+        json!({"work_id": id, "reason": reason}),
+    )?;
+    println!("{id}: {}", r["state"].as_str().unwrap_or("cancelled"));
+    Ok(())
+}
+
+/// `work interrupt ID`.
+pub fn work_interrupt(bus: &Path, id: &str, reason: &str) -> Out {
+    let r = call(
+        bus,
+        "sched.interrupt",
+        json!({"work_id": id, "reason": reason}),
+    )?;
+    println!("{id}: interrupted execution {}", text(&r, "execution_id"));
+    Ok(())
+}
+
+/// `events`: the log, a page at a time; with `follow`, forever.
+pub fn events(bus: &Path, after: i64, follow: bool, json_out: bool) -> Out {
+    let mut after = after;
+    loop {
+        let page = call(bus, "store.events", json!({"after": after, "limit": 200}))?;
+        let list = page["events"].as_array().cloned().unwrap_or_default();
+        for e in &list {
+            after = after.max(e["seq"].as_i64().unwrap_or(after));
+            if json_out {
+                println!("{e}");
+            } else {
+                println!(
+                    "{:>6} {} {:<10} {:<28} {} {}",
+                    e["seq"],
+                    text(e, "accepted_at"),
+                    text(e, "scope_id"),
+                    text(e, "type"),
+                    text(e, "source"),
+                    text(e, "delivery_id")
+                );
+            }
+        }
+        if list.is_empty() {
+            if !follow {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// `route --trace SCOPE`: how each route would decide an event (from a file, or
+/// built from `--type` and `--key`).
+pub fn route_trace(bus: &Path, scope: &str, event: Value) -> Out {
+    let r = call(
+        bus,
+        "sched.route_trace",
+        json!({"scope_id": scope, "event": event}),
+    )?;
+    for rec in r["records"].as_array().into_iter().flatten() {
+        println!(
+            "{:<10} {:<8} {} — {}",
+            text(rec, "handler"),
+            if rec["matched"] == true {
+                "matched"
+            } else {
+                "no"
+            },
+            text(rec, "binding"),
+            text(rec, "reason")
+        );
+    }
+    println!("outcome: {}", r["outcome"]);
+    Ok(())
+}
