@@ -138,6 +138,25 @@ pub enum Command {
         #[arg(long)]
         follow: bool,
     },
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page per command into DIR (from the same definitions as --help).
+    Man {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The daemons' logs: the files `up` writes, or the journal under systemd.
+    Logs {
+        /// One daemon (broker, storaged, extrunner, schedulerd, ingressd); all when
+        /// omitted.
+        component: Option<String>,
+        /// How many of the last lines.
+        #[arg(long, short = 'n', default_value_t = 100)]
+        lines: usize,
+    },
     /// How a scope's routes would decide an event, writing nothing.
     Route {
         /// The scope.
@@ -153,6 +172,32 @@ pub enum Command {
         #[arg(long = "key")]
         keys: Vec<String>,
     },
+}
+
+/// Write `open-conduit.1` and one page per subcommand (`open-conduit-work-show.1`, …).
+pub fn man_pages(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut written = 0;
+    let mut stack = vec![(String::from("open-conduit"), cmd)];
+    while let Some((name, cmd)) = stack.pop() {
+        let cmd = cmd.name(name.clone());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone())
+            .render(&mut page)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, page).map_err(|e| format!("{}: {e}", path.display()))?;
+        written += 1;
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            stack.push((format!("{name}-{}", sub.get_name()), sub.clone()));
+        }
+    }
+    println!("{written} man pages in {}", dir.display());
+    Ok(())
 }
 
 fn run_extension(name: &str) -> i32 {
@@ -255,6 +300,13 @@ pub fn main(args: Vec<String>) -> i32 {
             admin::work_interrupt(&bus, &id, &reason)
         }
         Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),
+        Command::Logs { component, lines } => admin::logs(&bus, component.as_deref(), lines),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "open-conduit", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => man_pages(&dir).map_err(admin::Failure::from),
         Command::Route {
             trace,
             event,

@@ -244,10 +244,21 @@ impl Up {
         let mut child = cmd.spawn().map_err(|e| format!("start {name}: {e}"))?;
         let pid = child.id().unwrap_or(0);
         if let Some(err) = child.stderr.take() {
+            // Each line to the terminal, prefixed, and to `<state>/logs/<name>.log`
+            // (what `open-conduit logs` reads under `up`).
+            let log_path = self.opts.state.join(format!("logs/{name}.log"));
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .ok();
             tokio::spawn(async move {
                 let mut lines = AsyncBufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     say(&format!("{name:>10} | {line}"));
+                    if let Some(f) = log.as_mut() {
+                        let _ = writeln!(f, "{line}");
+                    }
                 }
             });
         }

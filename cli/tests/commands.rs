@@ -1,0 +1,83 @@
+#![allow(clippy::unwrap_used)]
+//! The `open-conduit` commands that need no running suite: completions, man pages,
+//! offline config checks, and a clear error when the bus is not there.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_open-conduit");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_same_definitions() {
+    let (status, bash, _) = run(&["completions", "bash"]);
+    assert_eq!(status, 0);
+    for word in ["open-conduit", "work", "status", "config", "interrupt"] {
+        assert!(bash.contains(word), "{word} in the bash completions");
+    }
+    let dir = std::env::temp_dir().join(format!("oc-man-{}", std::process::id()));
+    let (status, out, err) = run(&["man", dir.to_str().unwrap()]);
+    assert_eq!(status, 0, "{out}{err}");
+    let page = std::fs::read_to_string(dir.join("open-conduit-work-show.1")).unwrap();
+    assert!(
+        page.contains(".TH") && page.contains("open-conduit-work-show"),
+        "{page}"
+    );
+    assert!(dir.join("open-conduit-up.1").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_check_is_offline_and_names_every_problem() {
+    let dir = std::env::temp_dir().join(format!("oc-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"scopes": [{"id": "a", "entries": [{"type": "webhook", "name": "in"}]}]}"#,
+    )
+    .unwrap();
+    let (status, out, _) = run(&[
+        "--bus",
+        "/nonexistent.sock",
+        "config",
+        "check",
+        good.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("ok (0 connections, 1 scopes)"), "{out}");
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"connections": [{"name": "c", "type": "t", "secret_refs": {"s": "plain"}}],
+            "scopes": [{"id": "a"}, {"id": "a"}]}"#,
+    )
+    .unwrap();
+    let (status, out, _) = run(&["config", "check", bad.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(out.contains("/connections/0/secret_refs/s"), "{out}");
+    assert!(out.contains("/scopes/1/id"), "{out}");
+    let notjson = dir.join("x.json");
+    std::fs::write(&notjson, "{").unwrap();
+    let (status, _, err) = run(&["config", "check", notjson.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(err.contains("not JSON"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_a_suite_the_commands_say_so() {
+    let (status, _, err) = run(&["--bus", "/nonexistent/bus.sock", "status"]);
+    assert_eq!(status, 1);
+    assert!(err.contains("is the suite running"), "{err}");
+    let (status, _, err) = run(&["logs", "nosuch"]);
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("no component"), "{err}");
+}
