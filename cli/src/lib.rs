@@ -138,6 +138,8 @@ pub enum Command {
         #[arg(long)]
         follow: bool,
     },
+    /// Every health check with ok, warn or fail, and what to do about a failure.
+    Doctor,
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -280,6 +282,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let done = match cli.command {
         Command::Status => admin::status(&bus, json_out),
+        Command::Doctor => admin::doctor(&bus, json_out),
         Command::Config(ConfigCommand::Check { file }) => admin::config_check(&file),
         Command::Config(ConfigCommand::Apply { file }) => admin::config_apply(&bus, &file),
         Command::Config(ConfigCommand::Show) => admin::config_show(&bus),

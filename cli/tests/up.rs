@@ -183,6 +183,9 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     assert_eq!(ex["executions"][0]["result"]["summary"], "done", "{ex}");
 
     // The admin commands, on the same bus.
+    let no_suite = cli(Path::new("/nonexistent/bus.sock"), &["doctor"]);
+    assert_eq!(no_suite.0, 1, "{no_suite:?}");
+    assert!(no_suite.1.contains("fail bus"), "{no_suite:?}");
     let work_id = done[0]["id"].as_str().unwrap().to_owned();
     let list = cli(&bus, &["work", "list"]);
     assert!(list.0 == 0 && list.1.contains(&work_id), "{list:?}");

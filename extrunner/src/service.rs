@@ -180,6 +180,15 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
+            let checks: Vec<Value> = manifest
+                .map(|m| {
+                    m.provides
+                        .checks
+                        .iter()
+                        .map(|c| serde_json::json!({"name": c.name, "offline": c.offline}))
+                        .collect()
+                })
+                .unwrap_or_default();
             let executors: Vec<Value> = manifest
                 .map(|m| {
                     m.provides
@@ -196,6 +205,7 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                 "types": types,
                 "executors": executors,
                 "tasks": tasks,
+                "checks": checks,
                 "generation": r.generation,
                 "serial": r.serial,
                 "sources": r.sources,

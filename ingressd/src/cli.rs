@@ -92,6 +92,7 @@ async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Resu
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let routes = Arc::new(Routes::pending());
     let service = Service::new(routes.clone());
+    service.set_listen(local.clone());
     let bus = Bus::start(
         BusOptions::service(
             &args.bus,

@@ -177,6 +177,7 @@ impl Intake for BusIntake {
 /// and answers `ingress.routes` (the paths served now).
 #[derive(Debug, Clone)]
 pub struct Service {
+    listen: Arc<std::sync::OnceLock<String>>,
     routes: Arc<Routes>,
     sources: Sources,
     reports: Reports,
@@ -188,12 +189,18 @@ impl Service {
     /// Serve `routes`.
     pub fn new(routes: Arc<Routes>) -> Service {
         Service {
+            listen: Arc::default(),
             routes,
             sources: Sources::default(),
             reports: Reports::default(),
             changed: Arc::new(tokio::sync::Notify::new()),
             fetched: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Say where webhooks are accepted (for `ingress.routes`).
+    pub fn set_listen(&self, addr: String) {
+        let _ = self.listen.set(addr);
     }
 
     /// Woken on every `ext.state`.
@@ -217,6 +224,7 @@ impl Handler for Service {
         let routes = self.routes.clone();
         let fetched = self.fetched.load(Ordering::SeqCst);
         let reports = self.reports.clone();
+        let listen = self.listen.get().cloned().unwrap_or_default();
         Box::pin(async move {
             match request.method.as_str() {
                 "ingress.reconcile_status" => {
@@ -234,6 +242,7 @@ impl Handler for Service {
                         .map(|(path, owner)| json!({"path": path, "owner": owner}))
                         .collect();
                     protocol::reply(&json!({
+                        "listen": listen,
                         "routes": list,
                         "complete": routes.is_complete(),
                         "fetches": fetched,

@@ -665,7 +665,59 @@ impl Store {
     }
 }
 
+/// `store.check`: no fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {}
+
+/// Result of `store.check`: the database's integrity and the room left for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckResponse {
+    /// `ok`, or what SQLite's `quick_check` found (its first 20 lines).
+    pub integrity: String,
+    /// The state directory.
+    pub dir: String,
+    /// Bytes free for the store's filesystem (for an unprivileged user).
+    pub free_bytes: u64,
+    /// The filesystem's size.
+    pub total_bytes: u64,
+}
+
+fn quick_check(conn: &Connection) -> Result<String, StoreError> {
+    let mut stmt = conn.prepare("PRAGMA quick_check(20)")?;
+    let lines = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(lines.join("; "))
+}
+
+impl Store {
+    /// `store.check`: SQLite's `quick_check` on a read connection, and the free space
+    /// of the state directory's filesystem.
+    pub async fn check(&self, _req: CheckRequest) -> Result<CheckResponse, StoreError> {
+        let integrity = self.read(quick_check).await?;
+        let dir = self.dir().to_path_buf();
+        let (free_bytes, total_bytes) = match nix::sys::statvfs::statvfs(&dir) {
+            Ok(v) => {
+                let unit = v.fragment_size();
+                (
+                    v.blocks_available().saturating_mul(unit),
+                    v.blocks().saturating_mul(unit),
+                )
+            }
+            Err(_) => (0, 0),
+        };
+        Ok(CheckResponse {
+            integrity,
+            dir: dir.display().to_string(),
+            free_bytes,
+            total_bytes,
+        })
+    }
+}
+
 crate::store_methods! {
     "store.retention_run" => retention_run,
     "store.stats" => stats,
+    "store.check" => check,
 }
