@@ -60,6 +60,22 @@ pub enum ExtensionCommand {
         /// The package.
         name: String,
     },
+    /// Install a package directory (its manifest checked offline first).
+    Install {
+        /// The package directory (with `open-conduit-extension.json`).
+        dir: PathBuf,
+        /// The configuration directory (default: `up`'s, else /etc/open-conduit).
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+    },
+    /// Remove an installed package.
+    Remove {
+        /// The package.
+        name: String,
+        /// The configuration directory (default: `up`'s, else /etc/open-conduit).
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+    },
 }
 
 /// `work …`.
@@ -292,6 +308,12 @@ pub fn main(args: Vec<String>) -> i32 {
         }
         Command::Extension(ExtensionCommand::Restart { name }) => {
             admin::extension_restart(&bus, &name)
+        }
+        Command::Extension(ExtensionCommand::Install { dir, config_dir }) => {
+            admin::extension_install(&admin::config_dir(config_dir, &bus), &dir)
+        }
+        Command::Extension(ExtensionCommand::Remove { name, config_dir }) => {
+            admin::extension_remove(&admin::config_dir(config_dir, &bus), &name)
         }
         Command::Work(WorkCommand::List { scope, state }) => {
             admin::work_list(&bus, scope, state, json_out)

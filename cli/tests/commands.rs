@@ -81,3 +81,65 @@ fn without_a_suite_the_commands_say_so() {
     assert_eq!(status, 2, "{err}");
     assert!(err.contains("no component"), "{err}");
 }
+
+#[test]
+fn extensions_install_after_an_offline_check_and_remove() {
+    let base = std::env::temp_dir().join(format!("oc-install-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let pkg = base.join("pkg");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::write(
+        pkg.join("open-conduit-extension.json"),
+        include_str!("../../extensions/notes/release-3.json"),
+    )
+    .unwrap();
+    std::fs::write(pkg.join("bin/helper"), "#!/bin/sh\n").unwrap();
+    let etc = base.join("etc");
+    let etc_s = etc.to_str().unwrap();
+    let (status, out, err) = run(&[
+        "extension",
+        "install",
+        pkg.to_str().unwrap(),
+        "--config-dir",
+        etc_s,
+    ]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(out.contains("installed notes 3.0.0"), "{out}");
+    assert!(etc
+        .join("extensions/notes/open-conduit-extension.json")
+        .exists());
+    assert!(etc.join("extensions/notes/bin/helper").exists());
+    // Nothing staged is left beside it.
+    let names: Vec<String> = std::fs::read_dir(etc.join("extensions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["notes".to_owned()]);
+
+    // A manifest that breaks a rule is refused, naming it, and nothing is copied.
+    let bad = base.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(
+        bad.join("open-conduit-extension.json"),
+        r#"{"protocol": [1], "name": "Bad Name", "version": "1", "command": ["x"]}"#,
+    )
+    .unwrap();
+    let (status, _, err) = run(&[
+        "extension",
+        "install",
+        bad.to_str().unwrap(),
+        "--config-dir",
+        etc_s,
+    ]);
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains("name"), "{err}");
+
+    let (status, out, _) = run(&["extension", "remove", "notes", "--config-dir", etc_s]);
+    assert_eq!(status, 0);
+    assert!(out.contains("removed notes"), "{out}");
+    assert!(!etc.join("extensions/notes").exists());
+    let (status, _, err) = run(&["extension", "remove", "notes", "--config-dir", etc_s]);
+    assert_eq!(status, 1);
+    assert!(err.contains("no installed package notes"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+}
