@@ -33,11 +33,6 @@ use tokio::io::{AsyncBufReadExt, BufReader as AsyncBufReader};
 use tokio::net::UnixDatagram;
 use tokio::process::{Child, Command};
 
-/// The variable through which `up` passes listening sockets to a daemon it starts: the
-/// child turns it into `LISTEN_FDS` with `LISTEN_PID` set to its own pid.
-pub const PASS_FDS: &str = "OC_UP_LISTEN_FDS";
-/// Their names.
-pub const PASS_FDNAMES: &str = "OC_UP_LISTEN_FDNAMES";
 /// How long a daemon may take to say `READY=1`.
 pub const READY_WAIT: Duration = Duration::from_secs(60);
 /// How long a daemon may take to stop after SIGTERM before SIGKILL.
@@ -137,39 +132,19 @@ fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
     Ok(root)
 }
 
-/// Pass `fd` as the child's fd 3, named `name`.
+/// Pass `fd` as the child's fd 3, named `name` (see [`daemon::activation::pass`]).
 fn pass_fd(cmd: &mut Command, fd: RawFd, name: &str) {
-    cmd.env(PASS_FDS, "1").env(PASS_FDNAMES, name);
-    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
-    // nothing allocates or takes a lock.
+    use daemon::activation::pass;
+    cmd.env(pass::PASS_FDS, "1").env(pass::PASS_FDNAMES, name);
+    // SAFETY: the hook runs only dup2 and fcntl between fork and exec.
     unsafe {
-        cmd.pre_exec(move || {
-            if fd == 3 {
-                let flags = nix::libc::fcntl(3, nix::libc::F_GETFD);
-                if flags < 0
-                    || nix::libc::fcntl(3, nix::libc::F_SETFD, flags & !nix::libc::FD_CLOEXEC) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if nix::libc::dup2(fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(pass::to_fd3(fd));
     }
 }
 
 /// Called first in `main`: turn what `up` passed into systemd's variables.
 pub fn take_passed_fds() {
-    if let Ok(n) = std::env::var(PASS_FDS) {
-        std::env::set_var("LISTEN_FDS", n);
-        std::env::set_var("LISTEN_PID", std::process::id().to_string());
-        if let Ok(names) = std::env::var(PASS_FDNAMES) {
-            std::env::set_var("LISTEN_FDNAMES", names);
-        }
-        std::env::remove_var(PASS_FDS);
-        std::env::remove_var(PASS_FDNAMES);
-    }
+    daemon::activation::pass::take_passed();
 }
 
 struct Running {

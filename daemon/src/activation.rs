@@ -455,3 +455,56 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Passing sockets as systemd does, from a supervisor that is not systemd
+/// (`open-conduit up`, the test harness).
+///
+/// `LISTEN_PID` must be the child's own pid, which only the child knows after the fork;
+/// so the supervisor sets [`PASS_FDS`] (and [`PASS_FDNAMES`]) and puts the socket at
+/// fd 3 with [`to_fd3`], and the child calls [`take_passed`] first thing in `main`,
+/// which turns them into `LISTEN_FDS`, `LISTEN_PID` and `LISTEN_FDNAMES`.
+pub mod pass {
+    use std::io;
+    use std::os::fd::RawFd;
+
+    /// How many sockets were passed (at fd 3 on).
+    pub const PASS_FDS: &str = "OC_PASS_LISTEN_FDS";
+    /// Their names, colon-separated.
+    pub const PASS_FDNAMES: &str = "OC_PASS_LISTEN_FDNAMES";
+
+    /// In the child, before any thread starts: the passed sockets become systemd's
+    /// variables, with `LISTEN_PID` this process's pid.
+    pub fn take_passed() {
+        if let Ok(n) = std::env::var(PASS_FDS) {
+            std::env::set_var("LISTEN_FDS", n);
+            std::env::set_var("LISTEN_PID", std::process::id().to_string());
+            if let Ok(names) = std::env::var(PASS_FDNAMES) {
+                std::env::set_var("LISTEN_FDNAMES", names);
+            }
+            std::env::remove_var(PASS_FDS);
+            std::env::remove_var(PASS_FDNAMES);
+        }
+    }
+
+    /// A `pre_exec` hook that puts `fd` at fd 3 of the child, inheritable. Only
+    /// `dup2` and `fcntl` run in it (both async-signal-safe); nothing allocates.
+    pub fn to_fd3(fd: RawFd) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
+        move || {
+            // SAFETY: plain syscalls on file descriptors, valid after fork.
+            unsafe {
+                if fd == 3 {
+                    let flags = nix::libc::fcntl(3, nix::libc::F_GETFD);
+                    if flags < 0
+                        || nix::libc::fcntl(3, nix::libc::F_SETFD, flags & !nix::libc::FD_CLOEXEC)
+                            < 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                } else if nix::libc::dup2(fd, 3) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -25,13 +25,6 @@ use serde_json::{json, Value};
 pub mod feed;
 pub mod pause;
 
-/// The environment variable through which the harness passes listening sockets: the
-/// child's `main` turns it into `LISTEN_FDS` with `LISTEN_PID` set to its own pid
-/// (which only the child can know), as systemd sets them.
-pub const PASS_FDS: &str = "OC_SUITE_LISTEN_FDS";
-/// Their names (`LISTEN_FDNAMES`).
-pub const PASS_FDNAMES: &str = "OC_SUITE_LISTEN_FDNAMES";
-
 /// How long anything here may take before a test calls it hung. Nothing measures time.
 pub const HANG: Duration = Duration::from_secs(60);
 
@@ -40,16 +33,8 @@ pub const HANG: Duration = Duration::from_secs(60);
 pub fn dispatch(args: &[String]) -> Option<i32> {
     let which = args.first()?.as_str();
     let rest = args[1..].iter().cloned();
-    if let Ok(n) = std::env::var(PASS_FDS) {
-        // Before any thread: the daemon reads these as systemd's.
-        std::env::set_var("LISTEN_FDS", n);
-        std::env::set_var("LISTEN_PID", std::process::id().to_string());
-        if let Ok(names) = std::env::var(PASS_FDNAMES) {
-            std::env::set_var("LISTEN_FDNAMES", names);
-        }
-        std::env::remove_var(PASS_FDS);
-        std::env::remove_var(PASS_FDNAMES);
-    }
+    // Before any thread: the daemon reads these as systemd's.
+    daemon::activation::pass::take_passed();
     let named = |name: &str| std::iter::once(name.to_owned()).chain(rest.clone());
     Some(match which {
         "broker" => broker::cli::main(named("open-conduit-broker")),
@@ -481,23 +466,11 @@ impl Drop for Suite {
 
 /// Pass `fd` to the child as its fd 3, named `name`, as socket activation does.
 fn pass_fd(cmd: &mut Command, fd: RawFd, name: &str) {
-    cmd.env(PASS_FDS, "1").env(PASS_FDNAMES, name);
-    // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
-    // nothing allocates or takes a lock.
+    use daemon::activation::pass;
+    cmd.env(pass::PASS_FDS, "1").env(pass::PASS_FDNAMES, name);
+    // SAFETY: the hook runs only dup2 and fcntl between fork and exec.
     unsafe {
-        cmd.pre_exec(move || {
-            if fd == 3 {
-                let flags = nix::libc::fcntl(3, nix::libc::F_GETFD);
-                if flags < 0
-                    || nix::libc::fcntl(3, nix::libc::F_SETFD, flags & !nix::libc::FD_CLOEXEC) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if nix::libc::dup2(fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(pass::to_fd3(fd));
     }
 }
 
