@@ -58,6 +58,23 @@ fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
     })
 }
 
+/// A daemon's last `STATUS=` line: under `up`, the file it keeps beside the bus
+/// socket; under systemd, the unit's `StatusText`.
+fn last_status(bus: &Path, daemon: &str) -> Option<String> {
+    if let Some(run) = bus.parent() {
+        if let Ok(t) = std::fs::read_to_string(run.join(format!("{daemon}.status"))) {
+            return Some(t.trim().to_owned()).filter(|t| !t.is_empty());
+        }
+    }
+    let out = std::process::Command::new("systemctl")
+        .args(["show", "-p", "StatusText", "--value"])
+        .arg(format!("open-conduit-{daemon}.service"))
+        .output()
+        .ok()?;
+    let t = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !t.is_empty()).then_some(t)
+}
+
 /// `status`: the daemons, the extensions, Work by state, where webhooks are accepted.
 /// Exits 3 when a daemon or an extension is down.
 pub fn status(bus: &Path, json_out: bool) -> Out {
@@ -107,8 +124,11 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
             } else if s.is_null() {
                 println!("  {d:<11} DOWN");
             } else {
+                let status = last_status(bus, d)
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default();
                 println!(
-                    "  {d:<11} up, pid {}, {:.0} s",
+                    "  {d:<11} up, pid {}, {:.0} s{status}",
                     s["pid"],
                     s["uptime_s"].as_f64().unwrap_or(0.0)
                 );

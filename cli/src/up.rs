@@ -259,10 +259,17 @@ impl Up {
                 }
             }
         }
-        // Keep draining its notifications (STATUS, WATCHDOG) so the socket never fills.
+        // Keep reading its notifications so the socket never fills; its last
+        // `STATUS=` line goes to `<state>/run/<name>.status` (what `status` shows).
+        let status_path = self.opts.state.join(format!("run/{name}.status"));
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
-            while notify.recv(&mut buf).await.is_ok() {}
+            while let Ok(n) = notify.recv(&mut buf).await {
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                if let Some(status) = text.lines().find_map(|l| l.strip_prefix("STATUS=")) {
+                    let _ = std::fs::write(&status_path, status);
+                }
+            }
         });
         self.running.insert(
             name,
@@ -460,6 +467,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         bus.display()
     ));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut restarts: HashMap<&'static str, (Instant, Duration)> = HashMap::new();
     loop {
         tokio::select! {
             signal = signals.next() => {
@@ -469,6 +477,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
                 }
             }
             _ = tick.tick() => {
+                let now = Instant::now();
                 let mut dead = Vec::new();
                 for (name, r) in up.running.iter_mut() {
                     if let Ok(Some(status)) = r.child.try_wait() {
@@ -479,20 +488,26 @@ async fn run(opts: UpOptions) -> Result<(), String> {
                     up.running.remove(name);
                     let wait = if uptime > Duration::from_secs(60) { Duration::from_secs(1) } else { backoff };
                     say(&format!("open-conduit: {name} exited ({status}); restarting in {wait:?}"));
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = signals.next() => {
-                            up.stop_all().await;
-                            return Ok(());
-                        }
-                    }
+                    restarts.insert(name, (now + wait, wait));
+                }
+                let due: Vec<(&'static str, Duration)> = restarts
+                    .iter()
+                    .filter(|(_, (at, _))| *at <= now)
+                    .map(|(n, (_, w))| (*n, *w))
+                    .collect();
+                for (name, wait) in due {
+                    restarts.remove(name);
+                    let next = (wait * 2).min(BACKOFF_MAX);
                     match up.start(name).await {
                         Ok(_) => {
                             if let Some(r) = up.running.get_mut(name) {
-                                r.backoff = (wait * 2).min(BACKOFF_MAX);
+                                r.backoff = next;
                             }
                         }
-                        Err(e) => say(&format!("open-conduit: {name} did not start again: {e}")),
+                        Err(e) => {
+                            say(&format!("open-conduit: {name} did not start again ({e}); trying again in {next:?}"));
+                            restarts.insert(name, (Instant::now() + next, next));
+                        }
                     }
                 }
             }

@@ -201,6 +201,8 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let status = cli(&bus, &["status"]);
     assert_eq!(status.0, 0, "{status:?}");
     assert!(status.1.contains("/hooks/demo"), "{}", status.1);
+    // Each daemon's last STATUS= line (ingressd says where it serves).
+    assert!(status.1.contains("serving webhooks on"), "{}", status.1);
     let events = cli(&bus, &["events"]);
     assert!(events.1.contains("webhook.delivery"), "{events:?}");
     let bad = state.join("bad.json");
