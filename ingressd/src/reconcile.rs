@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use daemon::bus::Bus;
 use protocol::wire::{IngressReconcileParams, SourceDecl};
@@ -79,13 +79,6 @@ struct Page {
     complete: bool,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// One pass over `source`: every page, then the checkpoint (only after a complete scan).
 pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> PassReport {
     let mut report = PassReport {
@@ -108,7 +101,7 @@ pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> P
         }
     };
     report.checkpoint = before.clone().unwrap_or_default();
-    let generation = now_ms();
+    let generation = u64::try_from(protocol::time::now_ms()).unwrap_or(0);
     let mut cursor = String::new();
     for _ in 0..limits.max_pages {
         let params = IngressReconcileParams {

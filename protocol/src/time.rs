@@ -1,4 +1,11 @@
-//! Time as the wire writes it (RFC 3339).
+//! Time as the wire writes it (RFC 3339), and the clock in milliseconds.
+
+/// Milliseconds since the Unix epoch (0 for a clock before it).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// Milliseconds since the epoch of an RFC 3339 time
 /// (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`).

@@ -20,9 +20,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use daemon::bus::Bus;
+use protocol::time::now_ms;
 use protocol::wire::{self, ExecutorWaitResult, Outcome, RunRequest};
 use protocol::CallError;
 use serde_json::{json, Value};
@@ -45,13 +46,6 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 pub const DEFAULT_JOB_CONCURRENCY: u32 = 8;
 /// How long one `executor.wait` call may take before it is asked again.
 const WAIT_CALL: Duration = Duration::from_secs(3600);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 /// The delay before retry number `failures` (1 for the first failure).
 pub fn backoff(failures: i64) -> Duration {

@@ -4,7 +4,7 @@
 //! the next interval; passes of one task never overlap.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use daemon::bus::Bus;
 use serde_json::json;
@@ -13,14 +13,6 @@ use crate::router::Router;
 
 /// How long one pass may take.
 pub const TASK_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn now_rfc3339() -> String {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(0))
-        .unwrap_or(0);
-    protocol::time::format_rfc3339_ms(ms)
-}
 
 /// Run every known task on its interval, forever.
 pub async fn run(bus: Bus, router: Router) {
@@ -48,7 +40,7 @@ pub async fn run(bus: Bus, router: Router) {
                     .call(
                         "ext.call",
                         &json!({"name": extension, "method": "task.run",
-                                "params": {"task": task, "now": now_rfc3339()},
+                                "params": {"task": task, "now": protocol::time::format_rfc3339_ms(protocol::time::now_ms())},
                                 "timeout_ms": TASK_TIMEOUT.as_millis() as u64}),
                     )
                     .await;

@@ -19,23 +19,16 @@
 //! A Wait's timeout timer (owner `core`, kind `wait.timeout`, key the Wait's ID) wakes
 //! the Wait with `store.wait_wake {reason: "timeout"}`, which removes the timer.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use daemon::bus::Bus;
-use protocol::time::parse_rfc3339_ms;
+use protocol::time::{now_ms, parse_rfc3339_ms};
 use protocol::wire::RecurrenceNextResult;
 use serde_json::{json, Value};
 
 /// How long `recurrence.next` may take (the spec's in-transaction bound, with room for
 /// the bus).
 const NEXT_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 /// An RFC 3339 UTC time of `ms` since the epoch (see [`protocol::time`]).
 pub use protocol::time::format_rfc3339_ms as rfc3339;
