@@ -11,7 +11,7 @@ pub mod up;
 
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Open Conduit: webhooks and schedules in, Work run by agents and scripts out.
 #[derive(Parser, Debug)]
@@ -239,6 +239,23 @@ fn run_extension(name: &str) -> i32 {
 /// any thread starts (a daemon reads its passed sockets from the environment).
 pub fn main(args: Vec<String>) -> i32 {
     up::take_passed_fds();
+    // Installed as `/usr/lib/open-conduit/open-conduit-<daemon>` (a link to this binary),
+    // it is that daemon.
+    let called = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(daemon) = called.strip_prefix("open-conduit-") {
+        let mut a = vec![
+            "open-conduit".to_owned(),
+            "__daemon".to_owned(),
+            daemon.to_owned(),
+        ];
+        a.extend(args.iter().skip(1).cloned());
+        return main(a);
+    }
     let rest = |n: usize| args.iter().skip(n).cloned();
     match args.get(1).map(String::as_str) {
         Some("__daemon") => {
@@ -262,6 +279,21 @@ pub fn main(args: Vec<String>) -> i32 {
             return run_extension(args.get(2).map(String::as_str).unwrap_or_default());
         }
         Some("__wrap") => return oc_shell::main(),
+        Some("__bundle") => {
+            // The package's layout: `__bundle DIR EXE` writes each bundled package under
+            // DIR, its program a script that runs EXE as the extension.
+            let (Some(dir), Some(exe)) = (args.get(2), args.get(3)) else {
+                eprintln!("usage: open-conduit __bundle DIR EXE");
+                return 2;
+            };
+            return match up::write_bundled_to(Path::new(dir), Path::new(exe)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("open-conduit __bundle: {e}");
+                    1
+                }
+            };
+        }
         _ => {}
     }
     let cli = match Cli::try_parse_from(&args) {

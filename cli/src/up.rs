@@ -110,6 +110,14 @@ fn say(line: &str) {
 /// beside it a script named after its program that execs this binary as the extension.
 fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
     let root = state.join("bundled");
+    write_bundled_to(&root, exe)?;
+    Ok(root)
+}
+
+/// Write each bundled package under `root` (`root/<name>/open-conduit-extension.json`
+/// and its program, a script that runs `exe` as the extension): `up`'s layout, and the
+/// package's `/usr/lib/open-conduit/extensions`.
+pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
     for (name, manifest) in bundled() {
         let m: Value = serde_json::from_str(manifest).map_err(|e| format!("{name}: {e}"))?;
         let program = m["command"][0]
@@ -129,7 +137,7 @@ fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .map_err(|e| format!("{}: {e}", script.display()))?;
     }
-    Ok(root)
+    Ok(())
 }
 
 /// Pass `fd` as the child's fd 3, named `name` (see [`daemon::activation::pass`]).
