@@ -172,29 +172,74 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
     }
 }
 
-/// `config check FILE`: offline, every problem with its JSON pointer.
-pub fn config_check(file: &Path) -> Out {
+/// `config check FILE`: offline, every problem with its JSON pointer. With
+/// `extensions` (a configuration directory), the packages whose types the document
+/// uses, bundled and installed there, are started to check their own objects
+/// ([`extrunner::offline`]).
+pub fn config_check(file: &Path, extensions: Option<&Path>) -> Out {
     let doc = read_json(file)?;
-    match protocol::config::Config::parse(&doc) {
-        Ok(c) => {
-            println!(
-                "{}: ok ({} connections, {} scopes)",
-                file.display(),
-                c.connections.len(),
-                c.scopes.len()
-            );
-            Ok(())
-        }
+    let config = match protocol::config::Config::parse(&doc) {
+        Ok(c) => c,
         Err(problems) => {
             for p in &problems {
                 println!("{}: {}: {}", file.display(), p.pointer, p.message);
             }
-            Err(Failure {
+            return Err(Failure {
                 message: format!("{} problems", problems.len()),
                 status: 1,
-            })
+            });
         }
+    };
+    let findings = match extensions {
+        Some(dir) => offline_findings(&config, dir)?,
+        None => Vec::new(),
+    };
+    let errors = findings.iter().filter(|f| !f.warning).count();
+    for f in &findings {
+        let level = if f.warning { "warning: " } else { "" };
+        println!(
+            "{}: {}: {level}{} ({})",
+            file.display(),
+            f.pointer,
+            f.message,
+            f.code
+        );
     }
+    if errors > 0 {
+        return Err(Failure {
+            message: format!("{errors} problems"),
+            status: 1,
+        });
+    }
+    println!(
+        "{}: ok ({} connections, {} scopes)",
+        file.display(),
+        config.connections.len(),
+        config.scopes.len()
+    );
+    Ok(())
+}
+
+/// Start the packages `config` uses (bundled, and installed under `config_dir`) for
+/// `validate` alone, under a scratch directory removed afterwards.
+fn offline_findings(
+    config: &protocol::config::Config,
+    config_dir: &Path,
+) -> Result<Vec<extrunner::offline::Finding>, Failure> {
+    let scratch = std::env::temp_dir().join(format!("open-conduit-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let bundled = scratch.join("bundled");
+    crate::up::write_bundled_to(&bundled, &exe)?;
+    let discovery =
+        extrunner::discovery::discover(&config_dir.join("extensions"), Some(bundled.as_path()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let findings = rt.block_on(extrunner::offline::validate(config, &discovery, &scratch));
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(findings)
 }
 
 fn read_json(file: &Path) -> Result<Value, Failure> {
@@ -204,8 +249,8 @@ fn read_json(file: &Path) -> Result<Value, Failure> {
 }
 
 /// `config apply FILE`: checked, then stored as a new generation.
-pub fn config_apply(bus: &Path, file: &Path) -> Out {
-    config_check(file)?;
+pub fn config_apply(bus: &Path, file: &Path, config_dir: &Path) -> Out {
+    config_check(file, Some(config_dir))?;
     let doc = read_json(file)?;
     let a = call(bus, "store.config_apply", json!({ "config": doc }))?;
     if a["changed"] == true {
@@ -242,7 +287,7 @@ pub fn config_show(bus: &Path) -> Out {
 pub fn extension_list(bus: &Path, json_out: bool) -> Out {
     let ext = call(bus, "ext.list", json!({}))?;
     if json_out {
-        print_json(&ext);
+        print_json(&ext["extensions"]);
         return Ok(());
     }
     for e in ext["extensions"].as_array().into_iter().flatten() {
@@ -286,7 +331,21 @@ pub fn work_list(bus: &Path, scope: Option<String>, state: Option<String>, json_
         json!({"scope_id": scope, "state": state, "limit": 1000}),
     )?;
     if json_out {
-        print_json(&w);
+        // A listing is an array of objects; each Work also says `scope`.
+        let list: Vec<Value> = w["works"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| {
+                let mut w = w.clone();
+                if let Some(o) = w.as_object_mut() {
+                    let scope = o.get("scope_id").cloned().unwrap_or(Value::Null);
+                    o.insert("scope".into(), scope);
+                }
+                w
+            })
+            .collect();
+        print_json(&json!(list));
         return Ok(());
     }
     for w in w["works"].as_array().into_iter().flatten() {
@@ -436,14 +495,25 @@ pub fn work_interrupt(bus: &Path, id: &str, reason: &str) -> Out {
 }
 
 /// `events`: the log, a page at a time; with `follow`, forever.
+///
+/// With `--json`: a JSON array written a page at a time (so memory stays bounded);
+/// with `--follow` too, one JSON object per line, as events arrive.
 pub fn events(bus: &Path, after: i64, follow: bool, json_out: bool) -> Out {
     let mut after = after;
+    let array = json_out && !follow;
+    let mut first = true;
+    if array {
+        print!("[");
+    }
     loop {
         let page = call(bus, "store.events", json!({"after": after, "limit": 200}))?;
         let list = page["events"].as_array().cloned().unwrap_or_default();
         for e in &list {
             after = after.max(e["seq"].as_i64().unwrap_or(after));
-            if json_out {
+            if array {
+                print!("{}\n{e}", if first { "" } else { "," });
+                first = false;
+            } else if json_out {
                 println!("{e}");
             } else {
                 println!(
@@ -459,6 +529,9 @@ pub fn events(bus: &Path, after: i64, follow: bool, json_out: bool) -> Out {
         }
         if list.is_empty() {
             if !follow {
+                if array {
+                    println!("]");
+                }
                 return Ok(());
             }
             std::thread::sleep(Duration::from_secs(1));

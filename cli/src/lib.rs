@@ -31,11 +31,21 @@ pub struct Cli {
 /// `config …`.
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
-    /// Check a configuration file offline: every problem with its JSON pointer.
+    /// Check a configuration file offline: every problem with its JSON pointer. The
+    /// extensions whose types it uses are started to check their own objects.
     Check {
-        /// The file.
-        file: PathBuf,
+        /// The file (default: `config.json` in the configuration directory).
+        file: Option<PathBuf>,
+        /// The configuration directory, for its installed extensions (default: `up`'s,
+        /// else /etc/open-conduit).
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+        /// Check only the document's structure; start no extension.
+        #[arg(long)]
+        no_extensions: bool,
     },
+    /// Print the embedded demo configuration (what `up` runs without `--config`).
+    Demo,
     /// Check a file and store it as the new configuration generation.
     Apply {
         /// The file.
@@ -331,8 +341,23 @@ pub fn main(args: Vec<String>) -> i32 {
     let done = match cli.command {
         Command::Status => admin::status(&bus, json_out),
         Command::Doctor => admin::doctor(&bus, json_out),
-        Command::Config(ConfigCommand::Check { file }) => admin::config_check(&file),
-        Command::Config(ConfigCommand::Apply { file }) => admin::config_apply(&bus, &file),
+        Command::Config(ConfigCommand::Check {
+            file,
+            config_dir,
+            no_extensions,
+        }) => {
+            let dir = admin::config_dir(config_dir, &bus);
+            let file = file.unwrap_or_else(|| dir.join("config.json"));
+            admin::config_check(&file, (!no_extensions).then_some(dir.as_path()))
+        }
+        Command::Config(ConfigCommand::Demo) => {
+            println!("{:#}", up::demo_config());
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Apply { file }) => {
+            let dir = admin::config_dir(None, &bus);
+            admin::config_apply(&bus, &file, &dir)
+        }
         Command::Config(ConfigCommand::Show) => admin::config_show(&bus),
         Command::Extension(ExtensionCommand::List) => admin::extension_list(&bus, json_out),
         Command::Extension(ExtensionCommand::Inspect { name }) => {

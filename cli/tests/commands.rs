@@ -57,18 +57,108 @@ fn config_check_is_offline_and_names_every_problem() {
     std::fs::write(
         &bad,
         r#"{"connections": [{"name": "c", "type": "t", "secret_refs": {"s": "plain"}}],
-            "scopes": [{"id": "a"}, {"id": "a"}]}"#,
+            "scopes": [{"id": "a", "routes": [{"handler": "h", "binding": "missing"}],
+                        "bindings": [{"name": "b"}]},
+                       {"id": "a"}]}"#,
     )
     .unwrap();
     let (status, out, _) = run(&["config", "check", bad.to_str().unwrap()]);
     assert_eq!(status, 1);
     assert!(out.contains("/connections/0/secret_refs/s"), "{out}");
     assert!(out.contains("/scopes/1/id"), "{out}");
+    assert!(out.contains("/scopes/0/routes/0/binding"), "{out}");
+    assert!(out.contains("/scopes/0/bindings/0/executor"), "{out}");
     let notjson = dir.join("x.json");
     std::fs::write(&notjson, "{").unwrap();
     let (status, _, err) = run(&["config", "check", notjson.to_str().unwrap()]);
     assert_eq!(status, 1);
     assert!(err.contains("not JSON"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The extensions check their own objects: the embedded demo passes, a bad cron
+/// expression is found by the schedule package at its pointer, an unknown type is named,
+/// and a package that cannot start refuses its objects.
+#[test]
+fn config_check_starts_the_extensions_the_document_uses() {
+    let dir = std::env::temp_dir().join(format!("oc-check-ext-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (status, demo, _) = run(&["config", "demo"]);
+    assert_eq!(status, 0);
+    let demo_file = dir.join("demo.json");
+    std::fs::write(&demo_file, &demo).unwrap();
+    let etc = dir.join("etc");
+    let etc_s = etc.to_str().unwrap();
+    let (status, out, err) = run(&[
+        "config",
+        "check",
+        demo_file.to_str().unwrap(),
+        "--config-dir",
+        etc_s,
+    ]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(out.contains("ok (0 connections, 1 scopes)"), "{out}");
+
+    let broken: serde_json::Value =
+        serde_json::from_str(&demo.replace("* * * * *", "61 * * * *")).unwrap();
+    let mut broken = broken;
+    broken["scopes"][0]["entries"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "nosuch", "name": "n"}));
+    broken["scopes"][0]["entries"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "broken", "name": "b"}));
+    let broken_file = dir.join("broken.json");
+    std::fs::write(&broken_file, broken.to_string()).unwrap();
+    // An installed package that exits at once.
+    let pkg = etc.join("extensions/broken");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::write(
+        pkg.join("open-conduit-extension.json"),
+        r#"{"protocol": [1], "name": "broken", "version": "1.0.0", "command": ["bin/broken"],
+            "provides": {"extensions": [{"type": "broken"}]}}"#,
+    )
+    .unwrap();
+    let script = pkg.join("bin/broken");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'cannot read my settings' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (status, out, _) = run(&[
+        "config",
+        "check",
+        broken_file.to_str().unwrap(),
+        "--config-dir",
+        etc_s,
+    ]);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/scopes/0/entries/1/config/jobs/0/cron") && out.contains("61"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/scopes/0/entries/2/type") && out.contains("unknown_type"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/scopes/0/entries/3/type")
+            && out.contains("extension_unavailable")
+            && out.contains("cannot read my settings"),
+        "{out}"
+    );
+    // Structure only: nothing is started, so only the document's own rules apply.
+    let (status, out, _) = run(&[
+        "config",
+        "check",
+        broken_file.to_str().unwrap(),
+        "--no-extensions",
+    ]);
+    assert_eq!(status, 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

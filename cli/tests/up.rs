@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! `open-conduit up`, the real binary: the whole suite starts, the embedded demo turns
 //! a delivery into finished Work, a daemon killed with SIGKILL is restarted, and
-//! SIGTERM stops everything, leaving no process behind.
+//! SIGINT stops everything, leaving no process of the suite or its extensions behind.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -45,6 +45,17 @@ impl Up {
 
 impl Drop for Up {
     fn drop(&mut self) {
+        // SIGTERM first, so that up stops its daemons (SIGKILL would leave them).
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.state);
@@ -189,6 +200,18 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let work_id = done[0]["id"].as_str().unwrap().to_owned();
     let list = cli(&bus, &["work", "list"]);
     assert!(list.0 == 0 && list.1.contains(&work_id), "{list:?}");
+    // For scripts: an array of objects, each with id, scope and state.
+    let json_list = cli(&bus, &["work", "list", "--json"]);
+    let array: Vec<Value> = serde_json::from_str(&json_list.1).unwrap();
+    assert!(
+        array.iter().any(|w| w["id"] == work_id.as_str()
+            && w["scope"] == "demo"
+            && w["state"] == "completed"),
+        "{array:?}"
+    );
+    let ext_list = cli(&bus, &["extension", "list", "--json"]);
+    let array: Vec<Value> = serde_json::from_str(&ext_list.1).unwrap();
+    assert!(array.iter().any(|e| e["name"] == "shell"), "{array:?}");
     let show = cli(&bus, &["work", "show", &work_id]);
     assert!(show.0 == 0, "{show:?}");
     assert!(
@@ -237,21 +260,107 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
         std::thread::sleep(Duration::from_millis(200));
     }
     completed(&bus, 2);
+    // Healthy again.
+    let status = cli(&bus, &["status"]);
+    assert_eq!(status.0, 0, "{status:?}");
 
-    // SIGTERM: everything stops, in reverse order, and nothing is left.
+    // schedulerd SIGKILLed: a delivery posted while it is down is kept, and becomes
+    // finished Work once up has started it again.
+    let schedulerd = pids[3].1;
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(up.child.id()).unwrap()),
-        nix::sys::signal::Signal::SIGTERM,
+        nix::unistd::Pid::from_raw(schedulerd),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    up.expect("schedulerd exited");
+    assert_eq!(post(addr, r#"{"hello": "meanwhile"}"#), 200);
+    let again = pid_in(&up.expect("open-conduit: schedulerd ready"));
+    pids.push(("schedulerd again", again));
+    let deadline = Instant::now() + HANG;
+    let mut checked = std::collections::BTreeSet::new();
+    'found: loop {
+        for w in completed(&bus, 1) {
+            let id = w["id"].as_str().unwrap().to_owned();
+            if checked.insert(id.clone())
+                && cli(&bus, &["work", "log", &id]).1.contains("meanwhile")
+            {
+                break 'found;
+            }
+        }
+        if Instant::now() > deadline {
+            let list = cli(&bus, &["work", "list"]).1;
+            let logs: Vec<String> = checked
+                .iter()
+                .map(|id| cli(&bus, &["work", "log", id]).1)
+                .collect();
+            panic!(
+                "the delivery posted while schedulerd was down never completed:\n{list}\n{logs:#?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = cli(&bus, &["status"]);
+    assert_eq!(status.0, 0, "{status:?}");
+
+    // SIGINT (Ctrl-C): everything stops, in reverse order, and no process of the
+    // suite or of its extensions is left.
+    let up_pid = i32::try_from(up.child.id()).unwrap();
+    let family = descendants(up_pid);
+    assert!(
+        family.len() > 5,
+        "the daemons and their extensions: {family:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(up_pid),
+        nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
     up.expect("open-conduit: broker stopped");
     let status = up.child.wait().unwrap();
     assert!(status.success(), "{status}");
     for (d, pid) in &pids {
-        if *d == "storaged" {
+        if *d == "storaged" || *d == "schedulerd" {
             continue; // killed above
         }
         assert!(!alive(*pid), "{d} (pid {pid}) outlived up");
     }
+    for pid in family {
+        assert!(!alive(pid), "pid {pid} ({}) outlived up", cmdline(pid));
+    }
     assert!(!bus.exists(), "the bus socket is removed");
+}
+
+/// Every process below `root` (by parent pid), found through /proc.
+fn descendants(root: i32) -> Vec<i32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, then the parent's pid.
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r.to_owned()) else {
+            continue;
+        };
+        if let Some(ppid) = rest.split(' ').nth(1).and_then(|p| p.parse::<i32>().ok()) {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
 }

@@ -17,6 +17,7 @@ pub mod conflicts;
 pub mod discovery;
 pub mod host;
 pub mod ingress;
+pub mod offline;
 pub mod process;
 pub mod runner;
 pub mod service;

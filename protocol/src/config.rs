@@ -255,11 +255,45 @@ impl Config {
                     );
                 }
             }
+            let mut bindings = BTreeSet::new();
+            for (j, b) in s.bindings.iter().enumerate() {
+                let at = format!("{at}/bindings/{j}");
+                let Some(b) = b.as_object() else {
+                    problem(at, "a binding is an object".into());
+                    continue;
+                };
+                match b.get("name").and_then(Value::as_str) {
+                    Some(name) if is_name(name) => {
+                        if !bindings.insert(name) {
+                            problem(
+                                format!("{at}/name"),
+                                format!("binding {name:?} is defined twice in scope {:?}", s.id),
+                            );
+                        }
+                    }
+                    _ => problem(format!("{at}/name"), "a binding needs a name".into()),
+                }
+                if b.get("executor")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    problem(
+                        format!("{at}/executor"),
+                        "a binding needs an executor".into(),
+                    );
+                }
+            }
             for (j, r) in s.routes.iter().enumerate() {
                 if r.handler.is_empty() {
                     problem(
                         format!("{at}/routes/{j}/handler"),
                         "a route needs a handler".into(),
+                    );
+                }
+                if !r.binding.is_empty() && !bindings.contains(r.binding.as_str()) {
+                    problem(
+                        format!("{at}/routes/{j}/binding"),
+                        format!("scope {:?} has no binding {:?}", s.id, r.binding),
                     );
                 }
             }

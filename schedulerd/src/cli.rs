@@ -54,6 +54,10 @@ async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
                 tracing::debug!(events = n, "routed");
                 wakes.work.notify_one();
             }
+            Err(e @ crate::router::RouteError::NotLoaded(_)) => {
+                tracing::debug!(error = %e, "routing waits");
+                stats.blocked(e.to_string());
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "routing held up; the event stays pending and is routed again");
                 stats.blocked(e.to_string());
@@ -124,12 +128,13 @@ async fn knowledge_loop(router: Router, wakes: Arc<Wakes>) {
         } else {
             Duration::from_millis(500)
         };
+        // What the router knows changed (or is known for the first time): route again.
+        wakes.events.notify_one();
         tokio::select! {
             _ = wakes.config.notified() => {}
             _ = wakes.extensions.notified() => {}
             _ = tokio::time::sleep(wait) => {}
         }
-        wakes.events.notify_one();
     }
 }
 

@@ -156,6 +156,10 @@ pub enum RouteError {
     /// The store could not be read or written now.
     #[error("storaged: {0}")]
     Store(String),
+    /// The configuration or the extensions' registrations have not been read yet: an
+    /// event routed now would be judged against nothing.
+    #[error("waiting for the {0} before routing")]
+    NotLoaded(&'static str),
 }
 
 /// What the router knows: the configuration and which extension serves which handler.
@@ -163,6 +167,10 @@ pub enum RouteError {
 pub struct Knowledge {
     /// The configuration generation (document and hash).
     pub config: Option<(Config, String)>,
+    /// True once the configuration has been read (even if none is applied).
+    pub config_loaded: bool,
+    /// True once the extensions' registrations have been read.
+    pub handlers_loaded: bool,
     /// Route handler → the extension declaring it.
     pub handlers: HashMap<String, String>,
     /// Entry type → the extension declaring it.
@@ -224,6 +232,7 @@ impl Router {
         };
         if let Ok(mut k) = self.knowledge.write() {
             k.config = config;
+            k.config_loaded = true;
         }
         Ok(())
     }
@@ -272,6 +281,7 @@ impl Router {
             k.types = types;
             k.executors = executors;
             k.tasks = tasks;
+            k.handlers_loaded = true;
         }
         Ok(())
     }
@@ -546,6 +556,18 @@ impl Router {
     /// One pass: route every pending event in order, stopping at the first that cannot
     /// be routed now. Answers how many were routed.
     pub async fn pass(&self, stats: &Stats) -> Result<usize, RouteError> {
+        {
+            let k = self
+                .knowledge
+                .read()
+                .map_err(|_| RouteError::Store("the router's knowledge is poisoned".into()))?;
+            if !k.config_loaded {
+                return Err(RouteError::NotLoaded("configuration"));
+            }
+            if !k.handlers_loaded {
+                return Err(RouteError::NotLoaded("extensions' registrations"));
+            }
+        }
         let mut routed = 0;
         loop {
             let page = self

@@ -1,0 +1,354 @@
+//! Offline validation: `config check` without a daemon.
+//!
+//! A configuration's objects belong to the packages that declare their types: a
+//! connection to the package declaring its connection type, an entry to the one
+//! declaring its extension type, a route to the one declaring its handler, a binding
+//! to the one declaring its executor. Each package that owns an object is started for
+//! `validate` alone, as the spec's offline validation says: a temporary state
+//! directory (removed afterwards), no coordination store (its host calls are refused),
+//! an empty `configure` (a dry run) that reports the KV layout as current so nothing
+//! migrates,
+//! and a 15 s start timeout. It is stopped once its objects are checked. A package
+//! that cannot start refuses its objects with `extension_unavailable`; an object whose
+//! type no package declares is `unknown_type`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use protocol::config::Config;
+use protocol::wire::{validate_kind, KvLayout, ValidateParams, ValidateResult};
+use protocol::{CallOptions, Handler};
+use serde_json::Value;
+
+use crate::discovery::{Discovery, Package};
+use crate::process::{declared_kv_version, ExtensionProcess, ProcessSpec, SupervisorOptions};
+
+/// How long a package may take to start, and each `validate` to answer.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// At most this many warnings are shown (the spec's cap).
+pub const MAX_WARNINGS: usize = 8;
+
+/// One finding about the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// A JSON pointer into the configuration document.
+    pub pointer: String,
+    /// A stable code (`invalid_config`, `unknown_type`, `extension_unavailable`, ...).
+    pub code: String,
+    /// What is wrong, for the operator.
+    pub message: String,
+    /// A warning does not make the configuration invalid.
+    pub warning: bool,
+}
+
+/// One object a package validates.
+#[derive(Debug, Clone)]
+struct Object {
+    pointer: String,
+    params: ValidateParams,
+}
+
+fn params(kind: &str, type_name: &str, name: &str, config: &Value) -> ValidateParams {
+    ValidateParams {
+        kind: kind.to_owned(),
+        type_name: type_name.to_owned(),
+        name: name.to_owned(),
+        config: config.clone(),
+        ..ValidateParams::default()
+    }
+}
+
+/// The objects of `config`, grouped by the package that owns each; objects whose type
+/// no package declares become `unknown_type` findings.
+fn objects(
+    config: &Config,
+    discovery: &Discovery,
+) -> (BTreeMap<String, Vec<Object>>, Vec<Finding>) {
+    let mut owners: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    for p in &discovery.packages {
+        let pv = &p.manifest.provides;
+        for t in &pv.connections {
+            owners.insert((validate_kind::CONNECTION, &t.type_name), &p.name);
+        }
+        for t in &pv.extensions {
+            owners.insert((validate_kind::EXTENSION, &t.type_name), &p.name);
+        }
+        for r in &pv.routes {
+            owners.insert((validate_kind::ROUTE, &r.handler), &p.name);
+        }
+        for e in &pv.executors {
+            owners.insert((validate_kind::EXECUTOR, &e.name), &p.name);
+        }
+    }
+    let mut by_package: BTreeMap<String, Vec<Object>> = BTreeMap::new();
+    let mut unknown = Vec::new();
+    let mut add = |pointer: String, what: &str, params: ValidateParams| match owners
+        .get(&(params.kind.as_str(), params.type_name.as_str()))
+    {
+        Some(owner) => by_package
+            .entry((*owner).to_owned())
+            .or_default()
+            .push(Object { pointer, params }),
+        None => unknown.push(Finding {
+            pointer,
+            code: "unknown_type".into(),
+            message: format!(
+                "no installed or bundled extension provides the {what} {:?}",
+                params.type_name
+            ),
+            warning: false,
+        }),
+    };
+    for (i, c) in config.connections.iter().enumerate() {
+        if c.connection_type.is_empty() {
+            continue; // Config::problems names it
+        }
+        add(
+            format!("/connections/{i}/type"),
+            "connection type",
+            params(
+                validate_kind::CONNECTION,
+                &c.connection_type,
+                &c.name,
+                &c.config,
+            ),
+        );
+    }
+    for (i, s) in config.scopes.iter().enumerate() {
+        for (j, e) in s.entries.iter().enumerate() {
+            if e.entry_type.is_empty() {
+                continue;
+            }
+            add(
+                format!("/scopes/{i}/entries/{j}/type"),
+                "entry type",
+                params(validate_kind::EXTENSION, &e.entry_type, &e.name, &e.config),
+            );
+        }
+        for (j, r) in s.routes.iter().enumerate() {
+            if r.handler.is_empty() {
+                continue;
+            }
+            add(
+                format!("/scopes/{i}/routes/{j}/handler"),
+                "route handler",
+                params(validate_kind::ROUTE, &r.handler, "", &r.config),
+            );
+        }
+        for (j, b) in s.bindings.iter().enumerate() {
+            let Some(executor) = b.get("executor").and_then(Value::as_str) else {
+                continue;
+            };
+            let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
+            add(
+                format!("/scopes/{i}/bindings/{j}/executor"),
+                "executor",
+                params(
+                    validate_kind::EXECUTOR,
+                    executor,
+                    name,
+                    b.get("config").unwrap_or(&Value::Null),
+                ),
+            );
+        }
+    }
+    (by_package, unknown)
+}
+
+/// `/a/b/type` → `/a/b/config`, then the diagnostic's own path inside the config.
+fn config_pointer(object_pointer: &str, path: &str) -> String {
+    let base = match object_pointer.rsplit_once('/') {
+        Some((parent, _)) => format!("{parent}/config"),
+        None => "/config".to_owned(),
+    };
+    if path.is_empty() {
+        base
+    } else if path.starts_with('/') {
+        format!("{base}{path}")
+    } else {
+        format!("{base}/{}", path.replace('~', "~0").replace('/', "~1"))
+    }
+}
+
+/// The host side of an offline package: it has no store, so every call is refused.
+struct NoStore;
+
+impl Handler for NoStore {
+    fn call(
+        &self,
+        request: protocol::Request,
+    ) -> protocol::BoxFuture<Result<protocol::Reply, protocol::RpcError>> {
+        let method = request.method;
+        Box::pin(async move {
+            Err(protocol::RpcError::new(
+                protocol::Code::Unsupported,
+                format!("{method}: offline validation has no coordination store"),
+            ))
+        })
+    }
+}
+
+/// Check `config` with the packages of `discovery`, each started under a temporary
+/// directory below `scratch` (removed before this returns). Answers the findings,
+/// errors and at most [`MAX_WARNINGS`] warnings, in document order per package.
+pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) -> Vec<Finding> {
+    let (by_package, mut findings) = objects(config, discovery);
+    let mut warnings = 0;
+    for (name, objects) in by_package {
+        let Some(package) = discovery.package(&name) else {
+            continue;
+        };
+        let state = scratch.join(format!("validate-{name}"));
+        let result = validate_with(package, &objects, &state).await;
+        let _ = std::fs::remove_dir_all(&state);
+        match result {
+            Ok(answers) => {
+                for (object, answer) in objects.iter().zip(answers) {
+                    match answer {
+                        Ok(r) => {
+                            for d in r.diagnostics {
+                                findings.push(Finding {
+                                    pointer: config_pointer(&object.pointer, &d.path),
+                                    code: d.code,
+                                    message: d.message,
+                                    warning: false,
+                                });
+                            }
+                            for w in r.warnings {
+                                warnings += 1;
+                                if warnings > MAX_WARNINGS {
+                                    continue;
+                                }
+                                findings.push(Finding {
+                                    pointer: config_pointer(&object.pointer, ""),
+                                    code: "warning".into(),
+                                    message: w.chars().take(300).collect(),
+                                    warning: true,
+                                });
+                            }
+                        }
+                        Err(why) => findings.push(Finding {
+                            pointer: object.pointer.clone(),
+                            code: "extension_unavailable".into(),
+                            message: format!("extension {name} could not check it: {why}"),
+                            warning: false,
+                        }),
+                    }
+                }
+            }
+            Err(why) => {
+                for object in &objects {
+                    findings.push(Finding {
+                        pointer: object.pointer.clone(),
+                        code: "extension_unavailable".into(),
+                        message: format!("extension {name} cannot start: {why}"),
+                        warning: false,
+                    });
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// Start `package` offline, ask `validate` for each object, stop it.
+async fn validate_with(
+    package: &Package,
+    objects: &[Object],
+    state: &Path,
+) -> Result<Vec<Result<ValidateResult, String>>, String> {
+    let mut spec = ProcessSpec::new(
+        &package.name,
+        &package.dir,
+        package.manifest.command.clone(),
+        package.manifest_json.clone(),
+        state,
+    );
+    // Offline: the state directory is temporary, and so is the log.
+    spec.state_dir = state.join("state");
+    spec.log_path = state.join("extension.log");
+    // An empty configure, marked as a dry run: nothing is set up for real.
+    let configuration = crate::configuration::Configuration::new(Some(package.manifest.clone()));
+    configuration.set(
+        protocol::wire::ConfigureParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        BTreeMap::new(),
+    );
+    let opts = SupervisorOptions {
+        configuration: std::sync::Arc::new(configuration),
+        start_timeout: START_TIMEOUT,
+        handler: std::sync::Arc::new(NoStore),
+        ..SupervisorOptions::default()
+    };
+    let process = ExtensionProcess::spawn(&spec, &opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let declared = declared_kv_version(&package.manifest_json);
+    let started = process
+        .start_up(
+            &spec,
+            &opts,
+            KvLayout {
+                stored: declared,
+                declared,
+            },
+        )
+        .await;
+    if let Err(e) = started {
+        let _ = process.stop(&opts).await;
+        return Err(with_log(e.to_string(), &spec.log_path));
+    }
+    let mut answers = Vec::with_capacity(objects.len());
+    for object in objects {
+        let call = CallOptions {
+            timeout: Some(START_TIMEOUT),
+            ..CallOptions::default()
+        };
+        let answer = match process
+            .peer()
+            .call_with("validate", &object.params, call)
+            .await
+        {
+            Ok(v) => serde_json::from_value::<ValidateResult>(v)
+                .map_err(|e| format!("its answer does not decode: {e}")),
+            Err(e) => Err(e.to_string()),
+        };
+        answers.push(answer);
+    }
+    let _ = process.stop(&opts).await;
+    Ok(answers)
+}
+
+/// `why`, with the last line the package wrote to its log, if any.
+fn with_log(why: String, log: &PathBuf) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    match text.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(last) => format!("{why} (its last log line: {})", last.trim()),
+        None => why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_land_inside_the_object_config() {
+        assert_eq!(
+            config_pointer("/scopes/0/entries/1/type", "/secret"),
+            "/scopes/0/entries/1/config/secret"
+        );
+        assert_eq!(
+            config_pointer("/scopes/0/entries/1/type", "a/b"),
+            "/scopes/0/entries/1/config/a~1b"
+        );
+        assert_eq!(
+            config_pointer("/connections/2/type", ""),
+            "/connections/2/config"
+        );
+    }
+}
