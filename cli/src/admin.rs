@@ -44,6 +44,25 @@ fn print_json(v: &Value) {
     );
 }
 
+/// `word` padded to `width`, coloured by what it says when stdout is a terminal and
+/// `NO_COLOR` is unset (never in a pipe or a file).
+fn paint(word: &str, width: usize) -> String {
+    use std::io::IsTerminal;
+    let padded = format!("{word:<width$}");
+    let colour = match word {
+        "ok" | "completed" | "running" | "ready" => "32",
+        "warn" | "waiting" | "pending" | "idle" | "starting" => "33",
+        "fail" | "failed" | "cancelled" | "down" | "refused" | "crashed" => "31",
+        _ => return padded,
+    };
+    if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+        || !std::io::stdout().is_terminal()
+    {
+        return padded;
+    }
+    format!("\x1b[{colour}m{padded}\x1b[0m")
+}
+
 fn text<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
@@ -292,10 +311,10 @@ pub fn extension_list(bus: &Path, json_out: bool) -> Out {
     }
     for e in ext["extensions"].as_array().into_iter().flatten() {
         println!(
-            "{:<12} {:<8} {:<10} {:<9} restarts {}{}",
+            "{:<12} {:<8} {} {:<9} restarts {}{}",
             text(e, "name"),
             text(e, "version"),
-            text(e, "state"),
+            paint(text(e, "state"), 10),
             text(e, "origin"),
             e["restarts"],
             e["refusal"]
@@ -351,9 +370,9 @@ pub fn work_list(bus: &Path, scope: Option<String>, state: Option<String>, json_
     for w in w["works"].as_array().into_iter().flatten() {
         let title = w["display"]["title"].as_str().unwrap_or("");
         println!(
-            "{}  {:<10} {:<10} {}",
+            "{}  {} {:<10} {}",
             text(w, "id"),
-            text(w, "state"),
+            paint(text(w, "state"), 10),
             text(w, "scope_id"),
             title
         );
@@ -851,7 +870,7 @@ pub fn doctor(bus: &Path, json_out: bool) -> Out {
         print_json(&json!(list));
     } else {
         for v in &verdicts {
-            println!("{:<4} {:<22} {}", v.status, v.name, v.detail);
+            println!("{} {:<22} {}", paint(v.status, 4), v.name, v.detail);
             if v.status != "ok" && !v.fix.is_empty() {
                 println!("     {:<22} → {}", "", v.fix);
             }

@@ -200,6 +200,18 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let work_id = done[0]["id"].as_str().unwrap().to_owned();
     let list = cli(&bus, &["work", "list"]);
     assert!(list.0 == 0 && list.1.contains(&work_id), "{list:?}");
+    // Colour only on a terminal: none in a pipe, and on a pseudo-terminal (`script`,
+    // from util-linux) `completed` is green.
+    assert!(!list.1.contains('\x1b'), "{list:?}");
+    let tty = Command::new("script")
+        .args(["-qec"])
+        .arg(format!("{BIN} --bus {} work list", bus.display()))
+        .arg("/dev/null")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.contains("\x1b[32mcompleted"), "{tty:?}");
     // For scripts: an array of objects, each with id, scope and state.
     let json_list = cli(&bus, &["work", "list", "--json"]);
     let array: Vec<Value> = serde_json::from_str(&json_list.1).unwrap();

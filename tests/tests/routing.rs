@@ -22,7 +22,8 @@ fn routed_config(suite: &Suite) -> Value {
         {"handler": "webhook", "binding": "echo",
          "config": {"entry": "ci", "title_pointer": "/title"}}
     ]);
-    scope["bindings"] = json!([{"name": "echo", "executor": "shell", "config": {"command": ["true"]}}]);
+    scope["bindings"] =
+        json!([{"name": "echo", "executor": "shell", "config": {"command": ["true"]}}]);
     scope["unmatched"] = json!("drop");
     c
 }
