@@ -49,6 +49,9 @@
 //!   `syslog_identifier`, ...) would collide with it. Do not use such names; the `OC_` names
 //!   here are safe.
 //! - `message` becomes `MESSAGE`; values are sent length-encoded, so newlines are kept.
+//! - `PRIORITY` is syslog's for the level ([`priorities`]): ERROR 3, WARN 4, INFO 6,
+//!   DEBUG and TRACE 7 (tracing-journald's default puts INFO at 5, "notice", which would
+//!   make every routine line stand out in `journalctl -p notice`).
 //!
 //! On stderr the span and its fields are printed before the message, e.g.
 //! `INFO attempt{OC_WORK_ID=w-123}: schedulerd::run: attempt started`.
@@ -79,6 +82,19 @@ pub mod fields {
     pub const SCOPE: &str = "OC_SCOPE";
     /// The name of an extension.
     pub const EXTENSION: &str = "OC_EXTENSION";
+}
+
+/// The journal priority of each level: syslog's meaning of each (ERROR `err` 3, WARN
+/// `warning` 4, INFO `info` 6, DEBUG and TRACE `debug` 7).
+pub fn priorities() -> tracing_journald::PriorityMappings {
+    use tracing_journald::Priority;
+    tracing_journald::PriorityMappings {
+        error: Priority::Error,
+        warn: Priority::Warning,
+        info: Priority::Informational,
+        debug: Priority::Debug,
+        trace: Priority::Debug,
+    }
 }
 
 /// The environment variable holding the log filter.
@@ -141,7 +157,8 @@ pub fn init(identifier: &str, target: LogTarget) -> Result<(), Error> {
             Ok(layer) => Some(
                 layer
                     .with_syslog_identifier(identifier.to_owned())
-                    .with_field_prefix(None),
+                    .with_field_prefix(None)
+                    .with_priority_mappings(priorities()),
             ),
             Err(e) if target == LogTarget::Journald => return Err(Error::Journald(e)),
             Err(e) => {

@@ -136,6 +136,8 @@ pub struct Suite {
     http_listener: TcpListener,
     children: Mutex<HashMap<Daemon, Child>>,
     extra: Mutex<HashMap<Daemon, Vec<String>>>,
+    systemd_like: Mutex<HashMap<Daemon, u64>>,
+    notify: Mutex<HashMap<Daemon, UnixDatagram>>,
 }
 
 impl std::fmt::Debug for Suite {
@@ -198,7 +200,66 @@ impl Suite {
             http_listener,
             children: Mutex::new(HashMap::new()),
             extra: Mutex::new(HashMap::new()),
+            systemd_like: Mutex::new(HashMap::new()),
+            notify: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Where the daemons started [`as_systemd`](Suite::as_systemd) see `/run`: the
+    /// journal's socket is `<this>/systemd/journal/socket`.
+    pub fn journal_run(&self) -> PathBuf {
+        self.dir.join("journal-run")
+    }
+
+    /// Bind the journal's native socket that the daemons started
+    /// [`as_systemd`](Suite::as_systemd) write to (they see it at
+    /// `/run/systemd/journal/socket`).
+    pub fn journal(&self) -> std::io::Result<UnixDatagram> {
+        let dir = self.journal_run().join("systemd/journal");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("socket");
+        let _ = std::fs::remove_file(&path);
+        let socket = UnixDatagram::bind(path)?;
+        socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+        Ok(socket)
+    }
+
+    /// Whether this process may run a daemon in a mount namespace of its own, as
+    /// [`as_systemd`](Suite::as_systemd) needs (root, or CAP_SYS_ADMIN).
+    pub fn can_fake_journald() -> bool {
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// From its next start on, run `d` as systemd would under journald: `--log auto`,
+    /// `JOURNAL_STREAM` naming its stderr, `WATCHDOG_USEC` set to `watchdog_usec`, and
+    /// `/run` replaced (in a mount namespace of its own, through `unshare`) by
+    /// [`journal_run`](Suite::journal_run), so that tracing-journald's fixed
+    /// `/run/systemd/journal/socket` is [`journal`](Suite::journal)'s socket.
+    pub fn as_systemd(&self, d: Daemon, watchdog_usec: u64) {
+        let mut m = self.systemd_like.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(d, watchdog_usec);
+    }
+
+    /// What `d` has sent to its `NOTIFY_SOCKET` since it was ready (only for a daemon
+    /// started [`as_systemd`](Suite::as_systemd); waits at most 200 ms for the first).
+    pub fn notifications(&self, d: Daemon) -> Vec<String> {
+        let map = self.notify.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(socket) = map.get(&d) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = socket.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = socket.set_nonblocking(true);
+        }
+        let _ = socket.set_nonblocking(false);
+        out
     }
 
     /// Start `d` with these arguments too, from its next start on.
@@ -249,7 +310,28 @@ impl Suite {
             .create(true)
             .append(true)
             .open(self.dir.join(format!("logs/{name}.log")))?;
-        let mut cmd = Command::new(&self.bin);
+        let systemd = self
+            .systemd_like
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&d)
+            .copied();
+        let mut cmd = match systemd {
+            None => Command::new(&self.bin),
+            Some(watchdog_usec) => {
+                use std::os::unix::fs::MetadataExt;
+                let meta = log.metadata()?;
+                let mut c = Command::new("unshare");
+                c.args(["-m", "--propagation", "private", "sh", "-c"])
+                    .arg("mount --bind \"$0\" /run && exec \"$@\"")
+                    .arg(self.journal_run())
+                    .arg(&self.bin)
+                    .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+                    .env("WATCHDOG_USEC", watchdog_usec.to_string());
+                c
+            }
+        };
+        let log_to = if systemd.is_some() { "auto" } else { "stderr" };
         cmd.arg(name)
             .env("NOTIFY_SOCKET", &notify_path)
             .env("OC_LOG", "info")
@@ -261,7 +343,7 @@ impl Suite {
         let state = self.dir.join("state").display().to_string();
         match d {
             Daemon::Broker => {
-                cmd.args(["--socket", &bus, "--log", "stderr"]);
+                cmd.args(["--socket", &bus, "--log", log_to]);
                 if !nix::unistd::getuid().is_root() {
                     if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
                         cmd.args(["--service-user", &u.name]);
@@ -270,10 +352,10 @@ impl Suite {
                 pass_fd(&mut cmd, self.bus_listener.as_raw_fd(), "bus");
             }
             Daemon::Storaged => {
-                cmd.args(["--state", &state, "--bus", &bus, "--log", "stderr"]);
+                cmd.args(["--state", &state, "--bus", &bus, "--log", log_to]);
             }
             Daemon::Schedulerd => {
-                cmd.args(["--bus", &bus, "--log", "stderr"]);
+                cmd.args(["--bus", &bus, "--log", log_to]);
             }
             Daemon::Extrunner => {
                 let etc = self.dir.join("etc").display().to_string();
@@ -288,11 +370,11 @@ impl Suite {
                     "--bus",
                     &bus,
                     "--log",
-                    "stderr",
+                    log_to,
                 ]);
             }
             Daemon::Ingressd => {
-                cmd.args(["--bus", &bus, "--log", "stderr"]);
+                cmd.args(["--bus", &bus, "--log", log_to]);
                 pass_fd(&mut cmd, self.http_listener.as_raw_fd(), "http");
             }
         }
@@ -330,6 +412,12 @@ impl Suite {
             }
         }
         self.lock().insert(d, child);
+        if systemd.is_some() {
+            self.notify
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(d, notify);
+        }
         Ok(pid)
     }
 
