@@ -7,6 +7,7 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod mcp;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -166,6 +167,9 @@ pub enum Command {
     },
     /// Every health check with ok, warn or fail, and what to do about a failure.
     Doctor,
+    /// The agents' toolbelt as an MCP server on stdio (for an agent executor: it reads
+    /// OS_ENDPOINT and the token file OS_TOKEN_FILE names).
+    Mcp,
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -381,6 +385,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Work(WorkCommand::Interrupt { id, reason }) => {
             admin::work_interrupt(&bus, &id, &reason)
         }
+        Command::Mcp => return mcp::main(),
         Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),
         Command::Logs { component, lines } => admin::logs(&bus, component.as_deref(), lines),
         Command::Completions { shell } => {

@@ -198,10 +198,24 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
+            let operations: Vec<Value> = manifest
+                .map(|m| {
+                    m.provides
+                        .operations
+                        .iter()
+                        .map(|o| {
+                            serde_json::json!({"name": o.name, "kind": o.kind,
+                                               "summary": o.summary, "guidance": o.guidance,
+                                               "input": o.input})
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             serde_json::json!({
                 "name": name,
                 "state": state,
                 "handlers": handlers,
+                "operations": operations,
                 "types": types,
                 "executors": executors,
                 "tasks": tasks,

@@ -10,6 +10,7 @@ pub mod conn;
 pub mod error;
 pub mod manifest;
 pub mod time;
+pub mod toolbelt;
 pub mod version;
 pub mod wire;
 

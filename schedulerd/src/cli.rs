@@ -27,6 +27,13 @@ pub struct Args {
     /// The bus socket.
     #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
     pub bus: PathBuf,
+    /// The agents' toolbelt socket (default: `toolbelt.sock` beside the bus socket).
+    #[arg(long)]
+    pub toolbelt: Option<PathBuf>,
+    /// The directory holding the `open-conduit` program that executors run as
+    /// `open-conduit mcp` (default: this program's directory when it holds one).
+    #[arg(long)]
+    pub toolbelt_dir: Option<PathBuf>,
     /// Where logs go: auto (journald when started by it), journald or stderr.
     #[arg(long, default_value = "auto")]
     pub log: LogTarget,
@@ -178,6 +185,43 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         format!("schedulerd:{}", std::process::id()),
     );
     service.set_starter(starter.clone());
+    let endpoint = args.toolbelt.clone().unwrap_or_else(|| {
+        args.bus
+            .parent()
+            .map(|d| d.join("toolbelt.sock"))
+            .unwrap_or_else(|| PathBuf::from("toolbelt.sock"))
+    });
+    let listener = crate::toolbelt::Toolbelt::bind(&endpoint)?;
+    let dir = args
+        .toolbelt_dir
+        .clone()
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(PathBuf::from))
+                .filter(|d| d.join("open-conduit").exists())
+        })
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let serving = {
+        let (client, router, starter) = (client.clone(), router.clone(), starter.clone());
+        tokio::spawn(async move {
+            // The key is in the store: wait for storaged.
+            let key = loop {
+                match crate::toolbelt::load_key(&client).await {
+                    Ok(k) => break k,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the toolbelt key cannot be read yet");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            };
+            let tb = crate::toolbelt::Toolbelt::new(client, router, key, endpoint.clone(), dir);
+            starter.set_toolbelt(tb.clone());
+            tracing::info!(endpoint = %endpoint.display(), "serving the agents' toolbelt");
+            tb.serve(listener).await;
+        })
+    };
     let starting = tokio::spawn(start_loop(starter, wakes.clone()));
     let timing = tokio::spawn(timer_loop(client.clone(), wakes.clone()));
     let tasking = tokio::spawn(crate::tasks::run(client.clone(), router.clone()));
@@ -210,6 +254,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     starting.abort();
     timing.abort();
     tasking.abort();
+    serving.abort();
     bus.close();
     client.close();
     Ok(())

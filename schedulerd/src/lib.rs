@@ -6,8 +6,8 @@
 //! disposition; route traces that write nothing ([`service`]); the daemon's main
 //! ([`cli`]); the starter ([`starter`]): attempts under leases through the binding's
 //! executor, settled with retries, and adoption after restarts; recurrence timers
-//! ([`timers`]); extension tasks at their intervals ([`tasks`]). Waits and wait
-//! timeouts come next.
+//! ([`timers`]); extension tasks at their intervals ([`tasks`]); the agents' toolbelt
+//! ([`toolbelt`]).
 
 pub mod cli;
 pub mod router;
@@ -15,3 +15,4 @@ pub mod service;
 pub mod starter;
 pub mod tasks;
 pub mod timers;
+pub mod toolbelt;

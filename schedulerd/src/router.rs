@@ -167,6 +167,8 @@ pub enum RouteError {
 pub struct Knowledge {
     /// The configuration generation (document and hash).
     pub config: Option<(Config, String)>,
+    /// Operation → the extension declaring it, with what an agent is told about it.
+    pub operations: HashMap<String, (String, protocol::toolbelt::OperationGuidance)>,
     /// True once the configuration has been read (even if none is applied).
     pub config_loaded: bool,
     /// True once the extensions' registrations have been read.
@@ -248,8 +250,16 @@ impl Router {
         let mut types = HashMap::new();
         let mut executors = HashMap::new();
         let mut tasks = Vec::new();
+        let mut operations = HashMap::new();
         for e in r["extensions"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().unwrap_or_default();
+            for o in e["operations"].as_array().into_iter().flatten() {
+                if let Ok(g) =
+                    serde_json::from_value::<protocol::toolbelt::OperationGuidance>(o.clone())
+                {
+                    operations.insert(g.name.clone(), (name.to_owned(), g));
+                }
+            }
             for h in e["handlers"].as_array().into_iter().flatten() {
                 if let Some(h) = h.as_str() {
                     handlers.insert(h.to_owned(), name.to_owned());
@@ -281,6 +291,7 @@ impl Router {
             k.types = types;
             k.executors = executors;
             k.tasks = tasks;
+            k.operations = operations;
             k.handlers_loaded = true;
         }
         Ok(())
@@ -372,6 +383,35 @@ impl Router {
             return Ok(Decision {
                 records: Vec::new(),
                 outcome: unmatched_outcome(disposition),
+            });
+        }
+        // Work an agent asked for through the toolbelt (`create_work`): created as asked,
+        // on the binding it names, with no route asked.
+        if ev.event_type == crate::toolbelt::WORK_REQUESTED
+            && ev.source == format!("toolbelt/{}", ev.scope_id)
+        {
+            let data = &ev.payload["data"];
+            let mut outcome = json!({
+                "type": "create",
+                "kind": DEFAULT_KIND,
+                "binding": data["binding"],
+                "keys": ev.keys,
+                "display": {"title": data["title"]},
+            });
+            if !data["context"].is_null() {
+                outcome["context"] = data["context"].clone();
+            }
+            return Ok(Decision {
+                records: vec![Record {
+                    handler: "toolbelt".into(),
+                    binding: data["binding"].as_str().unwrap_or_default().to_owned(),
+                    matched: true,
+                    reason: format!(
+                        "create_work by {}",
+                        data["requested_by"].as_str().unwrap_or_default()
+                    ),
+                }],
+                outcome,
             });
         }
         let event = ev.wire();

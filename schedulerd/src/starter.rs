@@ -29,6 +29,7 @@ use protocol::CallError;
 use serde_json::{json, Value};
 
 use crate::router::{RoutedEvent, Router};
+use crate::toolbelt::Toolbelt;
 
 /// How long a lease lasts without renewal.
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
@@ -61,6 +62,7 @@ pub struct Starter {
     owner: String,
     running: Arc<Mutex<HashMap<String, String>>>,
     blocked: Arc<Mutex<HashMap<String, String>>>,
+    toolbelt: Arc<std::sync::OnceLock<Toolbelt>>,
 }
 
 /// An attempt being observed.
@@ -87,7 +89,14 @@ impl Starter {
             owner,
             running: Arc::default(),
             blocked: Arc::default(),
+            toolbelt: Arc::default(),
         }
+    }
+
+    /// From now on, each run is given its toolbelt token, and what a turn declared
+    /// through the toolbelt applies when its attempt settles.
+    pub fn set_toolbelt(&self, tb: Toolbelt) {
+        let _ = self.toolbelt.set(tb);
     }
 
     /// Work observed now (Work ID → pool), and Work that cannot start (ID → why).
@@ -163,6 +172,10 @@ impl Starter {
 
     /// Start what is ready, within the pools. Answers how many started.
     pub async fn pass(&self) -> Result<usize, String> {
+        if self.toolbelt.get().is_none() {
+            // Every run is given its toolbelt token: nothing starts before the key is read.
+            return Ok(0);
+        }
         let ready = self.page_now("store.works_ready").await?;
         let mut started = 0;
         for work in ready["works"].as_array().into_iter().flatten() {
@@ -253,6 +266,7 @@ impl Starter {
     }
 
     fn run_request(
+        &self,
         work: &Value,
         binding: &wire::Binding,
         execution_id: &str,
@@ -269,6 +283,11 @@ impl Starter {
             binding: binding.clone(),
             config: binding.config.clone(),
             inputs,
+            toolbelt: self
+                .toolbelt
+                .get()
+                .map(|tb| tb.for_run(work["id"].as_str().unwrap_or_default(), execution_id, epoch))
+                .unwrap_or_default(),
             ..RunRequest::default()
         }
     }
@@ -298,7 +317,7 @@ impl Starter {
         let epoch = start["epoch"].as_i64().unwrap_or(0);
         let seqs: Vec<i64> = serde_json::from_value(start["inputs"].clone()).unwrap_or_default();
         let inputs = self.inputs(&work_id, &seqs).await;
-        let run = Self::run_request(
+        let run = self.run_request(
             &work,
             &binding,
             &execution_id,
@@ -323,7 +342,8 @@ impl Starter {
                 &a.extension,
                 "executor.resume",
                 json!({"executor": a.executor, "execution_id": a.execution_id,
-                       "epoch": a.epoch, "inputs": a.run.inputs}),
+                       "epoch": a.epoch, "inputs": a.run.inputs,
+                       "toolbelt": self.toolbelt.get().map(|tb| tb.for_run(&a.work_id, &a.execution_id, a.epoch))}),
                 Duration::from_secs(60),
             )
             .await
@@ -440,6 +460,9 @@ impl Starter {
         let recovery: wire::Payload = serde_json::from_value(recovery).unwrap_or_default();
         let mut run = a.run.clone();
         run.epoch = u64::try_from(a.epoch).unwrap_or(0);
+        if let Some(tb) = self.toolbelt.get() {
+            run.toolbelt = tb.for_run(&a.work_id, &a.execution_id, a.epoch);
+        }
         let r = self
             .ext_call(
                 &a.extension,
@@ -476,6 +499,26 @@ impl Starter {
     }
 
     async fn settle(&self, a: &Attempt, r: ExecutorWaitResult, failures: i64) {
+        // What the turn declared through the toolbelt: a Wait parks the Work, an outcome
+        // replaces the executor's, unless the executor failed.
+        let declared = crate::toolbelt::declared(&self.bus, &a.execution_id).await;
+        let mut r = r;
+        if let Some(d) = &declared {
+            if r.outcome != Outcome::Failed {
+                if let Some(w) = &d.wait {
+                    r.outcome = Outcome::Waiting;
+                    r.wait = Some(w.clone());
+                } else if let Some((o, summary)) = &d.outcome {
+                    r.outcome = *o;
+                    if !summary.is_empty() {
+                        r.summary = summary.clone();
+                    }
+                    if r.outcome == Outcome::Failed && r.error.is_empty() {
+                        r.error = "the agent declared the turn failed".into();
+                    }
+                }
+            }
+        }
         let mut req = json!({
             "execution_id": a.execution_id,
             "epoch": a.epoch,
@@ -510,7 +553,10 @@ impl Starter {
         }
         match self.bus.call("store.attempt_settle", &req).await {
             Ok(s) => {
-                tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s["work_state"], "attempt settled")
+                tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s["work_state"], "attempt settled");
+                if declared.is_some() {
+                    crate::toolbelt::clear(&self.bus, &a.execution_id).await;
+                }
             }
             Err(e) => {
                 tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, error = %e, "the attempt could not be settled now; its lease will run out and recovery settles it")
@@ -612,7 +658,7 @@ impl Starter {
             let seqs: Vec<i64> =
                 serde_json::from_value(taken["inputs"].clone()).unwrap_or_default();
             let inputs = self.inputs(&work_id, &seqs).await;
-            let run = Self::run_request(
+            let run = self.run_request(
                 &work,
                 &binding,
                 &execution_id,

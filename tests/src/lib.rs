@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+pub mod agent;
 pub mod feed;
 pub mod pause;
 
@@ -44,6 +45,9 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),
+        "ext-agent" => agent::main_entry(),
+        // The toolbelt's MCP server, as `open-conduit mcp`.
+        "mcp" => cli::mcp::main(),
         "ext-webhook" => match oc_webhook::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
