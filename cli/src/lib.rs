@@ -238,6 +238,7 @@ fn run_extension(name: &str) -> i32 {
         "github" => oc_github::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
         "shell" => return oc_shell::main(),
+        "claude-code" => return oc_claude_code::main(),
         other => Err(format!("no bundled extension named {other:?}")),
     };
     match ext {
@@ -293,6 +294,8 @@ pub fn main(args: Vec<String>) -> i32 {
             return run_extension(args.get(2).map(String::as_str).unwrap_or_default());
         }
         Some("__wrap") => return oc_shell::main(),
+        // The claude-code executor's segment wrapper.
+        Some("__wrap-claude-code") => return oc_claude_code::main(),
         Some("__bundle") => {
             // The package's layout: `__bundle DIR EXE` writes each bundled package under
             // DIR, its program a script that runs EXE as the extension.

@@ -97,6 +97,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("github", oc_github::MANIFEST),
         ("schedule", oc_schedule::MANIFEST),
         ("shell", oc_shell::MANIFEST),
+        ("claude-code", oc_claude_code::MANIFEST),
     ]
 }
 

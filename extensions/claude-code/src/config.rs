@@ -1,0 +1,553 @@
+//! The binding's executor config (`RunRequest.config`): strict (an unknown
+//! field is refused), every field optional, and each error naming its field as
+//! a JSON pointer without quoting a value.
+//!
+//! ```json
+//! {"model": "opus", "playbook": "work-item", "args": "{number}",
+//!  "handoff_minutes": 55, "cold_turns": "handoff", "handoff_tokens": 400000}
+//! ```
+//!
+//! `handoff_share`, the removed experiment's setting, is accepted and ignored
+//! with a warning ([`ClaudeConfig::warnings`]).
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The CLI run when the config names none.
+pub const DEFAULT_BINARY: &str = "claude";
+/// The model when the config (and the Work) names none.
+pub const DEFAULT_MODEL: &str = "opus";
+/// claude's `--permission-mode` by default.
+pub const DEFAULT_PERMISSION_MODE: &str = "bypassPermissions";
+/// The turn's arguments template by default.
+pub const DEFAULT_ARGS: &str = "{number}";
+/// The outcome data schema by default.
+pub const DEFAULT_STATUS_SCHEMA: &str = "core.turn.v1";
+/// Minutes after a turn when a session counts as cold, by default.
+pub const DEFAULT_HANDOFF_MINUTES: u64 = 55;
+/// The context a session may end a turn with before the next one starts afresh.
+pub const DEFAULT_HANDOFF_TOKENS: u64 = 400_000;
+/// `CLAUDE_CODE_AUTO_COMPACT_WINDOW` by default.
+pub const DEFAULT_AUTO_COMPACT_TOKENS: u64 = 600_000;
+
+/// Every field the config may set.
+pub const FIELDS: &[&str] = &[
+    "binary",
+    "model",
+    "permission_mode",
+    "playbook",
+    "plugin_dir",
+    "args",
+    "structured",
+    "status_schema",
+    "branch",
+    "workspace_mode",
+    "dir",
+    "handoff_minutes",
+    "cold_turns",
+    "handoff_share",
+    "handoff_tokens",
+    "auto_compact_tokens",
+    "env",
+    "pass_env",
+    "secret_env",
+    "extra_args",
+    "builtin_tools",
+    "strict_mcp",
+    "usage",
+    "home_seed",
+    "models",
+];
+
+/// Arguments `extra_args` may not carry: the print mode, the session and the
+/// MCP flags belong to the executor.
+const RESERVED_ARGS: &[&str] = &[
+    "-p",
+    "--print",
+    "--resume",
+    "-r",
+    "--session-id",
+    "--continue",
+    "-c",
+    "--fork-session",
+    "--mcp-config",
+    "--strict-mcp-config",
+    "--input-format",
+    "--output-format",
+    "--replay-user-messages",
+    "--json-schema",
+];
+
+/// A config that cannot run: which field, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field (`model`, `env.PATH`, `extra_args[1]`), or empty for the whole config.
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The field as a JSON pointer into the config (`/env/PATH`, `/extra_args/1`).
+    pub fn pointer(&self) -> String {
+        fn escape(part: &str) -> String {
+            part.replace('~', "~0").replace('/', "~1")
+        }
+        if self.field.is_empty() {
+            return String::new();
+        }
+        let (head, rest) = match self.field.split_once('.') {
+            Some((head, rest)) => (head, Some(rest)),
+            None => (self.field.as_str(), None),
+        };
+        let mut out = match head.strip_suffix(']').and_then(|h| h.split_once('[')) {
+            Some((name, index)) => format!("/{}/{index}", escape(name)),
+            None => format!("/{}", escape(head)),
+        };
+        if let Some(rest) = rest {
+            out.push('/');
+            out.push_str(&escape(rest));
+        }
+        out
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.field, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// What a cold session's next turn does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColdTurns {
+    /// Start a fresh session from the handoff note.
+    #[default]
+    Handoff,
+    /// Resume the session.
+    Resume,
+}
+
+/// The config as written (strict).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    binary: Option<String>,
+    model: Option<String>,
+    permission_mode: Option<String>,
+    playbook: Option<String>,
+    plugin_dir: Option<String>,
+    args: Option<String>,
+    structured: Option<bool>,
+    status_schema: Option<String>,
+    branch: Option<String>,
+    workspace_mode: Option<String>,
+    dir: Option<String>,
+    handoff_minutes: Option<u64>,
+    cold_turns: Option<ColdTurns>,
+    handoff_share: Option<Value>,
+    handoff_tokens: Option<u64>,
+    auto_compact_tokens: Option<u64>,
+    env: Option<BTreeMap<String, String>>,
+    pass_env: Option<Vec<String>>,
+    secret_env: Option<BTreeMap<String, String>>,
+    extra_args: Option<Vec<String>>,
+    builtin_tools: Option<Vec<String>>,
+    strict_mcp: Option<bool>,
+    usage: Option<bool>,
+    home_seed: Option<String>,
+    models: Option<Vec<String>>,
+}
+
+/// The binding's config, checked, with its defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeConfig {
+    /// The CLI.
+    pub binary: String,
+    /// The model.
+    pub model: String,
+    /// `--permission-mode`.
+    pub permission_mode: String,
+    /// The playbook turns start on; `None` for none.
+    pub playbook: Option<String>,
+    /// `--plugin-dir`.
+    pub plugin_dir: Option<String>,
+    /// The arguments template.
+    pub args: String,
+    /// Ask for the structured status.
+    pub structured: bool,
+    /// The outcome data's schema.
+    pub status_schema: String,
+    /// The workspace request's branch (not used: no workspace resources here).
+    pub branch: Option<String>,
+    /// The workspace request's mode (not used: no workspace resources here).
+    pub workspace_mode: String,
+    /// The absolute folder sessions run in.
+    pub dir: Option<String>,
+    /// Minutes after a turn when the session is cold.
+    pub handoff_minutes: u64,
+    /// What a cold turn does.
+    pub cold_turns: ColdTurns,
+    /// True when the removed `handoff_share` is set.
+    pub handoff_share: bool,
+    /// The context that makes a session large; 0 turns it off.
+    pub handoff_tokens: u64,
+    /// `CLAUDE_CODE_AUTO_COMPACT_WINDOW`; 0 leaves it unset.
+    pub auto_compact_tokens: u64,
+    /// Variables set for claude.
+    pub env: BTreeMap<String, String>,
+    /// This process's variables passed on.
+    pub pass_env: Vec<String>,
+    /// Variables set from the binding connection's secrets.
+    pub secret_env: BTreeMap<String, String>,
+    /// Extra arguments.
+    pub extra_args: Vec<String>,
+    /// `--tools`, when set.
+    pub builtin_tools: Option<Vec<String>>,
+    /// `--strict-mcp-config`.
+    pub strict_mcp: bool,
+    /// Doctor may read usage windows (not built).
+    pub usage: bool,
+    /// A container home seed (not built).
+    pub home_seed: Option<String>,
+    /// Models a Work may pick.
+    pub models: Vec<String>,
+}
+
+impl ClaudeConfig {
+    /// Fixed sentences about a valid config that should change.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.handoff_share {
+            out.push(
+                "handoff_share is ignored: the handoff experiment was removed; a cold turn follows cold_turns"
+                    .to_string(),
+            );
+        }
+        if !self.pass_env.is_empty() {
+            out.push(
+                "pass_env in the executor config reaches only the executor's own process; name the daemon's variables in the binding's pass_env"
+                    .to_string(),
+            );
+        }
+        out
+    }
+
+    /// One line saying what the config runs.
+    pub fn describe(&self) -> String {
+        let start = match &self.playbook {
+            Some(p) => format!("the playbook {p}"),
+            None => "the rendered Work".to_string(),
+        };
+        format!("runs {} on {} starting on {start}", self.binary, self.model)
+    }
+
+    /// The model a Work runs on: the one its context names when the config
+    /// lists it, else the config's.
+    pub fn model_for(&self, context: &Value) -> String {
+        if let Some(m) = context.get("model").and_then(Value::as_str) {
+            if self.models.iter().any(|x| x == m) {
+                return m.to_string();
+            }
+        }
+        self.model.clone()
+    }
+}
+
+fn field<T: DeserializeOwned>(name: &str, v: &Value, what: &str) -> Result<T, ConfigError> {
+    serde_json::from_value::<T>(v.clone())
+        .map_err(|_| ConfigError::new(name, format!("must be {what}")))
+}
+
+fn nonempty(name: &str, s: &str) -> Result<(), ConfigError> {
+    if s.trim().is_empty() {
+        return Err(ConfigError::new(name, "must not be empty"));
+    }
+    if s.contains('\0') {
+        return Err(ConfigError::new(name, "must not contain a NUL byte"));
+    }
+    Ok(())
+}
+
+fn var_name(field: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            field,
+            "a variable name must be letters, digits and _, not starting with a digit",
+        ))
+    }
+}
+
+/// Checks each field's type first (so an error names it), then reads the whole.
+fn check_types(obj: &serde_json::Map<String, Value>) -> Result<(), ConfigError> {
+    for (key, v) in obj {
+        let k = key.as_str();
+        match k {
+            "binary" | "model" | "permission_mode" | "playbook" | "plugin_dir" | "args"
+            | "status_schema" | "branch" | "workspace_mode" | "dir" | "home_seed" => {
+                field::<String>(k, v, "a string")?;
+            }
+            "structured" | "strict_mcp" | "usage" => {
+                field::<bool>(k, v, "true or false")?;
+            }
+            "handoff_minutes" | "handoff_tokens" | "auto_compact_tokens" => {
+                field::<u64>(k, v, "a whole, non-negative number")?;
+            }
+            "cold_turns" => {
+                field::<ColdTurns>(k, v, "handoff or resume")?;
+            }
+            "handoff_share" => {}
+            "env" | "secret_env" => {
+                let m = v
+                    .as_object()
+                    .ok_or_else(|| ConfigError::new(k, "must be an object of strings"))?;
+                for (name, value) in m {
+                    if !value.is_string() {
+                        return Err(ConfigError::new(format!("{k}.{name}"), "must be a string"));
+                    }
+                }
+            }
+            "pass_env" | "extra_args" | "builtin_tools" | "models" => {
+                let items = v
+                    .as_array()
+                    .ok_or_else(|| ConfigError::new(k, "must be an array of strings"))?;
+                for (i, item) in items.iter().enumerate() {
+                    if !item.is_string() {
+                        return Err(ConfigError::new(format!("{k}[{i}]"), "must be a string"));
+                    }
+                }
+            }
+            _ => {
+                return Err(ConfigError::new(
+                    k,
+                    "is not a field of the claude-code executor",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks a binding's executor config.
+pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
+    let empty = serde_json::Map::new();
+    let obj = match config {
+        Value::Object(obj) => obj,
+        Value::Null => &empty,
+        _ => return Err(ConfigError::new("", "the config must be an object")),
+    };
+    check_types(obj)?;
+    let raw: Raw = serde_json::from_value(Value::Object(obj.clone()))
+        .map_err(|e| ConfigError::new("", format!("the config does not read: {e}")))?;
+    let binary = raw.binary.unwrap_or_else(|| DEFAULT_BINARY.to_string());
+    nonempty("binary", &binary)?;
+    let model = raw.model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    nonempty("model", &model)?;
+    let permission_mode = raw
+        .permission_mode
+        .unwrap_or_else(|| DEFAULT_PERMISSION_MODE.to_string());
+    nonempty("permission_mode", &permission_mode)?;
+    let playbook = match raw.playbook {
+        None => None,
+        Some(p) if p == "-" || p.is_empty() => None,
+        Some(p) => {
+            let ok = p
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+            if !ok {
+                return Err(ConfigError::new(
+                    "playbook",
+                    "must be a name (letters, digits, -, _ and .) or -",
+                ));
+            }
+            Some(p)
+        }
+    };
+    if let Some(d) = &raw.plugin_dir {
+        nonempty("plugin_dir", d)?;
+    }
+    let args = raw.args.unwrap_or_else(|| DEFAULT_ARGS.to_string());
+    if args.contains(['\n', '\0']) {
+        return Err(ConfigError::new("args", "must be one line"));
+    }
+    let status_schema = raw
+        .status_schema
+        .unwrap_or_else(|| DEFAULT_STATUS_SCHEMA.to_string());
+    nonempty("status_schema", &status_schema)?;
+    let workspace_mode = raw.workspace_mode.unwrap_or_else(|| "work".to_string());
+    if workspace_mode != "work" && workspace_mode != "clone" {
+        return Err(ConfigError::new("workspace_mode", "must be work or clone"));
+    }
+    if let Some(d) = &raw.dir {
+        nonempty("dir", d)?;
+        if !std::path::Path::new(d).is_absolute() {
+            return Err(ConfigError::new("dir", "must be an absolute path"));
+        }
+    }
+    if let Some(d) = &raw.home_seed {
+        if !std::path::Path::new(d).is_absolute() {
+            return Err(ConfigError::new("home_seed", "must be an absolute path"));
+        }
+    }
+    let env = raw.env.unwrap_or_default();
+    for name in env.keys() {
+        var_name("env", name)?;
+    }
+    let pass_env = raw.pass_env.unwrap_or_default();
+    for (i, name) in pass_env.iter().enumerate() {
+        var_name(&format!("pass_env[{i}]"), name)?;
+    }
+    let secret_env = raw.secret_env.unwrap_or_default();
+    for (name, secret) in &secret_env {
+        var_name("secret_env", name)?;
+        nonempty(&format!("secret_env.{name}"), secret)?;
+    }
+    let extra_args = raw.extra_args.unwrap_or_default();
+    for (i, a) in extra_args.iter().enumerate() {
+        if a.contains('\0') {
+            return Err(ConfigError::new(
+                format!("extra_args[{i}]"),
+                "must not contain a NUL byte",
+            ));
+        }
+        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+        if RESERVED_ARGS.contains(&flag) || (raw.builtin_tools.is_some() && flag == "--tools") {
+            return Err(ConfigError::new(
+                format!("extra_args[{i}]"),
+                "may not set -p, the session, the input and output formats, the MCP flags, or --tools when builtin_tools is set",
+            ));
+        }
+    }
+    let models = raw.models.unwrap_or_default();
+    for (i, m) in models.iter().enumerate() {
+        nonempty(&format!("models[{i}]"), m)?;
+    }
+    Ok(ClaudeConfig {
+        binary,
+        model,
+        permission_mode,
+        playbook,
+        plugin_dir: raw.plugin_dir,
+        args,
+        structured: raw.structured.unwrap_or(true),
+        status_schema,
+        branch: raw.branch,
+        workspace_mode,
+        dir: raw.dir,
+        handoff_minutes: raw.handoff_minutes.unwrap_or(DEFAULT_HANDOFF_MINUTES),
+        cold_turns: raw.cold_turns.unwrap_or_default(),
+        handoff_share: raw.handoff_share.is_some(),
+        handoff_tokens: raw.handoff_tokens.unwrap_or(DEFAULT_HANDOFF_TOKENS),
+        auto_compact_tokens: raw
+            .auto_compact_tokens
+            .unwrap_or(DEFAULT_AUTO_COMPACT_TOKENS),
+        env,
+        pass_env,
+        secret_env,
+        extra_args,
+        builtin_tools: raw.builtin_tools,
+        strict_mcp: raw.strict_mcp.unwrap_or(false),
+        usage: raw.usage.unwrap_or(false),
+        home_seed: raw.home_seed,
+        models,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults() {
+        let c = parse(&json!(null)).unwrap();
+        assert_eq!(c.binary, "claude");
+        assert_eq!(c.model, "opus");
+        assert_eq!(c.permission_mode, "bypassPermissions");
+        assert_eq!(c.playbook, None);
+        assert_eq!(c.args, "{number}");
+        assert!(c.structured);
+        assert_eq!(c.status_schema, "core.turn.v1");
+        assert_eq!(c.handoff_minutes, 55);
+        assert_eq!(c.cold_turns, ColdTurns::Handoff);
+        assert_eq!(c.handoff_tokens, 400_000);
+        assert_eq!(c.auto_compact_tokens, 600_000);
+        assert!(c.warnings().is_empty());
+        assert_eq!(parse(&json!({"playbook": "-"})).unwrap().playbook, None);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (json!([]), ""),
+            (json!({"modle": "x"}), "modle"),
+            (json!({"model": 3}), "model"),
+            (json!({"model": ""}), "model"),
+            (json!({"structured": "yes"}), "structured"),
+            (json!({"handoff_tokens": -1}), "handoff_tokens"),
+            (json!({"cold_turns": "later"}), "cold_turns"),
+            (json!({"env": {"A": 1}}), "env.A"),
+            (json!({"env": {"A=B": "1"}}), "env"),
+            (json!({"extra_args": ["--verbose", 2]}), "extra_args[1]"),
+            (json!({"extra_args": ["--resume=x"]}), "extra_args[0]"),
+            (
+                json!({"extra_args": ["--tools", "Bash"], "builtin_tools": []}),
+                "extra_args[0]",
+            ),
+            (json!({"dir": "relative/dir"}), "dir"),
+            (json!({"workspace_mode": "fresh"}), "workspace_mode"),
+            (json!({"playbook": "a b"}), "playbook"),
+            (json!({"pass_env": ["OK", "1BAD"]}), "pass_env[1]"),
+        ];
+        for (config, field) in cases {
+            let e = parse(&config).unwrap_err();
+            assert_eq!(e.field, field, "{config}: {e}");
+        }
+        assert_eq!(
+            parse(&json!({"extra_args": [1]})).unwrap_err().pointer(),
+            "/extra_args/0"
+        );
+        assert_eq!(
+            parse(&json!({"env": {"A": 1}})).unwrap_err().pointer(),
+            "/env/A"
+        );
+    }
+
+    #[test]
+    fn the_removed_setting_warns() {
+        let c = parse(&json!({"handoff_share": 0.5, "extra_args": ["--tools", "Bash"]})).unwrap();
+        assert_eq!(c.warnings().len(), 1);
+        assert!(c.warnings()[0].contains("handoff_share"));
+    }
+
+    #[test]
+    fn a_work_picks_a_listed_model() {
+        let c = parse(&json!({"models": ["haiku"]})).unwrap();
+        assert_eq!(c.model_for(&json!({"model": "haiku"})), "haiku");
+        assert_eq!(c.model_for(&json!({"model": "other"})), "opus");
+        assert_eq!(c.model_for(&Value::Null), "opus");
+    }
+}

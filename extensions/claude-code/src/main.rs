@@ -1,0 +1,7 @@
+//! `oc-claude-code-extension`: the claude-code executor, served over stdio;
+//! and, run as `oc-claude-code-extension __wrap-claude-code <segment dir> <nonce>`, the
+//! wrapper of one segment.
+
+fn main() {
+    std::process::exit(oc_claude_code::main());
+}
