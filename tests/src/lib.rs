@@ -58,6 +58,8 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         // The shell executor, and the wrapper it starts each run through (it
         // re-executes its own binary as `__wrap`).
         "ext-shell" | "__wrap" => oc_shell::main(),
+        // A stand-in for the Claude Code CLI.
+        "fake-claude" => oc_claude_code::fake::run(),
         // The claude-code executor, and its segment wrapper.
         "ext-claude-code" | "__wrap-claude-code" => oc_claude_code::main(),
         "ext-schedule" => match oc_schedule::extension() {

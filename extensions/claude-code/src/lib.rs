@@ -22,6 +22,7 @@ pub mod config;
 pub mod continuity;
 pub mod env;
 pub mod executor;
+pub mod fake;
 pub mod prompt;
 pub mod rundir;
 pub mod serve;

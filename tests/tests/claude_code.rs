@@ -1,0 +1,231 @@
+#![allow(clippy::unwrap_used)]
+//! The claude-code executor with real daemons: a delivery becomes Work, a turn runs the
+//! fake `claude`, which drives the real `open-conduit mcp` (initialize, tools/list,
+//! read_context, wait) so the Work parks; the next matching delivery resumes the same
+//! session (`--resume`) and the turn ends, handed back. Its transcript and output are
+//! the run's artifacts.
+
+mod common;
+use common::*;
+
+use oc_systest::{Daemon, Package, Suite, HANG};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + HANG;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {HANG:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn script(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn work_state(suite: &Suite, id: &str) -> String {
+    suite.call("store.work_get", json!({ "id": id })).unwrap()["work"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn flag(argv: &Value, name: &str) -> Option<String> {
+    let a = argv.as_array()?;
+    let i = a.iter().position(|x| x == name)?;
+    a.get(i + 1)?.as_str().map(str::to_owned)
+}
+
+/// The suite with the claude-code package, the fake `claude` and the toolbelt's
+/// `open-conduit`, every daemon started, and a binding `cc` whose env is `env`.
+fn started_with(name: &str, env: Value) -> (Suite, std::path::PathBuf) {
+    let mut packages = Suite::first_party();
+    packages.push(Package {
+        name: "claude-code".into(),
+        manifest: oc_claude_code::MANIFEST.into(),
+        command: vec!["ext-claude-code".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
+    // `claude` is the fake; the toolbelt directory's `open-conduit` is this suite's
+    // binary, which serves `open-conduit mcp`.
+    let claude = suite.dir.join("bin/claude");
+    script(
+        &claude,
+        &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
+    );
+    let tbdir = suite.dir.join("toolbelt");
+    script(
+        &tbdir.join("open-conduit"),
+        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
+    );
+    suite.set_args(
+        Daemon::Schedulerd,
+        &["--toolbelt-dir", tbdir.to_str().unwrap()],
+    );
+    suite.start_all().unwrap();
+    let work_dir = suite.dir.join("work");
+    let config_dir = suite.dir.join("claude-config");
+    let rec = suite.dir.join("claude.jsonl");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let mut env = env;
+    env["FAKE_CLAUDE_RECORD"] = json!(rec);
+    env["CLAUDE_CONFIG_DIR"] = json!(config_dir);
+    let mut c = config(&suite);
+    c["scopes"][0]["routes"] =
+        json!([{"handler": "webhook", "binding": "cc", "config": {"entry": "ci"}}]);
+    c["scopes"][0]["bindings"] = json!([{"name": "cc", "executor": "claude-code",
+        "config": {"binary": claude, "dir": work_dir, "env": env}}]);
+    suite.apply_config(&c, HOOK).unwrap();
+    (suite, rec)
+}
+
+fn the_work(suite: &Suite) -> String {
+    wait_for("Work", || {
+        let w = suite
+            .call("store.works", json!({"scope_id": "demo"}))
+            .unwrap();
+        w["works"][0]["id"].as_str().map(str::to_owned)
+    })
+}
+
+fn launches(rec: &Path) -> usize {
+    records(rec)
+        .iter()
+        .filter(|r| r.get("argv").is_some())
+        .count()
+}
+
+#[test]
+fn a_claude_turn_waits_through_the_real_mcp_server_and_resumes_its_session() {
+    let (suite, rec) = started_with("claude-code", json!({"FAKE_CLAUDE_MODE": "wait"}));
+    assert_eq!(
+        deliver(&suite, "c-1", br#"{"number": 9}"#).unwrap().status,
+        200
+    );
+
+    // The turn read its context and waited, through the real MCP server: the Work parks.
+    let work_id = the_work(&suite);
+    wait_for("the Work waiting", || {
+        (work_state(&suite, &work_id) == "waiting").then_some(())
+    });
+    let first = records(&rec);
+    let invocation = first.iter().find(|r| r.get("argv").is_some()).unwrap();
+    let session = flag(&invocation["argv"], "--session-id").unwrap();
+    assert!(
+        flag(&invocation["argv"], "--mcp-config").is_some(),
+        "{invocation}"
+    );
+    // The token is in no environment the agent sees.
+    assert!(invocation["env"].get("OS_TOKEN").is_none(), "{invocation}");
+    let mcp = first
+        .iter()
+        .find_map(|r| r["mcp"].as_array().cloned())
+        .unwrap();
+    let answer = |m: &str| mcp.iter().find(|x| x["method"] == m).unwrap()["answer"].clone();
+    assert_eq!(
+        answer("initialize")["result"]["serverInfo"]["name"],
+        "open-conduit"
+    );
+    let context = answer("tools/call read_context");
+    assert_eq!(context["result"]["isError"], false, "{context}");
+    assert_eq!(
+        context["result"]["structuredContent"]["work"]["id"],
+        work_id.as_str(),
+        "{context}"
+    );
+    let wait = answer("tools/call wait");
+    assert_eq!(wait["result"]["isError"], false, "{wait}");
+    let waits = suite
+        .call("store.waits", json!({ "work_id": work_id }))
+        .unwrap();
+    assert_eq!(
+        waits["waits"][0]["description"], "waiting for the owner",
+        "{waits}"
+    );
+
+    // The next delivery on its key wakes it: the same session resumes.
+    assert_eq!(
+        deliver(&suite, "c-2", br#"{"number": 9}"#).unwrap().status,
+        200
+    );
+    let resumed = wait_for("the resumed segment", || {
+        records(&rec)
+            .into_iter()
+            .filter(|r| r.get("argv").is_some())
+            .nth(1)
+    });
+    assert_eq!(
+        flag(&resumed["argv"], "--resume").as_deref(),
+        Some(session.as_str()),
+        "{resumed}"
+    );
+    wait_for("the turn handed back", || {
+        let s = work_state(&suite, &work_id);
+        (s != "waiting" && s != "running" && s != "woken").then_some(s)
+    });
+    let ex = suite
+        .call("store.executions", json!({ "work_id": work_id }))
+        .unwrap();
+    let result = &ex["executions"][0]["result"];
+    assert!(
+        result["artifacts"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "the turn's output is kept: {ex}"
+    );
+    assert!(
+        result["usage"].is_object(),
+        "usage is reported per turn: {ex}"
+    );
+}
+
+/// A turn running when extrunner, then schedulerd, are SIGKILLed is adopted (the
+/// segment runs on in its own session) and finishes: one launch only.
+#[test]
+fn a_running_turn_outlives_sigkill_of_extrunner_and_schedulerd_and_is_launched_once() {
+    let hold = std::env::temp_dir().join(format!("oc-claude-hold-{}", std::process::id()));
+    let _ = std::fs::remove_file(&hold);
+    let (suite, rec) = started_with(
+        "claude-adopt",
+        json!({"FAKE_CLAUDE_HOLD": hold, "FAKE_CLAUDE_STATE": "finished"}),
+    );
+    assert_eq!(
+        deliver(&suite, "a-1", br#"{"number": 4}"#).unwrap().status,
+        200
+    );
+    let work_id = the_work(&suite);
+    wait_for("the launch", || (launches(&rec) == 1).then_some(()));
+
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    suite.kill(Daemon::Schedulerd);
+    suite.start(Daemon::Schedulerd).unwrap();
+    // The new schedulerd takes the lease over once it runs out, and adopts the turn.
+    wait_for("the adoption", || {
+        let ex = suite
+            .call("store.executions", json!({ "work_id": work_id }))
+            .unwrap();
+        (ex["executions"][0]["epoch"].as_i64() > Some(1)).then_some(())
+    });
+    std::fs::write(&hold, "go").unwrap();
+    wait_for("the Work completed", || {
+        (work_state(&suite, &work_id) == "completed").then_some(())
+    });
+    assert_eq!(launches(&rec), 1, "one launch only: {:#?}", records(&rec));
+    let _ = std::fs::remove_file(&hold);
+}
