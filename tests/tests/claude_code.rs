@@ -229,3 +229,64 @@ fn a_running_turn_outlives_sigkill_of_extrunner_and_schedulerd_and_is_launched_o
     assert_eq!(launches(&rec), 1, "one launch only: {:#?}", records(&rec));
     let _ = std::fs::remove_file(&hold);
 }
+
+/// A usage limit: the turn fails with a retry hint, the Work's retry waits for the
+/// reset (plus two minutes) rather than the usual backoff, and the executor holds: a
+/// turn of other Work launches nothing before the reset.
+#[test]
+fn a_usage_limit_delays_the_retry_to_the_reset_and_holds_the_executor() {
+    let reset_s = protocol::time::now_ms() / 1000 + 3600;
+    let (suite, rec) = started_with(
+        "claude-limit",
+        json!({"FAKE_CLAUDE_MODE": "usage_limit", "FAKE_CLAUDE_RATE_LIMIT": reset_s.to_string()}),
+    );
+    assert_eq!(
+        deliver(&suite, "l-1", br#"{"number": 1}"#).unwrap().status,
+        200
+    );
+    let first = the_work(&suite);
+    let retry_at = wait_for("the retry time", || {
+        let w = suite
+            .call("store.work_get", json!({ "id": first }))
+            .unwrap();
+        w["work"]["retry_at_ms"].as_i64()
+    });
+    assert!(
+        retry_at >= (reset_s + 120) * 1000,
+        "the retry waits for the reset and two minutes: {retry_at} vs {reset_s}"
+    );
+    let ex = suite
+        .call("store.executions", json!({ "work_id": first }))
+        .unwrap();
+    assert_eq!(ex["executions"][0]["state"], "failed", "{ex}");
+    assert_eq!(launches(&rec), 1);
+
+    // Other Work meanwhile: the executor holds, and launches nothing.
+    assert_eq!(
+        deliver(&suite, "l-2", br#"{"number": 2}"#).unwrap().status,
+        200
+    );
+    let second = wait_for("the second Work", || {
+        let w = suite
+            .call("store.works", json!({"scope_id": "demo"}))
+            .unwrap();
+        w["works"]
+            .as_array()?
+            .iter()
+            .find(|w| w["id"] != first.as_str())
+            .and_then(|w| w["id"].as_str().map(str::to_owned))
+    });
+    let retry_at = wait_for("the second Work's retry time", || {
+        let w = suite
+            .call("store.work_get", json!({ "id": second }))
+            .unwrap();
+        w["work"]["retry_at_ms"].as_i64()
+    });
+    assert!(retry_at >= (reset_s + 120) * 1000, "{retry_at}");
+    assert_eq!(
+        launches(&rec),
+        1,
+        "the hold launched nothing: {:#?}",
+        records(&rec)
+    );
+}
