@@ -322,6 +322,17 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let bus = admin::bus_path(cli.bus.clone());
     let json_out = cli.json;
+    if !matches!(cli.command, Command::Up { .. } | Command::Mcp) {
+        // A listing piped into `head` ends quietly when the reader goes, as other
+        // command-line tools do, rather than panicking on a broken pipe.
+        // SAFETY: restoring the default disposition of one signal, before any thread.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            );
+        }
+    }
     if let Command::Up {
         state,
         config,

@@ -233,3 +233,26 @@ fn extensions_install_after_an_offline_check_and_remove() {
     assert!(err.contains("no installed package notes"), "{err}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A reader that goes away (`open-conduit … | head`) ends the command quietly: no
+/// panic on the broken pipe.
+#[test]
+fn a_closed_pipe_ends_a_listing_quietly() {
+    let mut child = Command::new(BIN)
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before anything is written
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {:?}",
+        out.status
+    );
+}

@@ -49,7 +49,7 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
         "open-conduit-schedulerd",
         args.log,
         daemon::Flavor::MultiThread(2),
-        |notifier, _activation| run(args, notifier),
+        |notifier, activation| run(args, notifier, activation),
     )
 }
 
@@ -145,7 +145,11 @@ async fn knowledge_loop(router: Router, wakes: Arc<Wakes>) {
     }
 }
 
-async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
+async fn run(
+    args: Args,
+    notifier: Notifier,
+    mut activation: daemon::Activation,
+) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let client = Bus::start(BusOptions::client(&args.bus));
     let router = Router::new(client.clone());
@@ -191,7 +195,19 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
             .map(|d| d.join("toolbelt.sock"))
             .unwrap_or_else(|| PathBuf::from("toolbelt.sock"))
     });
-    let listener = crate::toolbelt::Toolbelt::bind(&endpoint)?;
+    // The socket systemd passes (open-conduit-toolbelt.socket), else one of its own.
+    let listener = match activation
+        .take_unix_listener("toolbelt")
+        .map_err(|e| format!("the toolbelt socket: {e}"))?
+    {
+        Some(l) => {
+            l.set_nonblocking(true)
+                .map_err(|e| format!("the toolbelt socket: {e}"))?;
+            tokio::net::UnixListener::from_std(l)
+                .map_err(|e| format!("the toolbelt socket: {e}"))?
+        }
+        None => crate::toolbelt::Toolbelt::bind(&endpoint)?,
+    };
     let dir = args
         .toolbelt_dir
         .clone()
