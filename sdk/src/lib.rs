@@ -24,6 +24,10 @@
 //! so the host records nothing and the migration runs again at the next start:
 //! it must be idempotent (precondition-guarded `kv.commit` batches).
 
+pub mod detached;
+pub mod dirs;
+pub mod wrapper;
+
 use protocol::{
     connect_arc, BoxFuture, CallError, CancelToken, Code, Handler, Options, Peer, Reply, Request,
     RpcError,
@@ -197,8 +201,11 @@ pub struct Extension {
     notifications: Option<Notif>,
     migrate: Option<Migrate>,
     configure: Option<Configure>,
+    initialize: Option<Initialize>,
     errors: Vec<SdkError>,
 }
+
+type Initialize = Arc<dyn Fn(&Value) + Send + Sync>;
 
 impl Extension {
     /// An extension with this manifest (the text of its
@@ -217,6 +224,7 @@ impl Extension {
             notifications: None,
             migrate: None,
             configure: None,
+            initialize: None,
             errors: Vec::new(),
         })
     }
@@ -335,6 +343,17 @@ impl Extension {
         self
     }
 
+    /// See `initialize`'s params (the directories, the host) before it is answered:
+    /// no other method runs before this hook has returned. The SDK answers
+    /// `initialize` itself.
+    pub fn on_initialize<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Value) + Send + Sync + 'static,
+    {
+        self.initialize = Some(Arc::new(f));
+        self
+    }
+
     /// Receive the host's notifications (other than `$/cancel`).
     pub fn on_notification<F>(mut self, f: F) -> Self
     where
@@ -450,6 +469,9 @@ impl Served {
         let Some(version) = protocol::version::negotiate(&ours, &offered) else {
             return Err(protocol::version::unsupported(&ours, &offered));
         };
+        if let Some(hook) = &self.ext.initialize {
+            hook(&params);
+        }
         self.state.store(READY, Ordering::SeqCst);
         Ok(json!({ "protocol_version": version, "manifest": self.ext.manifest }))
     }

@@ -12,7 +12,6 @@ use crate::continuity::{self, Continuity, Decision, Kind, Totals, TurnEnd};
 use crate::env::{self as envs, ToolbeltClient};
 use crate::prompt::{self, Shape};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
-use crate::serve::SharedDirs;
 use crate::stream;
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
@@ -24,6 +23,7 @@ use protocol::wire::{
     RetryHint, RunRequest, SecretResolveParams, Usage, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
+use sdk::dirs::SharedDirs;
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -429,12 +429,18 @@ impl ClaudeCode {
     }
 
     fn works_dir(&self) -> PathBuf {
-        let w = self
-            .inner
-            .dirs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .works();
+        // The private per-Work directories: `<state_dir>/work`, else `work` beside the
+        // runs directory.
+        let w = {
+            let d = self.inner.dirs.lock().unwrap_or_else(|p| p.into_inner());
+            match &d.state_dir {
+                Some(state) => state.join("work"),
+                None => d
+                    .runs()
+                    .parent()
+                    .map_or_else(|| PathBuf::from("work"), |p| p.join("work")),
+            }
+        };
         std::path::absolute(&w).unwrap_or(w)
     }
 

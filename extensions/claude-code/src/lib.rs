@@ -14,7 +14,8 @@
 //! Modules: [`config`] the binding config, [`prompt`] the turn's prompt and
 //! stdin messages, [`continuity`] the private per-Work record and the
 //! resume-or-handoff decision, [`env`] claude's environment, [`executor`] the
-//! methods, [`serve`] the stdio serving.
+//! methods; the run directory and the wrapper are [`sdk::detached`] and
+//! [`sdk::wrapper`], the directories come from `initialize` ([`sdk::dirs`]).
 
 #![warn(missing_docs)]
 
@@ -25,7 +26,6 @@ pub mod executor;
 pub mod fake;
 pub mod prompt;
 pub mod rundir;
-pub mod serve;
 pub mod stream;
 pub mod wrapper;
 
@@ -84,9 +84,9 @@ pub fn main() -> i32 {
     if args.get(1).and_then(|a| a.to_str()) == Some(rundir::WRAP_ARG) {
         return wrapper::main(&args[2..]);
     }
-    let dirs = serve::SharedDirs::default();
+    let dirs = sdk::dirs::SharedDirs::default();
     match extension(ClaudeCode::new(dirs.clone())) {
-        Ok(ext) => serve::run(ext, dirs, executor::EXECUTOR),
+        Ok(ext) => sdk::run(ext.on_initialize(sdk::dirs::record(dirs, executor::EXECUTOR))),
         Err(e) => {
             eprintln!("claude-code: {e}");
             2

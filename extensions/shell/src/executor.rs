@@ -10,7 +10,6 @@
 
 use crate::config::{self, ShellConfig};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
-use crate::serve::SharedDirs;
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
@@ -19,6 +18,7 @@ use protocol::wire::{
     Payload, RunRequest, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
+use sdk::dirs::SharedDirs;
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::json;

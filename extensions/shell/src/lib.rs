@@ -26,14 +26,14 @@
 //!
 //! Modules: [`config`] parses the binding config, [`rundir`] holds the run
 //! directory's files and the `/proc` checks, [`wrapper`] is the wrapper
-//! process, [`executor`] the methods, [`serve`] the stdio serving.
+//! process (both on [`sdk::detached`] and [`sdk::wrapper`]), [`executor`] the
+//! methods; the directories come from `initialize` ([`sdk::dirs`]).
 
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod executor;
 pub mod rundir;
-pub mod serve;
 pub mod wrapper;
 
 use executor::Shell;
@@ -93,9 +93,9 @@ pub fn main() -> i32 {
     if args.get(1).and_then(|a| a.to_str()) == Some(rundir::WRAP_ARG) {
         return wrapper::main(&args[2..]);
     }
-    let dirs = serve::SharedDirs::default();
+    let dirs = sdk::dirs::SharedDirs::default();
     match extension(Shell::new(dirs.clone())) {
-        Ok(ext) => serve::run(ext, dirs, executor::EXECUTOR),
+        Ok(ext) => sdk::run(ext.on_initialize(sdk::dirs::record(dirs, executor::EXECUTOR))),
         Err(e) => {
             eprintln!("shell: {e}");
             2

@@ -1,0 +1,372 @@
+//! A detached run's directory and what the extension and its wrapper write in it,
+//! plus the `/proc` reads that tell whether a run's processes are still there: the
+//! shared part of the executors that run a command detached from their own process
+//! (the shell and claude-code executors), each of which adds its own files.
+//!
+//! | file | written by | when |
+//! | --- | --- | --- |
+//! | `spec.json` | extension | before the launch: argv, cwd, deadline, grace, nonce |
+//! | `wrapper.log` | wrapper | its own complaints (its stderr) |
+//! | `meta.json` | wrapper | once the command started: pid, pgid, nonce, started_at |
+//! | `kill` | extension | to ask the wrapper to end the command (interrupt, stop) |
+//! | `status` | wrapper | once the command and its group are gone: how it ended |
+//! | `result.json` | extension | the result it answered, so that it is answered again identically |
+//!
+//! Every file is written to a temporary name and renamed, so a reader sees a whole
+//! file or none.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The launch spec the wrapper reads.
+pub const SPEC: &str = "spec.json";
+/// The wrapper's own log.
+pub const WRAPPER_LOG: &str = "wrapper.log";
+/// Who runs: written by the wrapper once the command started.
+pub const META: &str = "meta.json";
+/// A request to end the command, with its cause.
+pub const KILL: &str = "kill";
+/// How the command ended.
+pub const STATUS: &str = "status";
+/// The wait result the extension answered.
+pub const RESULT: &str = "result.json";
+
+/// Why the extension (or the wrapper for it) ended the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The binding's `deadline_s` passed.
+    Deadline,
+    /// `executor.interrupt`.
+    Interrupt,
+    /// `executor.stop`.
+    Stop,
+}
+
+/// The launch: what the wrapper runs and how it bounds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    /// The Execution.
+    pub execution_id: String,
+    /// Its Work.
+    #[serde(default)]
+    pub work_id: String,
+    /// The argv.
+    pub argv: Vec<String>,
+    /// The absolute working directory.
+    pub cwd: String,
+    /// The deadline, in seconds from the command's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_s: Option<u64>,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub grace_s: u64,
+    /// The nonce the wrapper is started with (its argv carries it too).
+    pub nonce: String,
+}
+
+/// Who runs: the wrapper's pid, the command's process group, the nonce.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The wrapper's pid (a session leader).
+    pub pid: i32,
+    /// The command's process group (its pid); 0 when it never started.
+    pub pgid: i32,
+    /// The nonce.
+    pub nonce: String,
+    /// When the command started (RFC 3339, UTC).
+    pub started_at: String,
+}
+
+/// A request to end the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillRequest {
+    /// Why.
+    pub cause: Cause,
+    /// The reason given with an interrupt, for the record.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// Its exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Why it was killed, when the executor killed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    /// The reason given with an interrupt.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The deadline that killed it, for the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_s: Option<u64>,
+    /// Why there is no exit to report (the command could not start, or its
+    /// wrapper was lost).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// When it ended (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ended_at: String,
+}
+
+impl Status {
+    /// How the process ended, in words: `exited with status 3`,
+    /// `killed by signal 9 (SIGKILL)`.
+    pub fn how(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => match nix::sys::signal::Signal::try_from(signal) {
+                Ok(s) => format!("killed by signal {signal} ({})", s.as_str()),
+                Err(_) => format!("killed by signal {signal}"),
+            },
+            (None, None) => "ended with an unknown status".to_string(),
+        }
+    }
+
+    /// True for a clean exit (status 0) that nobody caused.
+    pub fn succeeded(&self) -> bool {
+        self.error.is_empty() && self.cause.is_none() && self.exit_code == Some(0)
+    }
+
+    /// The failure in words (`exited with status 3`, `killed by deadline (30 s):
+    /// killed by signal 15 (SIGTERM)`), or `None` for a success.
+    pub fn failure(&self) -> Option<String> {
+        if !self.error.is_empty() {
+            return Some(self.error.clone());
+        }
+        let how = self.how();
+        match self.cause {
+            Some(Cause::Deadline) => Some(match self.deadline_s {
+                Some(d) => format!("killed by deadline ({d} s): {how}"),
+                None => format!("killed by deadline: {how}"),
+            }),
+            Some(Cause::Interrupt) if self.reason.is_empty() => Some(format!("interrupted: {how}")),
+            Some(Cause::Interrupt) => Some(format!("interrupted ({}): {how}", self.reason)),
+            Some(Cause::Stop) => Some(format!("stopped: {how}")),
+            None if self.exit_code == Some(0) => None,
+            None => Some(how),
+        }
+    }
+}
+
+/// Writes `bytes` to `dir/name` whole: a temporary file, synced, renamed over it.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes `value` as JSON to `dir/name` whole.
+pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    write_atomic(dir, name, &bytes)
+}
+
+/// Reads `dir/name` as JSON: `None` when the file does not exist.
+pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> io::Result<Option<T>> {
+    match std::fs::read(dir.join(name)) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// True when `dir/name` exists.
+pub fn exists(dir: &Path, name: &str) -> bool {
+    dir.join(name).exists()
+}
+
+/// A fresh nonce: 128 random bits from the kernel, in hex.
+pub fn nonce() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// True when `s` looks like a nonce of [`nonce`]: 32 lowercase hex digits.
+pub fn is_nonce(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Now, as RFC 3339 in UTC with seconds (`2026-10-25T09:00:00Z`).
+pub fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// One process, as `/proc/<pid>/stat` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Its pid.
+    pub pid: i32,
+    /// Its state letter (`R`, `S`, `Z`, ...).
+    pub state: char,
+    /// Its process group.
+    pub pgrp: i32,
+}
+
+/// Reads `/proc/<pid>/stat`: `None` when there is no such process.
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+    let after = text.get(text.rfind(')')? + 1..)?;
+    let mut fields = after.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(ProcStat { pid, state, pgrp })
+}
+
+/// The live (not zombie) processes whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    if pgid <= 1 {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .filter(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X')
+        .map(|s| s.pid)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// True when `pid` is alive (not a zombie) and is the wrapper started with
+/// `nonce`: its argv is `<exe> <wrap_arg> <run dir> <nonce>`. A recycled pid fails
+/// the check.
+pub fn wrapper_alive(pid: i32, nonce: &str, wrap_arg: &str) -> bool {
+    if pid <= 1 {
+        return false;
+    }
+    match proc_stat(pid) {
+        Some(s) if s.state != 'Z' && s.state != 'X' => {}
+        _ => return false,
+    }
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.get(1) == Some(&wrap_arg.as_bytes()) && args.get(3) == Some(&nonce.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn failures_say_why() {
+        let exit = |code| Status {
+            exit_code: Some(code),
+            ..Status::default()
+        };
+        assert!(exit(0).succeeded());
+        assert_eq!(exit(0).failure(), None);
+        assert_eq!(exit(3).failure().unwrap(), "exited with status 3");
+        let killed = Status {
+            signal: Some(9),
+            ..Status::default()
+        };
+        assert_eq!(killed.failure().unwrap(), "killed by signal 9 (SIGKILL)");
+        let deadline = Status {
+            signal: Some(15),
+            cause: Some(Cause::Deadline),
+            deadline_s: Some(30),
+            ..Status::default()
+        };
+        assert_eq!(
+            deadline.failure().unwrap(),
+            "killed by deadline (30 s): killed by signal 15 (SIGTERM)"
+        );
+        let clean_but_interrupted = Status {
+            exit_code: Some(0),
+            cause: Some(Cause::Interrupt),
+            reason: "operator".into(),
+            ..Status::default()
+        };
+        assert!(!clean_but_interrupted.succeeded());
+        assert_eq!(
+            clean_but_interrupted.failure().unwrap(),
+            "interrupted (operator): exited with status 0"
+        );
+    }
+
+    #[test]
+    fn nonces_are_fresh_hex() {
+        let a = nonce().unwrap();
+        let b = nonce().unwrap();
+        assert!(is_nonce(&a) && is_nonce(&b));
+        assert_ne!(a, b);
+        assert!(!is_nonce("xyz"));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
+        assert!(t.as_str() > "2024-01-01T00:00:00Z", "{t}");
+    }
+
+    #[test]
+    fn proc_reads_this_process() {
+        let me = std::process::id() as i32;
+        let s = proc_stat(me).unwrap();
+        assert_eq!(s.pid, me);
+        assert!(!wrapper_alive(
+            me,
+            "00000000000000000000000000000000",
+            "__wrap"
+        ));
+        assert!(!wrapper_alive(0, "", "__wrap"));
+        assert!(group_members(s.pgrp).contains(&me));
+    }
+}
