@@ -15,6 +15,7 @@
 //! Every file is written to a temporary name and renamed, so a reader sees a whole
 //! file or none.
 
+use protocol::wire::ExecutorStopResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -295,6 +296,101 @@ pub fn wrapper_alive(pid: i32, nonce: &str, wrap_arg: &str) -> bool {
     };
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     args.get(1) == Some(&wrap_arg.as_bytes()) && args.get(3) == Some(&nonce.as_bytes())
+}
+
+/// How often a stop looks again at what is left.
+pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long a stop waits for the processes to be gone once the end is recorded.
+pub const EVIDENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One launch of a detached run: its directory, its wrapper's pid and nonce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The run directory.
+    pub dir: std::path::PathBuf,
+    /// The wrapper's pid.
+    pub pid: i32,
+    /// The nonce the wrapper was started with.
+    pub nonce: String,
+}
+
+impl Launch {
+    /// Ends a run whose wrapper did not: SIGKILL to the group and the wrapper, then
+    /// records the stop when nothing is left.
+    pub async fn force_end(&self, wrap_arg: &str) {
+        use nix::sys::signal::{kill, killpg, Signal};
+        use nix::unistd::Pid;
+        let pgid = read_json::<Meta>(&self.dir, META)
+            .ok()
+            .flatten()
+            .map_or(0, |m| m.pgid);
+        if pgid > 1 {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        if wrapper_alive(self.pid, &self.nonce, wrap_arg) {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        }
+        let limit = std::time::Instant::now() + EVIDENCE_WAIT;
+        while std::time::Instant::now() < limit
+            && (wrapper_alive(self.pid, &self.nonce, wrap_arg) || !group_members(pgid).is_empty())
+        {
+            tokio::time::sleep(POLL).await;
+        }
+        if !exists(&self.dir, STATUS)
+            && !wrapper_alive(self.pid, &self.nonce, wrap_arg)
+            && group_members(pgid).is_empty()
+        {
+            let status = Status {
+                cause: Some(Cause::Stop),
+                error: "stopped: the wrapper did not record the command's end, so its group and the wrapper were killed".into(),
+                ended_at: now_rfc3339(),
+                ..Status::default()
+            };
+            let _ = write_json(&self.dir, STATUS, &status);
+        }
+    }
+
+    /// Physical-stop evidence: no process of the command's group left, and the
+    /// wrapper gone (waiting briefly for the wrapper to exit after its status).
+    pub async fn evidence(&self, wrap_arg: &str) -> ExecutorStopResult {
+        let pgid = read_json::<Meta>(&self.dir, META)
+            .ok()
+            .flatten()
+            .map_or(0, |m| m.pgid);
+        let limit = std::time::Instant::now() + EVIDENCE_WAIT;
+        loop {
+            let members = group_members(pgid);
+            let wrapper = wrapper_alive(self.pid, &self.nonce, wrap_arg);
+            if members.is_empty() && !wrapper {
+                let detail = if pgid > 0 {
+                    format!(
+                        "no process of group {pgid} is left and the wrapper (pid {}) has exited",
+                        self.pid
+                    )
+                } else {
+                    format!(
+                        "the command never started and the wrapper (pid {}) has exited",
+                        self.pid
+                    )
+                };
+                return ExecutorStopResult {
+                    stopped: true,
+                    detail,
+                };
+            }
+            if std::time::Instant::now() >= limit {
+                let mut left: Vec<String> = members.iter().map(i32::to_string).collect();
+                if wrapper {
+                    left.push(format!("{} (wrapper)", self.pid));
+                }
+                return ExecutorStopResult {
+                    stopped: false,
+                    detail: format!("still running: pid {}", left.join(", ")),
+                };
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use protocol::wire::{
     RetryHint, RunRequest, SecretResolveParams, Usage, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
+use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;
 use sdk::Host;
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,6 @@ pub const MAX_RETAINED: usize = 256;
 pub const FAULT_ENV: &str = "OC_CLAUDE_CODE_FAULT";
 const POLL: Duration = Duration::from_millis(50);
 const STOP_SLACK: Duration = Duration::from_secs(5);
-const EVIDENCE_WAIT: Duration = Duration::from_secs(2);
 const KV_RETRIES: usize = 8;
 
 /// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
@@ -111,13 +111,6 @@ pub struct SegmentInfo {
     pub transcript: String,
     /// When the segment started (ms).
     pub started_ms: i64,
-}
-
-#[derive(Debug, Clone)]
-struct Launch {
-    dir: PathBuf,
-    pid: i32,
-    nonce: String,
 }
 
 #[derive(Debug)]
@@ -1992,82 +1985,14 @@ async fn await_end(launch: &Launch) {
     }
 }
 
-/// Ends a segment whose wrapper did not: SIGKILL to the group and the
-/// wrapper, then records the stop when nothing is left.
+/// Ends a run whose wrapper did not ([`Launch::force_end`]).
 async fn force_end(launch: &Launch) {
-    use nix::sys::signal::{kill, killpg, Signal};
-    use nix::unistd::Pid;
-    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.pgid);
-    if pgid > 1 {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
-    if rundir::wrapper_alive(launch.pid, &launch.nonce) {
-        let _ = kill(Pid::from_raw(launch.pid), Signal::SIGKILL);
-    }
-    let limit = Instant::now() + EVIDENCE_WAIT;
-    while Instant::now() < limit
-        && (rundir::wrapper_alive(launch.pid, &launch.nonce)
-            || !rundir::group_members(pgid).is_empty())
-    {
-        tokio::time::sleep(POLL).await;
-    }
-    if !rundir::exists(&launch.dir, rundir::STATUS)
-        && !rundir::wrapper_alive(launch.pid, &launch.nonce)
-        && rundir::group_members(pgid).is_empty()
-    {
-        let status = Status {
-            cause: Some(Cause::Stop),
-            error: "stopped: the wrapper did not record claude's end, so its group and the wrapper were killed".into(),
-            ended_at: rundir::now_rfc3339(),
-            ..Status::default()
-        };
-        let _ = rundir::write_json(&launch.dir, rundir::STATUS, &status);
-    }
+    launch.force_end(rundir::WRAP_ARG).await;
 }
 
-/// Physical-stop evidence: no process of claude's group left, and the wrapper
-/// gone.
+/// Physical-stop evidence ([`Launch::evidence`]).
 async fn evidence(launch: &Launch) -> ExecutorStopResult {
-    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.pgid);
-    let limit = Instant::now() + EVIDENCE_WAIT;
-    loop {
-        let members = rundir::group_members(pgid);
-        let wrapper = rundir::wrapper_alive(launch.pid, &launch.nonce);
-        if members.is_empty() && !wrapper {
-            let detail = if pgid > 0 {
-                format!(
-                    "no process of group {pgid} is left and the wrapper (pid {}) has exited",
-                    launch.pid
-                )
-            } else {
-                format!(
-                    "claude never started and the wrapper (pid {}) has exited",
-                    launch.pid
-                )
-            };
-            return ExecutorStopResult {
-                stopped: true,
-                detail,
-            };
-        }
-        if Instant::now() >= limit {
-            let mut left: Vec<String> = members.iter().map(i32::to_string).collect();
-            if wrapper {
-                left.push(format!("{} (wrapper)", launch.pid));
-            }
-            return ExecutorStopResult {
-                stopped: false,
-                detail: format!("still running: pid {}", left.join(", ")),
-            };
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    launch.evidence(rundir::WRAP_ARG).await
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use protocol::wire::{
     Payload, RunRequest, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
+use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;
 use sdk::Host;
 use serde::{Deserialize, Serialize};
@@ -49,8 +50,6 @@ pub const MAX_RETAINED: usize = 256;
 const POLL: Duration = Duration::from_millis(50);
 /// How long stop waits beyond the grace period for the wrapper to record the end.
 const STOP_SLACK: Duration = Duration::from_secs(5);
-/// How long stop waits for the processes to be gone once the end is recorded.
-const EVIDENCE_WAIT: Duration = Duration::from_secs(2);
 
 /// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,14 +63,6 @@ pub struct RecoveryData {
     /// The epoch the run was started (or last adopted) at.
     #[serde(default)]
     pub epoch: u64,
-}
-
-/// A launched run: where it lives and which wrapper owns it.
-#[derive(Debug, Clone)]
-struct Launch {
-    dir: PathBuf,
-    pid: i32,
-    nonce: String,
 }
 
 #[derive(Debug)]
@@ -935,82 +926,14 @@ async fn build_result(
     Ok(result)
 }
 
-/// Ends a run whose wrapper did not: SIGKILL to the group and the wrapper, then
-/// records the stop when nothing is left.
+/// Ends a run whose wrapper did not ([`Launch::force_end`]).
 async fn force_end(launch: &Launch) {
-    use nix::sys::signal::{kill, killpg, Signal};
-    use nix::unistd::Pid;
-    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.pgid);
-    if pgid > 1 {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
-    if rundir::wrapper_alive(launch.pid, &launch.nonce) {
-        let _ = kill(Pid::from_raw(launch.pid), Signal::SIGKILL);
-    }
-    let limit = Instant::now() + EVIDENCE_WAIT;
-    while Instant::now() < limit
-        && (rundir::wrapper_alive(launch.pid, &launch.nonce)
-            || !rundir::group_members(pgid).is_empty())
-    {
-        tokio::time::sleep(POLL).await;
-    }
-    if !rundir::exists(&launch.dir, rundir::STATUS)
-        && !rundir::wrapper_alive(launch.pid, &launch.nonce)
-        && rundir::group_members(pgid).is_empty()
-    {
-        let status = Status {
-            cause: Some(Cause::Stop),
-            error: "stopped: the wrapper did not record the command's end, so its group and the wrapper were killed".into(),
-            ended_at: rundir::now_rfc3339(),
-            ..Status::default()
-        };
-        let _ = rundir::write_json(&launch.dir, rundir::STATUS, &status);
-    }
+    launch.force_end(rundir::WRAP_ARG).await;
 }
 
-/// Physical-stop evidence: no process of the command's group left, and the
-/// wrapper gone (waiting briefly for the wrapper to exit after its status).
+/// Physical-stop evidence ([`Launch::evidence`]).
 async fn evidence(launch: &Launch) -> ExecutorStopResult {
-    let pgid = rundir::read_json::<Meta>(&launch.dir, rundir::META)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.pgid);
-    let limit = Instant::now() + EVIDENCE_WAIT;
-    loop {
-        let members = rundir::group_members(pgid);
-        let wrapper = rundir::wrapper_alive(launch.pid, &launch.nonce);
-        if members.is_empty() && !wrapper {
-            let detail = if pgid > 0 {
-                format!(
-                    "no process of group {pgid} is left and the wrapper (pid {}) has exited",
-                    launch.pid
-                )
-            } else {
-                format!(
-                    "the command never started and the wrapper (pid {}) has exited",
-                    launch.pid
-                )
-            };
-            return ExecutorStopResult {
-                stopped: true,
-                detail,
-            };
-        }
-        if Instant::now() >= limit {
-            let mut left: Vec<String> = members.iter().map(i32::to_string).collect();
-            if wrapper {
-                left.push(format!("{} (wrapper)", launch.pid));
-            }
-            return ExecutorStopResult {
-                stopped: false,
-                detail: format!("still running: pid {}", left.join(", ")),
-            };
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    launch.evidence(rundir::WRAP_ARG).await
 }
 
 #[cfg(test)]
