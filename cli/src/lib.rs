@@ -250,6 +250,28 @@ fn run_extension(name: &str) -> i32 {
     }
 }
 
+/// A listing piped into `head` ends quietly when the reader goes (status 141, as a
+/// shell reports a process ended by SIGPIPE), rather than with a panic on the broken
+/// pipe. SIGPIPE itself stays ignored, so a write to a closed socket or to an
+/// extension that has exited is an error the command reports, not its silent end.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // `println!` ("failed printing to stdout: Broken pipe") and clap_complete
+        // ("… BrokenPipe …") panic when the reader has gone.
+        if text.contains("Broken pipe") || text.contains("BrokenPipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 /// The whole command: returns the exit status. Call it first thing in `main`, before
 /// any thread starts (a daemon reads its passed sockets from the environment).
 pub fn main(args: Vec<String>) -> i32 {
@@ -322,17 +344,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let bus = admin::bus_path(cli.bus.clone());
     let json_out = cli.json;
-    if !matches!(cli.command, Command::Up { .. } | Command::Mcp) {
-        // A listing piped into `head` ends quietly when the reader goes, as other
-        // command-line tools do, rather than panicking on a broken pipe.
-        // SAFETY: restoring the default disposition of one signal, before any thread.
-        unsafe {
-            let _ = nix::sys::signal::signal(
-                nix::sys::signal::Signal::SIGPIPE,
-                nix::sys::signal::SigHandler::SigDfl,
-            );
-        }
-    }
+    quiet_on_closed_stdout();
     if let Command::Up {
         state,
         config,

@@ -741,7 +741,14 @@ impl Runner {
             Ok(reply) => Ok(reply),
             Err(CallError::Rpc(err)) => Err(err),
             Err(CallError::Transport(reason)) => {
-                tracing::warn!(OC_EXTENSION = %name, %method, %reason, "the extension crashed during a call");
+                let stopping = matches!(&*reason, protocol::CloseReason::Local(_))
+                    || matches!(sup.state(), State::Stopped);
+                if stopping {
+                    // extrunner itself stopped the extension: not a crash.
+                    tracing::info!(OC_EXTENSION = %name, %method, %reason, "a call ended with the extension's stop");
+                } else {
+                    tracing::warn!(OC_EXTENSION = %name, %method, %reason, "the extension crashed during a call");
+                }
                 Err(unavailable(format!(
                     "the extension crashed during the call ({reason})"
                 )))
