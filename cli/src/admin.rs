@@ -209,10 +209,19 @@ pub fn config_check(file: &Path, extensions: Option<&Path>) -> Out {
             });
         }
     };
-    let findings = match extensions {
-        Some(dir) => offline_findings(&config, dir)?,
-        None => Vec::new(),
-    };
+    let mut findings: Vec<extrunner::offline::Finding> =
+        protocol::config::Config::unknown_fields(&doc)
+            .into_iter()
+            .map(|p| extrunner::offline::Finding {
+                pointer: p.pointer,
+                code: "unknown_field".into(),
+                message: p.message,
+                warning: true,
+            })
+            .collect();
+    if let Some(dir) = extensions {
+        findings.extend(offline_findings(&config, dir)?);
+    }
     let errors = findings.iter().filter(|f| !f.warning).count();
     for f in &findings {
         let level = if f.warning { "warning: " } else { "" };

@@ -99,6 +99,31 @@ fn config_check_starts_the_extensions_the_document_uses() {
     ]);
     assert_eq!(status, 0, "{out}{err}");
     assert!(out.contains("ok (0 connections, 1 scopes)"), "{out}");
+    assert!(
+        !out.contains("warning"),
+        "the demo uses only known fields: {out}"
+    );
+
+    // A misspelt field is named (a warning: it is ignored, the document stays valid).
+    let mut misspelt: serde_json::Value = serde_json::from_str(&demo).unwrap();
+    misspelt["scopes"][0]["bindngs"] = serde_json::json!([]);
+    misspelt["setings"] = serde_json::json!({});
+    let misspelt_file = dir.join("misspelt.json");
+    std::fs::write(&misspelt_file, misspelt.to_string()).unwrap();
+    let (status, out, _) = run(&[
+        "config",
+        "check",
+        misspelt_file.to_str().unwrap(),
+        "--no-extensions",
+    ]);
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains(
+            "/scopes/0/bindngs: warning: unknown field \"bindngs\" (ignored) (unknown_field)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("/setings: warning"), "{out}");
 
     let broken: serde_json::Value =
         serde_json::from_str(&demo.replace("* * * * *", "61 * * * *")).unwrap();

@@ -190,6 +190,70 @@ impl Config {
         }
     }
 
+    /// The fields of `doc` this release does not know, each with its pointer: a
+    /// misspelt field is otherwise ignored without a word. (Extension configs, under
+    /// each object's `config`, are their extensions' to check.)
+    pub fn unknown_fields(doc: &Value) -> Vec<Problem> {
+        const TOP: &[&str] = &["settings", "connections", "scopes"];
+        const SETTINGS: &[&str] = &["concurrency", "job_concurrency", "webhooks", "extensions"];
+        const WEBHOOKS: &[&str] = &["public_url", "tunnel"];
+        const CONNECTION: &[&str] = &["name", "type", "config", "secret_refs"];
+        const SCOPE: &[&str] = &[
+            "id",
+            "enabled",
+            "entries",
+            "routes",
+            "bindings",
+            "unmatched",
+        ];
+        const ENTRY: &[&str] = &["type", "name", "connection", "config"];
+        const ROUTE: &[&str] = &["handler", "binding", "config"];
+        const BINDING: &[&str] = &[
+            "name",
+            "executor",
+            "toolbelt",
+            "operations",
+            "grants",
+            "connection",
+            "resource",
+            "sandbox",
+            "container",
+            "config",
+        ];
+        let mut out = Vec::new();
+        let mut check = |v: &Value, at: &str, known: &[&str]| {
+            for key in v.as_object().into_iter().flat_map(|o| o.keys()) {
+                if !known.contains(&key.as_str()) {
+                    out.push(Problem {
+                        pointer: format!("{at}/{}", seg(key)),
+                        message: format!("unknown field {key:?} (ignored)"),
+                    });
+                }
+            }
+        };
+        let items = |v: &Value| v.as_array().cloned().unwrap_or_default();
+        check(doc, "", TOP);
+        check(&doc["settings"], "/settings", SETTINGS);
+        check(&doc["settings"]["webhooks"], "/settings/webhooks", WEBHOOKS);
+        for (i, c) in items(&doc["connections"]).iter().enumerate() {
+            check(c, &format!("/connections/{i}"), CONNECTION);
+        }
+        for (i, s) in items(&doc["scopes"]).iter().enumerate() {
+            let at = format!("/scopes/{i}");
+            check(s, &at, SCOPE);
+            for (j, e) in items(&s["entries"]).iter().enumerate() {
+                check(e, &format!("{at}/entries/{j}"), ENTRY);
+            }
+            for (j, r) in items(&s["routes"]).iter().enumerate() {
+                check(r, &format!("{at}/routes/{j}"), ROUTE);
+            }
+            for (j, b) in items(&s["bindings"]).iter().enumerate() {
+                check(b, &format!("{at}/bindings/{j}"), BINDING);
+            }
+        }
+        out
+    }
+
     /// The document's structural problems (names, uniqueness, references).
     pub fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
