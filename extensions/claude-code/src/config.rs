@@ -14,7 +14,6 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// The CLI run when the config names none.
 pub const DEFAULT_BINARY: &str = "claude";
@@ -81,58 +80,7 @@ const RESERVED_ARGS: &[&str] = &[
     "--json-schema",
 ];
 
-/// A config that cannot run: which field, and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The field (`model`, `env.PATH`, `extra_args[1]`), or empty for the whole config.
-    pub field: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl ConfigError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-
-    /// The field as a JSON pointer into the config (`/env/PATH`, `/extra_args/1`).
-    pub fn pointer(&self) -> String {
-        fn escape(part: &str) -> String {
-            part.replace('~', "~0").replace('/', "~1")
-        }
-        if self.field.is_empty() {
-            return String::new();
-        }
-        let (head, rest) = match self.field.split_once('.') {
-            Some((head, rest)) => (head, Some(rest)),
-            None => (self.field.as_str(), None),
-        };
-        let mut out = match head.strip_suffix(']').and_then(|h| h.split_once('[')) {
-            Some((name, index)) => format!("/{}/{index}", escape(name)),
-            None => format!("/{}", escape(head)),
-        };
-        if let Some(rest) = rest {
-            out.push('/');
-            out.push_str(&escape(rest));
-        }
-        out
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(&self.reason)
-        } else {
-            write!(f, "{}: {}", self.field, self.reason)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use sdk::config::ConfigError;
 
 /// What a cold session's next turn does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
