@@ -15,8 +15,11 @@
 //! write of the old holder, and adopted with `executor.recover` and the metadata last
 //! persisted; nothing is launched again. An executor that cannot adopt it
 //! (`not_adoptable`) is asked to stop it, and the attempt is settled failed under the
-//! retry policy. If the executor's extension crashes while schedulerd waits, the same
-//! recovery runs as soon as the extension answers again.
+//! retry policy only once the stop answers with physical-stop evidence. If the
+//! executor's extension or extrunner goes away while schedulerd waits (or while
+//! `executor.run` is in flight), the same recovery is tried with backoff, the lease
+//! renewed all along, until the executor answers: an executor that does not answer is
+//! never evidence that a run ended.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -47,6 +50,58 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 pub const DEFAULT_JOB_CONCURRENCY: u32 = 8;
 /// How long one `executor.wait` call may take before it is asked again.
 const WAIT_CALL: Duration = Duration::from_secs(3600);
+/// The first wait before adoption (or a stop) is tried again; each later one doubles,
+/// up to [`ADOPT_RETRY_MAX`].
+const ADOPT_RETRY_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two tries at adoption.
+const ADOPT_RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// How a run is to be adopted.
+#[derive(Debug)]
+enum Recovery {
+    /// With the recovery metadata stored for the attempt (read now); why, for the
+    /// record when the run cannot be adopted.
+    Stored(String),
+    /// With this recovery metadata (a takeover read it with the lease).
+    Given(String, Value),
+    /// The executor said `not_adoptable` (this): stop it with evidence.
+    NotAdoptable(String),
+}
+
+/// How an adoption ended.
+#[derive(Debug)]
+enum Adoption {
+    /// The executor follows the run again.
+    Adopted,
+    /// It could not, and nothing of the run is left: settle this.
+    Failed(Box<ExecutorWaitResult>),
+    /// Another holder took the lease.
+    LeaseLost,
+}
+
+/// Whether an error answering `executor.run` (or `resume`) is the executor's own
+/// refusal of the launch, so that nothing runs: an invalid or unauthorized request.
+/// Anything else (unavailable, a timeout, a lost connection, an internal error,
+/// `conflict` for a run launched before) may hide a run that started.
+fn refused_before_launch(e: &CallError) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            "invalid"
+                | "unauthorized"
+                | "undeclared"
+                | "unsupported"
+                | "not_found"
+                | "retry_after"
+                | "causal_limit"
+                | "resource_setup_failed"
+                | "resource_not_found"
+                | "resource_exhausted"
+                | "sandbox_denied"
+                | "sandbox_unavailable"
+        )
+    )
+}
 
 /// The delay before retry number `failures` (1 for the first failure).
 pub fn backoff(failures: i64) -> Duration {
@@ -356,22 +411,44 @@ impl Starter {
             )
             .await
         };
-        if let Err(e) = started {
-            // Nothing runs (or it will be found by recovery if it did).
-            let mut failed = ExecutorWaitResult::new(Outcome::Failed);
-            failed.error = format!("executor.run: {e}");
-            self.settle(&a, failed, work["failures"].as_i64().unwrap_or(0))
+        let failures = work["failures"].as_i64().unwrap_or(0);
+        let method = if resumed {
+            "executor.resume"
+        } else {
+            "executor.run"
+        };
+        match started {
+            Ok(_) => self.observe(a, failures, None).await,
+            Err(e) if refused_before_launch(&e) => {
+                // The executor refused the launch itself: nothing runs.
+                let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                failed.error = format!("{method}: {e}");
+                self.settle(&a, failed, failures).await;
+            }
+            Err(e) => {
+                // The answer was lost (extrunner or the extension went away, or the
+                // call timed out): the run may have started. Adopt it, or stop
+                // whatever there is with evidence, before anything settles.
+                tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "{method} did not answer; recovering the run");
+                self.observe(
+                    a,
+                    failures,
+                    Some(Recovery::Stored(format!("{method}: {e}"))),
+                )
                 .await;
-            return;
+            }
         }
-        self.observe(a, work["failures"].as_i64().unwrap_or(0))
-            .await;
     }
 
     /// Keep the lease and wait for the run's result; recover it if the extension
-    /// restarts meanwhile; then settle.
-    async fn observe(&self, a: Attempt, failures: i64) {
-        let (lost_tx, mut lost) = tokio::sync::oneshot::channel::<String>();
+    /// restarts meanwhile; then settle. With `recovery`, the run is adopted first.
+    ///
+    /// An executor, extension or extrunner that does not answer is never evidence
+    /// that a run ended: adoption is tried again with backoff for as long as the lease
+    /// is held (it is renewed all along). The attempt settles failed only after the
+    /// executor's `not_adoptable` and its physical-stop evidence.
+    async fn observe(&self, a: Attempt, failures: i64, recovery: Option<Recovery>) {
+        let (lost_tx, mut lost) = tokio::sync::watch::channel::<Option<String>>(None);
         let renew = {
             let bus = self.bus.clone();
             let (id, epoch) = (a.execution_id.clone(), a.epoch);
@@ -387,14 +464,40 @@ impl Starter {
                         .await;
                     if let Err(e) = r {
                         if e.code() == Some(protocol::Code::Conflict.as_str()) {
-                            let _ = lost_tx.send(e.to_string());
+                            let _ = lost_tx.send(Some(e.to_string()));
                             return;
                         }
                     }
                 }
             })
         };
-        let result = loop {
+        let outcome = self.follow(&a, recovery, &mut lost).await;
+        renew.abort();
+        match outcome {
+            Some(result) => self.settle(&a, result, failures).await,
+            None => {
+                let why = lost.borrow().clone().unwrap_or_default();
+                tracing::warn!(OC_EXECUTION_ID = %a.execution_id, %why, "lease lost; another holder settles the attempt");
+            }
+        }
+    }
+
+    /// The run's result, adopting it first when `recovery` says so and again each
+    /// time the executor is lost; `None` once the lease is lost.
+    async fn follow(
+        &self,
+        a: &Attempt,
+        mut recovery: Option<Recovery>,
+        lost: &mut tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Option<ExecutorWaitResult> {
+        loop {
+            if let Some(r) = recovery.take() {
+                match self.adopt(a, r, lost).await {
+                    Adoption::Adopted => {}
+                    Adoption::Failed(result) => return Some(*result),
+                    Adoption::LeaseLost => return None,
+                }
+            }
             let wait = self.ext_call(
                 &a.extension,
                 "executor.wait",
@@ -403,98 +506,160 @@ impl Starter {
             );
             let answer = tokio::select! {
                 r = wait => r,
-                why = &mut lost => {
-                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, why = %why.unwrap_or_default(), "lease lost; another holder settles the attempt");
-                    renew.abort();
-                    return;
-                }
+                _ = lost.wait_for(Option::is_some) => return None,
             };
             match answer {
-                Ok(v) => match serde_json::from_value::<ExecutorWaitResult>(v) {
-                    Ok(r) => break r,
-                    Err(e) => {
-                        let mut failed = ExecutorWaitResult::new(Outcome::Failed);
-                        failed.error = format!("executor.wait answered: {e}");
-                        break failed;
-                    }
-                },
-                Err(e) if e.code() == Some("not_adoptable") || e.code() == Some("not_found") => {
-                    let mut failed = ExecutorWaitResult::new(Outcome::Failed);
-                    failed.error = format!("the executor lost the run: {e}");
-                    break failed;
+                Ok(v) => {
+                    return Some(match serde_json::from_value::<ExecutorWaitResult>(v) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                            failed.error = format!("executor.wait answered: {e}");
+                            failed
+                        }
+                    })
+                }
+                Err(e) if e.code() == Some("not_adoptable") => {
+                    recovery = Some(Recovery::NotAdoptable(e.to_string()));
                 }
                 Err(e) => {
-                    // The extension is down or restarting: adopt the run again once it
-                    // answers.
+                    // The extension is down, restarting, or a new process that does
+                    // not know the run (`not_found`): adopt it again once it answers.
                     tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "observing the run failed; recovering it");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    match self.recover(&a).await {
-                        Ok(()) => continue,
-                        Err(failed) => break failed,
-                    }
+                    recovery = Some(Recovery::Stored(String::new()));
                 }
             }
-        };
-        renew.abort();
-        self.settle(&a, result, failures).await;
+        }
     }
 
-    /// `executor.recover` with the metadata last persisted for the attempt.
-    async fn recover(&self, a: &Attempt) -> Result<(), ExecutorWaitResult> {
+    /// The recovery metadata last persisted for the attempt; `None` when it cannot
+    /// be read now.
+    async fn stored_recovery(&self, a: &Attempt) -> Option<Value> {
         let executions = self
             .bus
             .call("store.executions", &json!({"work_id": a.work_id}))
             .await
-            .unwrap_or(Value::Null);
-        let recovery = executions["executions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["id"] == a.execution_id.as_str())
-            .map(|e| e["recovery"].clone())
-            .unwrap_or(Value::Null);
-        self.adopt(a, recovery).await
+            .ok()?;
+        Some(
+            executions["executions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["id"] == a.execution_id.as_str())
+                .map(|e| e["recovery"].clone())
+                .unwrap_or(Value::Null),
+        )
     }
 
-    async fn adopt(&self, a: &Attempt, recovery: Value) -> Result<(), ExecutorWaitResult> {
-        let recovery: wire::Payload = serde_json::from_value(recovery).unwrap_or_default();
-        let mut run = a.run.clone();
-        run.epoch = u64::try_from(a.epoch).unwrap_or(0);
-        if let Some(tb) = self.toolbelt.get() {
-            run.toolbelt = tb.for_run(&a.work_id, &a.execution_id, a.epoch);
-        }
-        let r = self
-            .ext_call(
-                &a.extension,
-                "executor.recover",
-                json!({"run": run, "recovery": recovery}),
-                Duration::from_secs(60),
-            )
-            .await;
-        match r {
-            Ok(_) => {
-                tracing::info!(OC_EXECUTION_ID = %a.execution_id, epoch = a.epoch, "run adopted");
-                Ok(())
+    /// `executor.recover` until the executor answers: adopted, or `not_adoptable`
+    /// and then stopped with evidence. Every other error (the extension, extrunner,
+    /// the broker or storaged unavailable) is tried again with backoff while the
+    /// lease is held.
+    async fn adopt(
+        &self,
+        a: &Attempt,
+        how: Recovery,
+        lost: &mut tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Adoption {
+        let mut delay = ADOPT_RETRY_FIRST;
+        let (why, known) = match how {
+            Recovery::Stored(why) => (why, None),
+            Recovery::Given(why, recovery) => (why, Some(recovery)),
+            Recovery::NotAdoptable(e) => {
+                return self.stop_with_evidence(a, String::new(), e, lost).await
             }
-            Err(e) if e.code() == Some("not_adoptable") => {
-                let _ = self
+        };
+        let mut known = known;
+        loop {
+            let recovery = match known.take() {
+                Some(r) => Some(r),
+                None => self.stored_recovery(a).await,
+            };
+            if let Some(recovery) = recovery {
+                let recovery: wire::Payload = serde_json::from_value(recovery).unwrap_or_default();
+                let mut run = a.run.clone();
+                run.epoch = u64::try_from(a.epoch).unwrap_or(0);
+                if let Some(tb) = self.toolbelt.get() {
+                    run.toolbelt = tb.for_run(&a.work_id, &a.execution_id, a.epoch);
+                }
+                let r = self
                     .ext_call(
                         &a.extension,
-                        "executor.stop",
-                        json!({"executor": a.executor, "execution_id": a.execution_id,
-                               "epoch": a.epoch}),
+                        "executor.recover",
+                        json!({"run": run, "recovery": recovery}),
                         Duration::from_secs(60),
                     )
                     .await;
-                let mut failed = ExecutorWaitResult::new(Outcome::Failed);
-                failed.error = format!("the run could not be adopted: {e}");
-                Err(failed)
+                match r {
+                    Ok(_) => {
+                        tracing::info!(OC_EXECUTION_ID = %a.execution_id, epoch = a.epoch, "run adopted");
+                        return Adoption::Adopted;
+                    }
+                    Err(e) if e.code() == Some("not_adoptable") => {
+                        return self.stop_with_evidence(a, why, e.to_string(), lost).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, retry_in = ?delay, "the executor cannot adopt the run now; trying again");
+                    }
+                }
             }
-            Err(e) => {
-                let mut failed = ExecutorWaitResult::new(Outcome::Failed);
-                failed.error = format!("executor.recover: {e}");
-                Err(failed)
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = lost.wait_for(Option::is_some) => return Adoption::LeaseLost,
             }
+            delay = (delay * 2).min(ADOPT_RETRY_MAX);
+        }
+    }
+
+    /// After `not_adoptable`: `executor.stop` until it answers with physical-stop
+    /// evidence (nothing of the run left), then the failure to settle.
+    async fn stop_with_evidence(
+        &self,
+        a: &Attempt,
+        why: String,
+        refusal: String,
+        lost: &mut tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Adoption {
+        let mut delay = ADOPT_RETRY_FIRST;
+        loop {
+            let r = self
+                .ext_call(
+                    &a.extension,
+                    "executor.stop",
+                    json!({"executor": a.executor, "execution_id": a.execution_id,
+                           "epoch": a.epoch}),
+                    Duration::from_secs(120),
+                )
+                .await;
+            match r.map(serde_json::from_value::<wire::ExecutorStopResult>) {
+                Ok(Ok(stop)) if stop.stopped => {
+                    let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                    let adopted = format!(
+                        "the run could not be adopted: {refusal}; stopped: {}",
+                        stop.detail
+                    );
+                    failed.error = if why.is_empty() {
+                        adopted
+                    } else {
+                        format!("{why}; {adopted}")
+                    };
+                    return Adoption::Failed(Box::new(failed));
+                }
+                Ok(Ok(stop)) => {
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, detail = %stop.detail, "the run is not stopped yet; asking again");
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "executor.stop answered something that does not decode; asking again");
+                }
+                Err(e) => {
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "executor.stop failed; asking again");
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = lost.wait_for(Option::is_some) => return Adoption::LeaseLost,
+            }
+            delay = (delay * 2).min(ADOPT_RETRY_MAX);
         }
     }
 
@@ -679,12 +844,11 @@ impl Starter {
             let failures = work["failures"].as_i64().unwrap_or(0);
             let recovery = taken["recovery"].clone();
             tokio::spawn(async move {
-                match this.adopt(&a, recovery).await {
-                    Ok(()) => this.observe(a.clone(), failures).await,
-                    Err(failed) => this.settle(&a, failed, failures).await,
-                }
+                let work_id = a.work_id.clone();
+                this.observe(a, failures, Some(Recovery::Given(String::new(), recovery)))
+                    .await;
                 if let Ok(mut r) = this.running.lock() {
-                    r.remove(&a.work_id);
+                    r.remove(&work_id);
                 }
             });
         }

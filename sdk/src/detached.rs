@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `spec.json` | extension | before the launch: argv, cwd, deadline, grace, nonce |
 //! | `wrapper.log` | wrapper | its own complaints (its stderr) |
-//! | `meta.json` | wrapper | once the command started: pid, pgid, nonce, started_at |
+//! | `meta.json` | extension, then wrapper | right after the spawn: pid, its start time, nonce; once the command started: its pgid too |
 //! | `kill` | extension | to ask the wrapper to end the command (interrupt, stop) |
 //! | `status` | wrapper | once the command and its group are gone: how it ended |
 //! | `result.json` | extension | the result it answered, so that it is answered again identically |
@@ -80,6 +80,11 @@ pub struct Meta {
     pub nonce: String,
     /// When the command started (RFC 3339, UTC).
     pub started_at: String,
+    /// The wrapper's start time ([`ProcStat::start`]), recorded by the extension
+    /// right after the spawn and kept by the wrapper; 0 in metadata of an earlier
+    /// release.
+    #[serde(default)]
+    pub start: u64,
 }
 
 /// A request to end the command.
@@ -248,18 +253,57 @@ pub struct ProcStat {
     pub state: char,
     /// Its process group.
     pub pgrp: i32,
+    /// Its session.
+    pub session: i32,
+    /// When it started, in clock ticks since boot: set at fork and never changed,
+    /// so a pid and its start time name one process for good.
+    pub start: u64,
+}
+
+impl ProcStat {
+    /// Neither a zombie nor dead.
+    pub fn live(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
 }
 
 /// Reads `/proc/<pid>/stat`: `None` when there is no such process.
 pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+    // `pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
+    // cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
+    // ...`; comm may hold spaces and parentheses.
     let after = text.get(text.rfind(')')? + 1..)?;
-    let mut fields = after.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some(ProcStat { pid, state, pgrp })
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let pgrp = fields.get(2)?.parse().ok()?;
+    let session = fields.get(3)?.parse().ok()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        pgrp,
+        session,
+        start,
+    })
+}
+
+/// The start time of `pid` ([`ProcStat::start`]), or 0 when it cannot be read.
+/// Read right after the spawn, before the child is reaped, it cannot race: the
+/// process exists (alive or a zombie) until its parent waits for it.
+pub fn start_time(pid: i32) -> u64 {
+    proc_stat(pid).map_or(0, |s| s.start)
+}
+
+fn live_processes() -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .filter(ProcStat::live)
+        .collect()
 }
 
 /// The live (not zombie) processes whose process group is `pgid`.
@@ -267,29 +311,44 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
     if pgid <= 1 {
         return Vec::new();
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<i32> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(proc_stat)
-        .filter(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X')
+    let mut pids: Vec<i32> = live_processes()
+        .into_iter()
+        .filter(|s| s.pgrp == pgid)
         .map(|s| s.pid)
         .collect();
     pids.sort_unstable();
     pids
 }
 
-/// True when `pid` is alive (not a zombie) and is the wrapper started with
-/// `nonce`: its argv is `<exe> <wrap_arg> <run dir> <nonce>`. A recycled pid fails
-/// the check.
-pub fn wrapper_alive(pid: i32, nonce: &str, wrap_arg: &str) -> bool {
+/// The live processes of session `sid` that started no earlier than `since` (start
+/// ticks), `sid` itself excepted.
+pub fn session_members(sid: i32, since: u64) -> Vec<i32> {
+    if sid <= 1 {
+        return Vec::new();
+    }
+    let mut pids: Vec<i32> = live_processes()
+        .into_iter()
+        .filter(|s| s.session == sid && s.pid != sid && s.start >= since)
+        .map(|s| s.pid)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// True when `pid` is alive (not a zombie) and is the wrapper that was started:
+/// with a recorded start time (`start` > 0), the process with that pid started then
+/// (a recycled pid has another); without one (metadata of an earlier release), its
+/// argv is `<exe> <wrap_arg> <run dir> <nonce>`.
+pub fn wrapper_alive(pid: i32, start: u64, nonce: &str, wrap_arg: &str) -> bool {
     if pid <= 1 {
         return false;
     }
-    match proc_stat(pid) {
-        Some(s) if s.state != 'Z' && s.state != 'X' => {}
+    let stat = match proc_stat(pid) {
+        Some(s) if s.live() => s,
         _ => return false,
+    };
+    if start > 0 {
+        return stat.start == start;
     }
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
@@ -302,44 +361,204 @@ pub fn wrapper_alive(pid: i32, nonce: &str, wrap_arg: &str) -> bool {
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// How long a stop waits for the processes to be gone once the end is recorded.
 pub const EVIDENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a stop waits past the grace period for the wrapper to record the end.
+pub const STOP_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// One launch of a detached run: its directory, its wrapper's pid and nonce.
+/// What an executor calls its runs and their command, in the records it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Words {
+    /// Its name, in its complaints (`shell`, `claude-code`).
+    pub label: &'static str,
+    /// One launch (`run`, `segment`).
+    pub unit: &'static str,
+    /// What the wrapper runs (`the command`, `claude`).
+    pub what: &'static str,
+    /// The grace period (seconds) when the spec does not say.
+    pub default_grace_s: u64,
+}
+
+/// One launch of a detached run: its directory, and its wrapper's pid, start time
+/// and nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     /// The run directory.
     pub dir: std::path::PathBuf,
     /// The wrapper's pid.
     pub pid: i32,
+    /// The wrapper's start time ([`ProcStat::start`]); 0 when not recorded.
+    pub start: u64,
     /// The nonce the wrapper was started with.
     pub nonce: String,
+    /// The argument that makes the executable the wrapper.
+    pub wrap_arg: &'static str,
 }
 
 impl Launch {
-    /// Ends a run whose wrapper did not: SIGKILL to the group and the wrapper, then
-    /// records the stop when nothing is left.
-    pub async fn force_end(&self, wrap_arg: &str) {
-        use nix::sys::signal::{kill, killpg, Signal};
-        use nix::unistd::Pid;
-        let pgid = read_json::<Meta>(&self.dir, META)
+    /// The launch `dir/meta.json` records, when it records one.
+    pub fn on_disk(dir: &Path, wrap_arg: &'static str) -> Option<Launch> {
+        let meta: Meta = read_json(dir, META).ok().flatten()?;
+        Some(Launch {
+            dir: dir.to_path_buf(),
+            pid: meta.pid,
+            start: meta.start,
+            nonce: meta.nonce,
+            wrap_arg,
+        })
+    }
+
+    /// Whether the wrapper is still there ([`wrapper_alive`]).
+    pub fn wrapper_alive(&self) -> bool {
+        wrapper_alive(self.pid, self.start, &self.nonce, self.wrap_arg)
+    }
+
+    /// The command's process group as `meta.json` records it; 0 before it started.
+    pub fn pgid(&self) -> i32 {
+        read_json::<Meta>(&self.dir, META)
             .ok()
             .flatten()
-            .map_or(0, |m| m.pgid);
+            .map_or(0, |m| m.pgid)
+    }
+
+    /// The processes of the run left besides the wrapper: the command's group, or,
+    /// while no group is recorded (the wrapper may have started the command and not
+    /// yet said so), the wrapper's session since the wrapper started.
+    pub fn members(&self, pgid: i32) -> Vec<i32> {
         if pgid > 1 {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            group_members(pgid)
+        } else if self.start > 0 {
+            session_members(self.pid, self.start)
+        } else {
+            Vec::new()
         }
-        if wrapper_alive(self.pid, &self.nonce, wrap_arg) {
+    }
+
+    /// Writes the kill request the wrapper acts on (the first cause stays). When
+    /// the wrapper is gone, signals what is left of the run here: SIGTERM, then
+    /// SIGKILL after the grace period.
+    pub fn ask_to_end(&self, request: &KillRequest, words: Words) -> io::Result<()> {
+        if exists(&self.dir, KILL) {
+            return Ok(());
+        }
+        write_json(&self.dir, KILL, request)?;
+        if self.wrapper_alive() {
+            return Ok(());
+        }
+        // Nobody reads the request: signal the group ourselves.
+        let pgid = self.pgid();
+        let members = self.members(pgid);
+        if members.is_empty() {
+            return Ok(());
+        }
+        signal_all(pgid, &members, nix::sys::signal::Signal::SIGTERM);
+        signal_all(pgid, &members, nix::sys::signal::Signal::SIGCONT);
+        let grace = self.grace_s(words);
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(grace)).await;
+            let left = this.members(pgid);
+            if !left.is_empty() {
+                signal_all(pgid, &left, nix::sys::signal::Signal::SIGKILL);
+            }
+        });
+        Ok(())
+    }
+
+    fn grace_s(&self, words: Words) -> u64 {
+        read_json::<Spec>(&self.dir, SPEC)
+            .ok()
+            .flatten()
+            .map_or(words.default_grace_s, |s| s.grace_s)
+    }
+
+    /// Waits until the run's end is recorded. A wrapper that is gone without
+    /// recording it is a lost run: once nothing of the run is left, its end is
+    /// recorded here as lost.
+    pub async fn await_end(&self, words: Words) {
+        let dir = &self.dir;
+        loop {
+            if exists(dir, STATUS) {
+                return;
+            }
+            if !self.wrapper_alive() {
+                if exists(dir, STATUS) {
+                    return;
+                }
+                let pgid = self.pgid();
+                if self.members(pgid).is_empty() {
+                    let error = if pgid > 0 {
+                        format!(
+                            "the {}'s wrapper (pid {}) ended without recording how {} ended",
+                            words.unit, self.pid, words.what
+                        )
+                    } else {
+                        format!(
+                            "{} never started: its wrapper (pid {}) ended first",
+                            words.what, self.pid
+                        )
+                    };
+                    let status = Status {
+                        error,
+                        ended_at: now_rfc3339(),
+                        ..Status::default()
+                    };
+                    if let Err(e) = write_json(dir, STATUS, &status) {
+                        eprintln!(
+                            "{}: {}: cannot record a lost {}: {e}",
+                            words.label,
+                            dir.display(),
+                            words.unit
+                        );
+                    }
+                    return;
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// `executor.stop` of a launch: asks the wrapper to end the run (cause `stop`),
+    /// waits for the end past the grace period, forces it when the wrapper did not
+    /// record it, and answers the physical-stop evidence.
+    pub async fn stop(&self, words: Words) -> io::Result<ExecutorStopResult> {
+        if !exists(&self.dir, STATUS) {
+            let request = KillRequest {
+                cause: Cause::Stop,
+                reason: String::new(),
+            };
+            self.ask_to_end(&request, words)?;
+            let limit = std::time::Instant::now()
+                + std::time::Duration::from_secs(self.grace_s(words))
+                + STOP_SLACK;
+            while !exists(&self.dir, STATUS)
+                && self.wrapper_alive()
+                && std::time::Instant::now() < limit
+            {
+                tokio::time::sleep(POLL).await;
+            }
+            if !exists(&self.dir, STATUS) {
+                self.force_end().await;
+            }
+        }
+        Ok(self.evidence().await)
+    }
+
+    /// Ends a run whose wrapper did not: SIGKILL to what is left and the wrapper,
+    /// then records the stop when nothing is left.
+    pub async fn force_end(&self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        let pgid = self.pgid();
+        signal_all(pgid, &self.members(pgid), Signal::SIGKILL);
+        if self.wrapper_alive() {
             let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
         }
         let limit = std::time::Instant::now() + EVIDENCE_WAIT;
         while std::time::Instant::now() < limit
-            && (wrapper_alive(self.pid, &self.nonce, wrap_arg) || !group_members(pgid).is_empty())
+            && (self.wrapper_alive() || !self.members(pgid).is_empty())
         {
             tokio::time::sleep(POLL).await;
         }
-        if !exists(&self.dir, STATUS)
-            && !wrapper_alive(self.pid, &self.nonce, wrap_arg)
-            && group_members(pgid).is_empty()
-        {
+        if !exists(&self.dir, STATUS) && !self.wrapper_alive() && self.members(pgid).is_empty() {
             let status = Status {
                 cause: Some(Cause::Stop),
                 error: "stopped: the wrapper did not record the command's end, so its group and the wrapper were killed".into(),
@@ -350,17 +569,14 @@ impl Launch {
         }
     }
 
-    /// Physical-stop evidence: no process of the command's group left, and the
-    /// wrapper gone (waiting briefly for the wrapper to exit after its status).
-    pub async fn evidence(&self, wrap_arg: &str) -> ExecutorStopResult {
-        let pgid = read_json::<Meta>(&self.dir, META)
-            .ok()
-            .flatten()
-            .map_or(0, |m| m.pgid);
+    /// Physical-stop evidence: nothing of the run left, and the wrapper gone
+    /// (waiting briefly for the wrapper to exit after its status).
+    pub async fn evidence(&self) -> ExecutorStopResult {
+        let pgid = self.pgid();
         let limit = std::time::Instant::now() + EVIDENCE_WAIT;
         loop {
-            let members = group_members(pgid);
-            let wrapper = wrapper_alive(self.pid, &self.nonce, wrap_arg);
+            let members = self.members(pgid);
+            let wrapper = self.wrapper_alive();
             if members.is_empty() && !wrapper {
                 let detail = if pgid > 0 {
                     format!(
@@ -389,6 +605,18 @@ impl Launch {
                 };
             }
             tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// `signal` to the group `pgid` when there is one, else to each of `members`.
+fn signal_all(pgid: i32, members: &[i32], signal: nix::sys::signal::Signal) {
+    use nix::unistd::Pid;
+    if pgid > 1 {
+        let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), signal);
+    } else {
+        for pid in members {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), signal);
         }
     }
 }
@@ -457,12 +685,19 @@ mod tests {
         let me = std::process::id() as i32;
         let s = proc_stat(me).unwrap();
         assert_eq!(s.pid, me);
+        assert!(s.start > 0);
+        // Without a start time, the argv must say it is the wrapper: it does not.
         assert!(!wrapper_alive(
             me,
+            0,
             "00000000000000000000000000000000",
             "__wrap"
         ));
-        assert!(!wrapper_alive(0, "", "__wrap"));
+        // With one, the start time alone tells: right, and a recycled pid's wrong.
+        assert!(wrapper_alive(me, s.start, "", "__wrap"));
+        assert!(!wrapper_alive(me, s.start + 1, "", "__wrap"));
+        assert!(!wrapper_alive(0, 0, "", "__wrap"));
         assert!(group_members(s.pgrp).contains(&me));
+        assert_eq!(session_members(s.session, u64::MAX), Vec::<i32>::new());
     }
 }

@@ -163,6 +163,7 @@ fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
         pgid: leader,
         nonce: nonce.to_string(),
         started_at: rundir::now_rfc3339(),
+        start: rundir::start_time(me),
     };
     if let Err(e) = rundir::write_json(dir, rundir::META, &meta) {
         eprintln!("{} wrapper: cannot write meta.json: {e}", label());
@@ -184,6 +185,7 @@ fn never_started(dir: &Path, me: i32, nonce: &str, why: String) -> i32 {
         pgid: 0,
         nonce: nonce.to_string(),
         started_at: rundir::now_rfc3339(),
+        start: rundir::start_time(me),
     };
     let status = Status {
         error: why,

@@ -252,3 +252,148 @@ fn an_operator_interrupts_a_running_attempt() {
     // Stop the retry that follows, so nothing outlives the test.
     let _ = suite.call("sched.stop", json!({ "work_id": id }));
 }
+
+/// SIGKILL of `name`'s extension process (found through `ext.inspect`).
+fn kill_extension(suite: &Suite, name: &str) {
+    let pid = wait_for(&format!("{name} running"), HANG, || {
+        let v = suite.call("ext.inspect", json!({ "name": name })).ok()?;
+        v["pid"].as_i64()
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+/// A run in flight while only extrunner (or only the executor's extension) dies:
+/// schedulerd goes on holding the lease and adopts the run once the executor answers
+/// again, however long that takes; the command runs once and the Work completes once.
+fn a_run_outlives_the_loss_of_its_executor(name: &str, kill: impl FnOnce(&Suite)) {
+    let marker = std::env::temp_dir().join(format!("oc-run-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let suite = started_with(
+        name,
+        json!({"script": format!("echo started >> '{m}'; sleep 4; echo ran >> '{m}'; echo finished",
+                                 m = marker.display())}),
+    );
+    assert_eq!(
+        deliver(&suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(&suite);
+    let id = work["id"].as_str().unwrap().to_owned();
+    // The command runs (a kill before the wrapper's go would leave nothing running,
+    // rightly retried).
+    wait_for("the command started", HANG, || {
+        std::fs::read_to_string(&marker)
+            .ok()
+            .filter(|m| m.starts_with("started"))
+    });
+    kill(&suite);
+    let done = work_in(&suite, &id, &["completed", "failed"], HANG * 2);
+    let ex = executions(&suite, &id);
+    assert_eq!(done["state"], "completed", "{done} {ex:?}");
+    assert_eq!(ex.len(), 1, "adopted, not launched again: {ex:?}");
+    assert_eq!(ex[0]["result"]["summary"], "finished", "{ex:?}");
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(ran, "started\nran\n", "the command ran exactly once");
+    let _ = std::fs::remove_file(&marker);
+}
+
+#[test]
+fn a_run_outlives_sigkill_of_extrunner_alone_and_runs_once() {
+    a_run_outlives_the_loss_of_its_executor("run-extrunner", |suite| {
+        suite.kill(Daemon::Extrunner);
+        // Longer than schedulerd's first retries: an executor that does not answer
+        // is no evidence that the run ended.
+        std::thread::sleep(Duration::from_secs(2));
+        suite.start(Daemon::Extrunner).unwrap();
+    });
+}
+
+#[test]
+fn a_run_outlives_sigkill_of_its_executor_extension_and_runs_once() {
+    a_run_outlives_the_loss_of_its_executor("run-shell-ext", |suite| {
+        kill_extension(suite, "shell");
+    });
+}
+
+/// `n` deliveries, each its own Work on the shell binding, with no fault: each
+/// command runs exactly once and each Work completes once.
+fn short_runs_each_run_once(name: &str, n: usize) {
+    let marker = std::env::temp_dir().join(format!("oc-runs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let suite = started_with(
+        name,
+        json!({"script": format!("echo \"$OS_WORK_ID\" >> '{}'", marker.display())}),
+    );
+    for i in 0..n {
+        let body = format!(r#"{{"number": {i}}}"#);
+        let r = deliver(&suite, &format!("d-{i}"), body.as_bytes()).unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let works = wait_for(
+        "every Work settled",
+        HANG * 4 + Duration::from_secs(n as u64 / 2),
+        || {
+            let mut all = Vec::new();
+            let mut after = String::new();
+            loop {
+                let page = suite
+                    .call(
+                        "store.works",
+                        json!({"scope_id": "demo", "limit": 1000, "after": after}),
+                    )
+                    .unwrap();
+                all.extend(page["works"].as_array().cloned().unwrap_or_default());
+                after = page["next"].as_str().unwrap_or_default().to_owned();
+                if after.is_empty() {
+                    break;
+                }
+            }
+            let settled = all
+                .iter()
+                .filter(|w| w["state"] == "completed" || w["state"] == "failed")
+                .count();
+            (all.len() == n && settled == n).then_some(all)
+        },
+    );
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    for line in ran.lines() {
+        *counts.entry(line).or_default() += 1;
+    }
+    let mut wrong = Vec::new();
+    for w in &works {
+        let id = w["id"].as_str().unwrap();
+        let runs = counts.get(id).copied().unwrap_or(0);
+        let ex = executions(&suite, id);
+        if w["state"] != "completed" || runs != 1 || ex.len() != 1 {
+            wrong.push(format!(
+                "{id}: {} after {} attempts, command ran {runs} times: {ex:?}",
+                w["state"],
+                ex.len()
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {n} runs went wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    let _ = std::fs::remove_file(&marker);
+}
+
+#[test]
+fn short_runs_with_no_fault_each_run_exactly_once() {
+    short_runs_each_run_once("runs-200", 200);
+}
+
+/// The whole of it: `cargo test -p oc-systest --test running -- --ignored`.
+#[test]
+#[ignore = "1,000 runs: about a minute and a half; run by hand"]
+fn a_thousand_short_runs_with_no_fault_each_run_exactly_once() {
+    short_runs_each_run_once("runs-1000", 1000);
+}

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 
@@ -67,7 +67,13 @@ pub const MAX_RETAINED: usize = 256;
 /// boundary the crash-between-decision-and-launch test drives.
 pub const FAULT_ENV: &str = "OC_CLAUDE_CODE_FAULT";
 const POLL: Duration = Duration::from_millis(50);
-const STOP_SLACK: Duration = Duration::from_secs(5);
+/// How this executor names its segments in what it records.
+const WORDS: rundir::Words = rundir::Words {
+    label: "claude-code",
+    unit: "segment",
+    what: "claude",
+    default_grace_s: GRACE_S,
+};
 const KV_RETRIES: usize = 8;
 
 /// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
@@ -821,12 +827,15 @@ impl ClaudeCode {
             .id()
             .and_then(|p| i32::try_from(p).ok())
             .ok_or_else(|| internal("the wrapper has no pid"))?;
+        // Read before anything can reap the child: pid and start time name it.
+        let start = rundir::start_time(pid);
         let mut stdin = child.stdin.take();
         let meta = Meta {
             pid,
             pgid: 0,
             nonce: nonce.clone(),
             started_at: String::new(),
+            start,
         };
         let persisted = match rundir::write_json(&dir, rundir::META, &meta) {
             Err(e) => Err(io("writing meta.json", e)),
@@ -860,7 +869,9 @@ impl ClaudeCode {
         let launch = Launch {
             dir: dir.clone(),
             pid,
+            start,
             nonce,
+            wrap_arg: rundir::WRAP_ARG,
         };
         let run = self.insert(&req, Some(launch), stdin, None);
         tokio::spawn(follow(run, dir));
@@ -1059,8 +1070,10 @@ impl ClaudeCode {
             Some(m) => m.pid,
             None => data.pid,
         };
+        let start = meta.as_ref().map_or(0, |m| m.start);
+        let alive = rundir::wrapper_alive(pid, start, &data.nonce, rundir::WRAP_ARG);
         let ended = rundir::exists(&dir, rundir::STATUS);
-        if !ended && (pid <= 1 || !rundir::wrapper_alive(pid, &data.nonce)) {
+        if !ended && !alive {
             return Err(not_adoptable(
                 id,
                 format!("its process {pid} is gone and recorded no end"),
@@ -1075,7 +1088,9 @@ impl ClaudeCode {
         let launch = Launch {
             dir,
             pid,
+            start,
             nonce: data.nonce,
+            wrap_arg: rundir::WRAP_ARG,
         };
         self.insert(&req, Some(launch), None, None);
         Ok(ExecutorRecoverResult {})
@@ -1106,7 +1121,7 @@ impl ClaudeCode {
                 "execution {id} has neither a process nor a result"
             )));
         };
-        await_end(&launch).await;
+        launch.await_end(WORDS).await;
         let mut cached = run.result.lock().await;
         if let Some(r) = cached.clone() {
             return Ok(r);
@@ -1545,20 +1560,10 @@ impl ClaudeCode {
                 }
             }
         };
-        if !rundir::exists(&launch.dir, rundir::STATUS) {
-            ask_to_end(&launch, Cause::Stop, "")?;
-            let limit = Instant::now() + Duration::from_secs(GRACE_S) + STOP_SLACK;
-            while !rundir::exists(&launch.dir, rundir::STATUS)
-                && rundir::wrapper_alive(launch.pid, &launch.nonce)
-                && Instant::now() < limit
-            {
-                tokio::time::sleep(POLL).await;
-            }
-            if !rundir::exists(&launch.dir, rundir::STATUS) {
-                force_end(&launch).await;
-            }
-        }
-        Ok(evidence(&launch).await)
+        launch
+            .stop(WORDS)
+            .await
+            .map_err(|e| internal(format!("asking the wrapper to end claude: {e}")))
     }
 
     /// `executor.forget`: removes the segment directories of an ended
@@ -1609,9 +1614,8 @@ impl ClaudeCode {
         for id in ids {
             let exec_dir = runs.join(&id);
             let live = segments(&exec_dir).into_iter().any(|(_, d)| {
-                on_disk(&d).is_some_and(|l| {
-                    !rundir::exists(&d, rundir::STATUS) && rundir::wrapper_alive(l.pid, &l.nonce)
-                })
+                on_disk(&d)
+                    .is_some_and(|l| !rundir::exists(&d, rundir::STATUS) && l.wrapper_alive())
             });
             if live {
                 if single {
@@ -1903,96 +1907,18 @@ fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
 
 /// A segment as its directory shows it, when it has a wrapper recorded.
 fn on_disk(dir: &Path) -> Option<Launch> {
-    let meta: Meta = rundir::read_json(dir, rundir::META).ok().flatten()?;
-    Some(Launch {
-        dir: dir.to_path_buf(),
-        pid: meta.pid,
-        nonce: meta.nonce,
-    })
+    Launch::on_disk(dir, rundir::WRAP_ARG)
 }
 
-/// Writes the kill request the wrapper acts on (the first cause stays).
+/// Writes the kill request the wrapper acts on ([`Launch::ask_to_end`]).
 fn ask_to_end(launch: &Launch, cause: Cause, reason: &str) -> Result<(), RpcError> {
-    if rundir::exists(&launch.dir, rundir::KILL) {
-        return Ok(());
-    }
     let request = KillRequest {
         cause,
         reason: clip_line(reason, MAX_SUMMARY_BYTES),
     };
-    rundir::write_json(&launch.dir, rundir::KILL, &request)
-        .map_err(|e| internal(format!("asking the wrapper to end claude: {e}")))?;
-    if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
-        if let Ok(Some(meta)) = rundir::read_json::<Meta>(&launch.dir, rundir::META) {
-            if meta.pgid > 1 {
-                use nix::sys::signal::{killpg, Signal};
-                let group = nix::unistd::Pid::from_raw(meta.pgid);
-                let _ = killpg(group, Signal::SIGTERM);
-                let _ = killpg(group, Signal::SIGCONT);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(GRACE_S)).await;
-                    if !rundir::group_members(meta.pgid).is_empty() {
-                        let _ = killpg(group, Signal::SIGKILL);
-                    }
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Waits until the segment's end is recorded; a wrapper gone without
-/// recording it is recorded here as lost once its group is empty.
-async fn await_end(launch: &Launch) {
-    let dir = &launch.dir;
-    loop {
-        if rundir::exists(dir, rundir::STATUS) {
-            return;
-        }
-        if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
-            if rundir::exists(dir, rundir::STATUS) {
-                return;
-            }
-            let meta = rundir::read_json::<Meta>(dir, rundir::META).ok().flatten();
-            let pgid = meta.as_ref().map_or(0, |m| m.pgid);
-            if rundir::group_members(pgid).is_empty() {
-                let error = if pgid > 0 {
-                    format!(
-                        "the segment's wrapper (pid {}) ended without recording how claude ended",
-                        launch.pid
-                    )
-                } else {
-                    format!(
-                        "claude never started: its wrapper (pid {}) ended first",
-                        launch.pid
-                    )
-                };
-                let status = Status {
-                    error,
-                    ended_at: rundir::now_rfc3339(),
-                    ..Status::default()
-                };
-                if let Err(e) = rundir::write_json(dir, rundir::STATUS, &status) {
-                    eprintln!(
-                        "claude-code: {}: cannot record a lost segment: {e}",
-                        dir.display()
-                    );
-                }
-                return;
-            }
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Ends a run whose wrapper did not ([`Launch::force_end`]).
-async fn force_end(launch: &Launch) {
-    launch.force_end(rundir::WRAP_ARG).await;
-}
-
-/// Physical-stop evidence ([`Launch::evidence`]).
-async fn evidence(launch: &Launch) -> ExecutorStopResult {
-    launch.evidence(rundir::WRAP_ARG).await
+    launch
+        .ask_to_end(&request, WORDS)
+        .map_err(|e| internal(format!("asking the wrapper to end claude: {e}")))
 }
 
 #[cfg(test)]

@@ -27,9 +27,3 @@ pub const TOKEN: &str = "toolbelt-token";
 pub const INJECTED: &str = "injected.jsonl";
 /// The hidden first argument that makes the binary the wrapper.
 pub const WRAP_ARG: &str = "__wrap-claude-code";
-
-/// Whether `pid` is still the wrapper of the launch with `nonce` (its argv is
-/// `<exe> __wrap-claude-code <segment dir> <nonce>`; a recycled pid fails the check).
-pub fn wrapper_alive(pid: i32, nonce: &str) -> bool {
-    sdk::detached::wrapper_alive(pid, nonce, WRAP_ARG)
-}

@@ -31,7 +31,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
 /// The executor's name.
@@ -46,10 +45,13 @@ pub const MAX_SUMMARY_BYTES: usize = 200;
 /// How many ended runs the table keeps answering waits for; older ones are
 /// dropped from memory (their run directories stay, and recover finds them).
 pub const MAX_RETAINED: usize = 256;
-/// How often a wait or a stop looks at the run directory.
-const POLL: Duration = Duration::from_millis(50);
-/// How long stop waits beyond the grace period for the wrapper to record the end.
-const STOP_SLACK: Duration = Duration::from_secs(5);
+/// How this executor names its runs in what it records.
+const WORDS: rundir::Words = rundir::Words {
+    label: "shell",
+    unit: "run",
+    what: "the command",
+    default_grace_s: config::DEFAULT_GRACE_S,
+};
 
 /// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -388,12 +390,15 @@ impl Shell {
             .id()
             .and_then(|p| i32::try_from(p).ok())
             .ok_or_else(|| internal("the wrapper has no pid"))?;
+        // Read before anything can reap the child: pid and start time name it.
+        let start = rundir::start_time(pid);
         let mut go = child.stdin.take();
         let meta = Meta {
             pid,
             pgid: 0,
             nonce: nonce.clone(),
             started_at: String::new(),
+            start,
         };
         let persisted = match rundir::write_json(dir, rundir::META, &meta) {
             Err(e) => Err(io("writing meta.json", e)),
@@ -437,7 +442,9 @@ impl Shell {
         Ok(Launch {
             dir: dir.to_path_buf(),
             pid,
+            start,
             nonce,
+            wrap_arg: rundir::WRAP_ARG,
         })
     }
 
@@ -506,6 +513,7 @@ impl Shell {
                 "the metadata does not match its run directory",
             ));
         }
+        let mut start = 0;
         if let Ok(Some(meta)) = rundir::read_json::<Meta>(&dir, rundir::META) {
             if meta.pid != data.pid || meta.nonce != data.nonce {
                 return Err(not_adoptable(
@@ -513,19 +521,22 @@ impl Shell {
                     "the metadata does not match its run directory",
                 ));
             }
+            start = meta.start;
         }
-        let ended = rundir::exists(&dir, rundir::STATUS);
-        if !ended && !rundir::wrapper_alive(data.pid, &data.nonce) {
+        let launch = Launch {
+            dir,
+            pid: data.pid,
+            start,
+            nonce: data.nonce,
+            wrap_arg: rundir::WRAP_ARG,
+        };
+        let ended = rundir::exists(&launch.dir, rundir::STATUS);
+        if !ended && !launch.wrapper_alive() {
             return Err(not_adoptable(
                 id,
                 format!("its process {} is gone and recorded no end", data.pid),
             ));
         }
-        let launch = Launch {
-            dir,
-            pid: data.pid,
-            nonce: data.nonce,
-        };
         self.insert(id, &spec.work_id, req.epoch, Some(launch), None);
         Ok(ExecutorRecoverResult {})
     }
@@ -556,7 +567,7 @@ impl Shell {
                 "execution {id} has neither a process nor a result"
             )));
         };
-        await_end(&launch).await;
+        launch.await_end(WORDS).await;
         let mut cached = run.result.lock().await;
         if let Some(r) = cached.clone() {
             return Ok(r);
@@ -637,24 +648,10 @@ impl Shell {
                 }
             }
         };
-        if !rundir::exists(&launch.dir, rundir::STATUS) {
-            ask_to_end(&launch, Cause::Stop, "")?;
-            let grace = rundir::read_json::<Spec>(&launch.dir, rundir::SPEC)
-                .ok()
-                .flatten()
-                .map_or(config::DEFAULT_GRACE_S, |s| s.grace_s);
-            let limit = Instant::now() + Duration::from_secs(grace) + STOP_SLACK;
-            while !rundir::exists(&launch.dir, rundir::STATUS)
-                && rundir::wrapper_alive(launch.pid, &launch.nonce)
-                && Instant::now() < limit
-            {
-                tokio::time::sleep(POLL).await;
-            }
-            if !rundir::exists(&launch.dir, rundir::STATUS) {
-                force_end(&launch).await;
-            }
-        }
-        Ok(evidence(&launch).await)
+        launch
+            .stop(WORDS)
+            .await
+            .map_err(|e| internal(format!("asking the wrapper to end the command: {e}")))
     }
 
     /// `executor.forget`: removes the run directory of an ended run (or of every
@@ -701,7 +698,7 @@ impl Shell {
                 None => runs.join(&id),
             };
             if let Some(l) = on_disk(&dir) {
-                if !rundir::exists(&dir, rundir::STATUS) && rundir::wrapper_alive(l.pid, &l.nonce) {
+                if !rundir::exists(&dir, rundir::STATUS) && l.wrapper_alive() {
                     if single {
                         return Err(refuse(
                             Code::Conflict,
@@ -753,12 +750,7 @@ fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
 
 /// A run as its directory shows it, when it has a wrapper recorded.
 fn on_disk(dir: &Path) -> Option<Launch> {
-    let meta: Meta = rundir::read_json(dir, rundir::META).ok().flatten()?;
-    Some(Launch {
-        dir: dir.to_path_buf(),
-        pid: meta.pid,
-        nonce: meta.nonce,
-    })
+    Launch::on_disk(dir, rundir::WRAP_ARG)
 }
 
 /// The run's environment: this process's own (the host's sanitized baseline),
@@ -788,81 +780,15 @@ fn environment(req: &RunRequest, cfg: &ShellConfig, dir: &Path) -> BTreeMap<OsSt
     env
 }
 
-/// Writes the kill request the wrapper acts on (the first cause stays).
+/// Writes the kill request the wrapper acts on ([`Launch::ask_to_end`]).
 fn ask_to_end(launch: &Launch, cause: Cause, reason: &str) -> Result<(), RpcError> {
-    if rundir::exists(&launch.dir, rundir::KILL) {
-        return Ok(());
-    }
     let request = KillRequest {
         cause,
         reason: clip_line(reason, MAX_SUMMARY_BYTES),
     };
-    rundir::write_json(&launch.dir, rundir::KILL, &request)
-        .map_err(|e| internal(format!("asking the wrapper to end the command: {e}")))?;
-    if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
-        // Nobody reads the request: signal the group ourselves.
-        if let Ok(Some(meta)) = rundir::read_json::<Meta>(&launch.dir, rundir::META) {
-            if meta.pgid > 1 {
-                use nix::sys::signal::{killpg, Signal};
-                let group = nix::unistd::Pid::from_raw(meta.pgid);
-                let _ = killpg(group, Signal::SIGTERM);
-                let _ = killpg(group, Signal::SIGCONT);
-                let grace = rundir::read_json::<Spec>(&launch.dir, rundir::SPEC)
-                    .ok()
-                    .flatten()
-                    .map_or(config::DEFAULT_GRACE_S, |s| s.grace_s);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(grace)).await;
-                    if !rundir::group_members(meta.pgid).is_empty() {
-                        let _ = killpg(group, Signal::SIGKILL);
-                    }
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Waits until the run's end is recorded. A wrapper that is gone without
-/// recording it is a lost run: once no process of its group is left, its end is
-/// recorded here as lost.
-async fn await_end(launch: &Launch) {
-    let dir = &launch.dir;
-    loop {
-        if rundir::exists(dir, rundir::STATUS) {
-            return;
-        }
-        if !rundir::wrapper_alive(launch.pid, &launch.nonce) {
-            if rundir::exists(dir, rundir::STATUS) {
-                return;
-            }
-            let meta = rundir::read_json::<Meta>(dir, rundir::META).ok().flatten();
-            let pgid = meta.as_ref().map_or(0, |m| m.pgid);
-            if rundir::group_members(pgid).is_empty() {
-                let error = if pgid > 0 {
-                    format!(
-                        "the run's wrapper (pid {}) ended without recording how the command ended",
-                        launch.pid
-                    )
-                } else {
-                    format!(
-                        "the command never started: its wrapper (pid {}) ended first",
-                        launch.pid
-                    )
-                };
-                let status = Status {
-                    error,
-                    ended_at: rundir::now_rfc3339(),
-                    ..Status::default()
-                };
-                if let Err(e) = rundir::write_json(dir, rundir::STATUS, &status) {
-                    eprintln!("shell: {}: cannot record a lost run: {e}", dir.display());
-                }
-                return;
-            }
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    launch
+        .ask_to_end(&request, WORDS)
+        .map_err(|e| internal(format!("asking the wrapper to end the command: {e}")))
 }
 
 /// The result of an ended run: its outcome from `status`, stdout and stderr as
@@ -924,16 +850,6 @@ async fn build_result(
         }
     }
     Ok(result)
-}
-
-/// Ends a run whose wrapper did not ([`Launch::force_end`]).
-async fn force_end(launch: &Launch) {
-    launch.force_end(rundir::WRAP_ARG).await;
-}
-
-/// Physical-stop evidence ([`Launch::evidence`]).
-async fn evidence(launch: &Launch) -> ExecutorStopResult {
-    launch.evidence(rundir::WRAP_ARG).await
 }
 
 #[cfg(test)]

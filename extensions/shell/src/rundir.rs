@@ -19,9 +19,3 @@ pub const STDOUT: &str = "stdout";
 pub const STDERR: &str = "stderr";
 /// The hidden first argument that makes the binary the wrapper.
 pub const WRAP_ARG: &str = "__wrap";
-
-/// Whether `pid` is still the wrapper of the launch with `nonce` (its argv is
-/// `<exe> __wrap <run dir> <nonce>`; a recycled pid fails the check).
-pub fn wrapper_alive(pid: i32, nonce: &str) -> bool {
-    sdk::detached::wrapper_alive(pid, nonce, WRAP_ARG)
-}
