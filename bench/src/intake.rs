@@ -11,6 +11,8 @@
 //! - latency at a fixed 1,000 a second: 16 connections, each sending on its own
 //!   schedule (open loop: latency counts from when a request was due, so a stall is
 //!   not hidden by sending later), for 5 s;
+//! - a burst: 500 deliveries sent at the same moment, each on its own connection
+//!   (opened first, then all released together): how many were answered 2xx;
 //! - peak memory: the sum of the peak resident sets (`VmHWM`) of the suite's
 //!   processes (the five daemons and the extension) at the end.
 //!
@@ -36,6 +38,7 @@ const WARMUP: Duration = Duration::from_secs(1);
 const RUN: Duration = Duration::from_secs(5);
 const RATE: u64 = 1000;
 const RATE_CONNS: u64 = 16;
+const BURST: usize = 500;
 
 struct Kill(Child);
 
@@ -150,6 +153,32 @@ async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> 
     ))
 }
 
+/// How many of `BURST` simultaneous deliveries are answered 2xx.
+async fn burst(addr: SocketAddr, path: &str, tag: &str) -> Res<u64> {
+    let gate = Arc::new(tokio::sync::Barrier::new(BURST));
+    let mut tasks = Vec::new();
+    for n in 0..BURST as u64 {
+        let (gate, path, tag) = (gate.clone(), path.to_owned(), tag.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let s = TcpStream::connect(addr).await;
+            gate.wait().await;
+            let mut s = s.ok()?;
+            s.write_all(&request(addr, &path, &tag, n)).await.ok()?;
+            let mut buf = Vec::new();
+            read_answer(&mut s, &mut buf).await.ok()
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        if let Ok(Some(status)) = t.await {
+            if (200..300).contains(&status) {
+                ok += 1;
+            }
+        }
+    }
+    Ok(ok)
+}
+
 /// p50 and p99 at a fixed `RATE` a second, open loop.
 async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Duration, u64)> {
     let start = Instant::now() + Duration::from_millis(100);
@@ -262,12 +291,15 @@ struct Figures {
     p50: Duration,
     p99: Duration,
     failures_rate: u64,
+    burst_ok: u64,
 }
 
 async fn measure(addr: SocketAddr, path: &str, tag: &str) -> Res<Figures> {
     let (per_s_64, failures_64) = throughput(addr, path, tag).await?;
     let (p50, p99, failures_rate) = at_rate(addr, path, &format!("{tag}-rate")).await?;
+    let burst_ok = burst(addr, path, &format!("{tag}-burst")).await?;
     Ok(Figures {
+        burst_ok,
         per_s_64,
         failures_64,
         p50,
@@ -381,6 +413,7 @@ pub fn run(json: bool) -> Res<()> {
             "p50_ms_at_1000": millis(ours.p50),
             "p99_ms_at_1000": millis(ours.p99),
             "failures_at_1000": ours.failures_rate,
+            "burst_500_ok": ours.burst_ok,
             "peak_rss_mib": mib(peak_kib),
             "events_kept": kept["sequence"],
             "cpu_s": cpu.iter().map(|(n, c)| json!({"process": n, "cpu_s": c})).collect::<Vec<_>>(),
@@ -390,6 +423,7 @@ pub fn run(json: bool) -> Res<()> {
             out["peer_p50_ms_at_1000"] = json!(millis(f.p50));
             out["peer_p99_ms_at_1000"] = json!(millis(f.p99));
             out["peer_failures"] = json!(f.failures_64 + f.failures_rate);
+            out["peer_burst_500_ok"] = json!(f.burst_ok);
             out["peer_peak_rss_mib"] = json!(mib(*peak));
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -426,6 +460,11 @@ pub fn run(json: bool) -> Res<()> {
         "| non-2xx answers | {} | {} |",
         ours.failures_64 + ours.failures_rate,
         peer_or(&|p, _| (p.failures_64 + p.failures_rate).to_string())
+    );
+    println!(
+        "| answered 2xx of {BURST} at once | {} | {} |",
+        ours.burst_ok,
+        peer_or(&|p, _| p.burst_ok.to_string())
     );
     println!("events kept by storaged: {}", kept["sequence"]);
     let cpu_line: Vec<String> = cpu.iter().map(|(n, c)| format!("{n} {c:.1} s")).collect();

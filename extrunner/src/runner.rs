@@ -653,9 +653,11 @@ impl Runner {
 
     /// `ext.call`: forward a host-to-extension call to the running extension
     /// `name`. The method must be enabled by the manifest (or be one of the
-    /// extension's own `<name>.…` methods). An in-transaction call (asked for,
-    /// or so in the catalogue) is bounded at 250 ms and refuses callbacks. A
-    /// crash mid-call is `unavailable`; an authored error crosses verbatim.
+    /// extension's own `<name>.…` methods). A call to an extension that is starting
+    /// or waiting to restart waits for it within `timeout`. An in-transaction call
+    /// (asked for, or so in the catalogue) does not wait, is bounded at 250 ms and
+    /// refuses callbacks. A crash mid-call is `unavailable`; an authored error
+    /// crosses verbatim.
     pub async fn call<P: Serialize + ?Sized>(
         &self,
         name: &str,
@@ -714,18 +716,44 @@ impl Runner {
                 "`{name}` is not started: the package set has conflicts"
             )));
         };
+        let begun = tokio::time::Instant::now();
         let state = sup.state();
+        let not_running = |state: &State, waited: Option<Duration>| {
+            let mut err = unavailable(match waited {
+                None => format!("`{name}` is not running (state {})", state_name(state)),
+                Some(w) => format!(
+                    "`{name}` is not running (state {}) and did not start within the call's {w:?}",
+                    state_name(state)
+                ),
+            });
+            if let Some(data) = err.data.as_mut() {
+                data["state"] = json!(state_name(state));
+            }
+            err
+        };
         let peer = match (&state, sup.peer()) {
             (State::Running, Some(peer)) => peer,
+            // A call in a transaction does not wait (spec: In-transaction calls), and
+            // an extension refused or stopped will not come back by itself.
+            (State::Refused { .. } | State::Stopped, _) => return Err(not_running(&state, None)),
+            _ if in_transaction => return Err(not_running(&state, None)),
             _ => {
-                let mut err = unavailable(format!(
-                    "`{name}` is not running (state {})",
-                    state_name(&state)
-                ));
-                if let Some(data) = err.data.as_mut() {
-                    data["state"] = json!(state_name(&state));
+                // Starting, or in its restart backoff: the call waits for the running
+                // process, within its own deadline (spec: Loading, Supervision).
+                let cancelled = async {
+                    match &cancel {
+                        Some(c) => c.cancelled().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    r = tokio::time::timeout(timeout, sup.wait_running()) => match r {
+                        Ok(Ok(peer)) => peer,
+                        Ok(Err(state)) => return Err(not_running(&state, None)),
+                        Err(_) => return Err(not_running(&sup.state(), Some(timeout))),
+                    },
+                    () = cancelled => return Err(RpcError::cancelled()),
                 }
-                return Err(err);
             }
         };
         let opts = CallOptions {
@@ -733,6 +761,8 @@ impl Runner {
                 IN_TRANSACTION_DEADLINE
             } else {
                 timeout
+                    .saturating_sub(begun.elapsed())
+                    .max(Duration::from_millis(1))
             }),
             cancel,
             in_transaction,

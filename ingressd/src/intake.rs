@@ -108,9 +108,17 @@ pub fn failure(owner: &str, e: CallError) -> Result<Answer, IntakeError> {
     };
     match e {
         CallError::Rpc(err) => match err.app_code() {
+            Some(c) if c == Code::Overloaded.as_str() => {
+                // Calls queue for their place on each hop; this is a stated bound on
+                // that queue (its message names it), not mere busyness.
+                tracing::warn!(OC_EXTENSION = %owner, bound = %err.message, "delivery refused: a bound on waiting calls was reached");
+                Err(IntakeError::Overloaded {
+                    retry_after_s: RETRY_AFTER_S,
+                    bound: err.message,
+                })
+            }
             Some(c)
                 if c == Code::Unavailable.as_str()
-                    || c == Code::Overloaded.as_str()
                     || c == Code::ShuttingDown.as_str()
                     || c == Code::NotFound.as_str() =>
             {

@@ -94,6 +94,16 @@ pub enum IntakeError {
         /// Seconds the sender should wait before it redelivers.
         retry_after_s: u32,
     },
+    /// A stated bound on waiting calls was reached on the way (the delivery was not
+    /// refused for being busy alone): 503 with `Retry-After`, counted apart in
+    /// `/metrics` (outcome `overloaded`).
+    #[error("overloaded, retry after {retry_after_s} s: {bound}")]
+    Overloaded {
+        /// Seconds the sender should wait before it redelivers.
+        retry_after_s: u32,
+        /// The bound, as the refusal names it.
+        bound: String,
+    },
     /// The signature does not verify: 401.
     #[error("bad signature: {0}")]
     BadSignature(String),
@@ -109,7 +119,7 @@ impl IntakeError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> u16 {
         match self {
-            IntakeError::Unavailable { .. } => 503,
+            IntakeError::Unavailable { .. } | IntakeError::Overloaded { .. } => 503,
             IntakeError::BadSignature(_) => 401,
             IntakeError::Invalid(_) => 400,
             IntakeError::Internal(_) => 500,
@@ -120,6 +130,7 @@ impl IntakeError {
     pub fn outcome(&self) -> &'static str {
         match self {
             IntakeError::Unavailable { .. } => "unavailable",
+            IntakeError::Overloaded { .. } => "overloaded",
             IntakeError::BadSignature(_) => "bad_signature",
             IntakeError::Invalid(_) => "invalid",
             IntakeError::Internal(_) => "internal",

@@ -297,7 +297,9 @@ fn error_answer(e: &IntakeError) -> Answer {
         IntakeError::Internal(_) => plain(500, "internal error while taking the delivery"),
         e => plain(e.status(), e.to_string()),
     };
-    if let IntakeError::Unavailable { retry_after_s } = e {
+    if let IntakeError::Unavailable { retry_after_s }
+    | IntakeError::Overloaded { retry_after_s, .. } = e
+    {
         a.headers
             .push(("Retry-After".to_owned(), retry_after_s.to_string()));
     }

@@ -5,8 +5,13 @@
 //! is served in its own task, and responses and `$/cancel` are handled on the
 //! reader itself, so nested callbacks always work. At most
 //! [`Options::max_inflight`] requests are served at once; over that the reader
-//! answers `overloaded` at once. A closed stream or a dead peer fails every pending
-//! call with [`CallError::Transport`], and every later call the same way.
+//! answers `overloaded` at once. The calling side keeps to the same bound: at most
+//! `max_inflight` of its calls are on the wire at once, and the next ones wait their
+//! turn in order (bounded by [`Options::max_waiting_calls`] and
+//! [`Options::max_waiting_bytes`], and each by its own deadline), so a peer that keeps
+//! the protocol's bound is never refused for being busy. A closed stream or a dead
+//! peer fails every pending call with [`CallError::Transport`], and every later call
+//! the same way.
 
 use crate::error::{CallError, CloseReason, Code, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use serde::de::DeserializeOwned;
@@ -20,13 +25,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 
 /// At most this many bytes a message (16 MiB), not counting the newline.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// At most this many requests served at once per side.
 pub const MAX_INFLIGHT: usize = 64;
+/// At most this many calls wait for a place on the wire, per connection.
+pub const MAX_WAITING_CALLS: usize = 4096;
+/// At most this many bytes of requests wait for a place on the wire, per connection.
+pub const MAX_WAITING_BYTES: usize = 256 * 1024 * 1024;
 /// The deadline of an in-transaction call.
 pub const IN_TRANSACTION_DEADLINE: Duration = Duration::from_millis(250);
 /// The cancellation notification.
@@ -47,6 +56,12 @@ pub struct Options {
     /// At most this many bytes of answers queued for a peer that does not read
     /// them; past it the connection is closed, since the peer is not reading.
     pub max_queued_bytes: usize,
+    /// At most this many calls wait for one of the `max_inflight` places on the wire;
+    /// the next is refused `overloaded` at once, naming this bound.
+    pub max_waiting_calls: usize,
+    /// At most this many bytes of requests wait for a place on the wire; the next is
+    /// refused `overloaded` at once, naming this bound.
+    pub max_waiting_bytes: usize,
 }
 
 impl Default for Options {
@@ -56,6 +71,8 @@ impl Default for Options {
             max_message_bytes: MAX_MESSAGE_BYTES,
             max_inflight: MAX_INFLIGHT,
             max_queued_bytes: 4 * MAX_MESSAGE_BYTES,
+            max_waiting_calls: MAX_WAITING_CALLS,
+            max_waiting_bytes: MAX_WAITING_BYTES,
         }
     }
 }
@@ -217,6 +234,11 @@ struct Inner {
     pending: Mutex<HashMap<u64, Answer>>,
     serving: Mutex<HashMap<String, CancelToken>>,
     in_transaction: AtomicUsize,
+    /// Places on the wire for this side's calls (`max_inflight`), taken in order.
+    window: Arc<Semaphore>,
+    /// Calls waiting for a place, and their bytes.
+    waiting: AtomicUsize,
+    waiting_bytes: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
     queued_bytes: AtomicUsize,
     written: Notify,
@@ -266,8 +288,12 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let (closed, _) = watch::channel(None);
     let (writer_done, _) = watch::channel(false);
+    let window = Arc::new(Semaphore::new(opts.max_inflight.max(1)));
     let inner = Arc::new(Inner {
         opts,
+        window,
+        waiting: AtomicUsize::new(0),
+        waiting_bytes: AtomicUsize::new(0),
         handler,
         next_id: AtomicU64::new(1),
         pending: Mutex::new(HashMap::new()),
@@ -414,6 +440,13 @@ impl Peer {
                 limit,
             });
         }
+        let started = tokio::time::Instant::now();
+        let cancel = opts.cancel.clone().unwrap_or_default();
+        // A place on the wire, kept until the answer (or until the call is abandoned,
+        // after its `$/cancel` is queued: the guard below is dropped first).
+        let _place = inner
+            .place(method, line.len(), opts.timeout, &cancel)
+            .await?;
         let _tx_guard = opts.in_transaction.then(|| TxGuard::new(inner));
         let (tx, rx) = oneshot::channel();
         lock(&inner.pending).insert(id, tx);
@@ -432,7 +465,6 @@ impl Peer {
         inner.wait_for_room(line.len()).await?;
         inner.send_line(line)?;
 
-        let cancel = opts.cancel.clone().unwrap_or_default();
         let answer = async {
             match rx.await {
                 Ok(result) => result,
@@ -444,7 +476,7 @@ impl Peer {
             Some(limit) => tokio::select! {
                 r = answer => r,
                 _ = cancel.cancelled() => Err(CallError::Cancelled),
-                _ = tokio::time::sleep(limit) => Err(CallError::Timeout(limit)),
+                _ = tokio::time::sleep_until(started + limit) => Err(CallError::Timeout(limit)),
             },
             None => tokio::select! {
                 r = answer => r,
@@ -592,7 +624,79 @@ enum Shutdown {
     Abort,
 }
 
+/// Counts a call among those waiting for a place, for as long as it waits.
+struct Waiting<'a> {
+    inner: &'a Inner,
+    bytes: usize,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.inner.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.inner
+            .waiting_bytes
+            .fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
 impl Inner {
+    /// One of the `max_inflight` places on the wire for a call of `len` bytes: at
+    /// once when one is free, else in turn, within the call's deadline and while it
+    /// is not cancelled. Past a waiting bound, `overloaded` naming it.
+    async fn place(
+        &self,
+        method: &str,
+        len: usize,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Result<OwnedSemaphorePermit, CallError> {
+        if let Ok(p) = self.window.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        let waiting = self.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+        let bytes = self.waiting_bytes.fetch_add(len, Ordering::SeqCst) + len;
+        let _counted = Waiting {
+            inner: self,
+            bytes: len,
+        };
+        let over = |what: String| {
+            CallError::Rpc(RpcError::new(
+                Code::Overloaded,
+                format!(
+                    "{method} refused: {what} wait for one of the {} places on the wire to {}",
+                    self.opts.max_inflight, self.opts.name
+                ),
+            ))
+        };
+        if waiting > self.opts.max_waiting_calls {
+            return Err(over(format!(
+                "{} calls already (max_waiting_calls)",
+                waiting - 1
+            )));
+        }
+        if bytes > self.opts.max_waiting_bytes {
+            return Err(over(format!(
+                "{} bytes of calls already (max_waiting_bytes {})",
+                bytes - len,
+                self.opts.max_waiting_bytes
+            )));
+        }
+        let mut closed = self.closed.subscribe();
+        let acquire = self.window.clone().acquire_owned();
+        let deadline = async {
+            match timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            p = acquire => p.map_err(|_| CallError::Transport(self.close_reason())),
+            _ = cancel.cancelled() => Err(CallError::Cancelled),
+            _ = deadline => Err(CallError::Timeout(timeout.unwrap_or_default())),
+            _ = closed.wait_for(Option::is_some) => Err(CallError::Transport(self.close_reason())),
+        }
+    }
+
     fn close_reason(&self) -> Arc<CloseReason> {
         self.closed
             .borrow()
@@ -1063,8 +1167,13 @@ impl Drop for Responder {
 fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
     if method == CANCEL_METHOD {
         if let Some(id) = params.get("id") {
-            if let Some(token) = lock(&inner.serving).get(&id_key(id)) {
+            // The request stops being served here, in the stream's order, and is
+            // answered `cancelled` now: its place is free before the canceller's next
+            // request is read, so a caller keeping to max_inflight is never refused.
+            let token = lock(&inner.serving).remove(&id_key(id));
+            if let Some(token) = token {
                 token.cancel();
+                reply_error(inner, id, &RpcError::cancelled());
             }
         }
         return;

@@ -485,3 +485,139 @@ async fn a_request_over_the_limit_is_not_sent() {
     // Nothing was broken by it.
     assert_eq!(within(a.call("echo", &json!(1))).await.unwrap(), json!(1));
 }
+
+/// A pair whose `a` side has these options.
+fn pair_with(a_opts: Options) -> (Peer, Peer) {
+    let (a, b) = UnixStream::pair().unwrap();
+    let (ar, aw) = a.into_split();
+    let (br, bw) = b.into_split();
+    let pa = connect(ar, aw, echo_handler(), a_opts);
+    let pb = connect(br, bw, echo_handler(), Options::named("b"));
+    (pa, pb)
+}
+
+#[tokio::test]
+async fn a_burst_of_calls_over_the_bound_waits_its_turn_and_none_is_refused() {
+    let (a, b) = pair();
+    // 300 calls at once to a peer that serves 64 at a time: each is answered.
+    let calls: Vec<_> = (0..300u64)
+        .map(|i| {
+            let a = a.clone();
+            tokio::spawn(async move { a.call("sleep", &json!(20 + i % 7)).await })
+        })
+        .collect();
+    for (i, c) in calls.into_iter().enumerate() {
+        let r = within(c).await.unwrap();
+        assert_eq!(r.unwrap(), json!(20 + i as u64 % 7), "call {i}");
+    }
+    // The other side never served more than its bound (it would have refused).
+    assert!(b.serving() <= protocol::MAX_INFLIGHT);
+}
+
+#[tokio::test]
+async fn calls_waiting_past_their_bound_are_refused_naming_it() {
+    let (a, b) = pair_with(Options {
+        max_inflight: 2,
+        max_waiting_calls: 3,
+        ..Options::named("a")
+    });
+    // Two on the wire, three waiting: the sixth is refused at once.
+    let held: Vec<_> = (0..5)
+        .map(|_| {
+            let a = a.clone();
+            tokio::spawn(async move { a.call("sleep", &json!(20_000)).await })
+        })
+        .collect();
+    // Let the five take their places first (a probe waiting meanwhile would take
+    // one of the three waiting places itself).
+    within(async {
+        while b.serving() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let e = within(async {
+        loop {
+            let opts = CallOptions {
+                timeout: Some(Duration::from_millis(50)),
+                ..CallOptions::default()
+            };
+            match a.call_with("echo", &json!(1), opts).await {
+                // Not all five were waiting yet: this one went through, or waited.
+                Ok(_) | Err(CallError::Timeout(_)) => tokio::task::yield_now().await,
+                Err(e) => return e,
+            }
+        }
+    })
+    .await;
+    assert!(e.is(Code::Overloaded), "{e:?}");
+    assert!(e.to_string().contains("max_waiting_calls"), "{e}");
+    for h in held {
+        h.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_call_keeps_its_deadline_and_its_cancel() {
+    let (a, _b) = pair_with(Options {
+        max_inflight: 1,
+        ..Options::named("a")
+    });
+    let a2 = a.clone();
+    let holder = tokio::spawn(async move { a2.call("sleep", &json!(2000)).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // It waits for the one place, and its deadline counts the wait.
+    let opts = CallOptions {
+        timeout: Some(Duration::from_millis(100)),
+        ..CallOptions::default()
+    };
+    let e = within(a.call_with("echo", &json!(1), opts))
+        .await
+        .unwrap_err();
+    assert_eq!(e, CallError::Timeout(Duration::from_millis(100)));
+    // Cancelled while it waits: cancelled at once.
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c2.cancel();
+    });
+    let opts = CallOptions {
+        cancel: Some(cancel),
+        ..CallOptions::default()
+    };
+    let e = within(a.call_with("echo", &json!(1), opts))
+        .await
+        .unwrap_err();
+    assert_eq!(e, CallError::Cancelled);
+    // The holder's answer frees the place: the next call is served.
+    assert_eq!(within(holder).await.unwrap().unwrap(), json!(2000));
+    assert_eq!(within(a.call("echo", &json!(2))).await.unwrap(), json!(2));
+}
+
+#[tokio::test]
+async fn a_cancelled_call_frees_its_place_on_both_sides_at_once() {
+    // One place: a call cancelled while served lets the next one through, and the
+    // server (bound 1) does not refuse it, since the cancel freed its slot first.
+    let (x, y) = UnixStream::pair().unwrap();
+    let (xr, xw) = x.into_split();
+    let (yr, yw) = y.into_split();
+    let one = |name: &str| Options {
+        max_inflight: 1,
+        ..Options::named(name)
+    };
+    let a = connect(xr, xw, echo_handler(), one("a"));
+    let _b = connect(yr, yw, echo_handler(), one("b"));
+    for _ in 0..20 {
+        let opts = CallOptions {
+            timeout: Some(Duration::from_millis(5)),
+            ..CallOptions::default()
+        };
+        let e = within(a.call_with("sleep", &json!(1000), opts))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CallError::Timeout(_)), "{e:?}");
+        assert_eq!(within(a.call("echo", &json!(3))).await.unwrap(), json!(3));
+    }
+}

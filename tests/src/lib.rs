@@ -624,6 +624,18 @@ pub fn post(
     parse_response(&raw)
 }
 
+/// `GET path` on a new connection, and the whole answer.
+pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(HANG))?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    parse_response(&raw)
+}
+
 /// Parse one HTTP/1.1 answer with a `Content-Length` body (or a body to the end).
 pub fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
     let end = raw

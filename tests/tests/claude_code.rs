@@ -290,3 +290,64 @@ fn a_usage_limit_delays_the_retry_to_the_reset_and_holds_the_executor() {
         records(&rec)
     );
 }
+
+/// A turn in flight while only extrunner, or only the claude-code extension, dies:
+/// schedulerd holds on to the lease and adopts the turn once the executor answers
+/// again; one launch, and the Work completes once.
+fn a_turn_outlives_the_loss_of_its_executor(name: &str, kill: impl FnOnce(&Suite)) {
+    let hold = std::env::temp_dir().join(format!("oc-claude-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&hold);
+    let (suite, rec) = started_with(
+        name,
+        json!({"FAKE_CLAUDE_HOLD": hold, "FAKE_CLAUDE_STATE": "finished"}),
+    );
+    assert_eq!(
+        deliver(&suite, "k-1", br#"{"number": 5}"#).unwrap().status,
+        200
+    );
+    let work_id = the_work(&suite);
+    wait_for("the launch", || (launches(&rec) == 1).then_some(()));
+    kill(&suite);
+    std::fs::write(&hold, "go").unwrap();
+    wait_for("the Work completed", || {
+        let s = work_state(&suite, &work_id);
+        (s == "completed" || s == "failed").then_some(())
+    });
+    let ex = suite
+        .call("store.executions", json!({ "work_id": work_id }))
+        .unwrap();
+    assert_eq!(work_state(&suite, &work_id), "completed", "{ex}");
+    assert_eq!(
+        ex["executions"].as_array().unwrap().len(),
+        1,
+        "adopted, not launched again: {ex}"
+    );
+    assert_eq!(launches(&rec), 1, "one launch only: {:#?}", records(&rec));
+    let _ = std::fs::remove_file(&hold);
+}
+
+#[test]
+fn a_running_turn_outlives_sigkill_of_extrunner_alone_and_is_launched_once() {
+    a_turn_outlives_the_loss_of_its_executor("claude-extrunner", |suite| {
+        suite.kill(Daemon::Extrunner);
+        std::thread::sleep(Duration::from_secs(2));
+        suite.start(Daemon::Extrunner).unwrap();
+    });
+}
+
+#[test]
+fn a_running_turn_outlives_sigkill_of_the_claude_code_extension_and_is_launched_once() {
+    a_turn_outlives_the_loss_of_its_executor("claude-ext", |suite| {
+        let pid = wait_for("claude-code running", || {
+            let v = suite
+                .call("ext.inspect", json!({"name": "claude-code"}))
+                .ok()?;
+            v["pid"].as_i64()
+        });
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    });
+}
