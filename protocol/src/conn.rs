@@ -2,8 +2,8 @@
 //!
 //! One UTF-8 JSON object per line. Symmetric: either side sends requests,
 //! responses and notifications. The reader never waits on a handler: each request
-//! is served in its own task, and responses and `$/cancel` are handled on the
-//! reader itself, so nested callbacks always work. At most
+//! is served in its own task, and responses and `$/cancel` (or its LSP name
+//! `$/cancelRequest`) are handled on the reader itself, so nested callbacks always work. At most
 //! [`Options::max_inflight`] requests are served at once; over that the reader
 //! answers `overloaded` at once. A closed stream or a dead peer fails every pending
 //! call with [`CallError::Transport`], and every later call the same way.
@@ -31,6 +31,10 @@ pub const MAX_INFLIGHT: usize = 64;
 pub const IN_TRANSACTION_DEADLINE: Duration = Duration::from_millis(250);
 /// The cancellation notification.
 pub const CANCEL_METHOD: &str = "$/cancel";
+/// The LSP's name for the same notification (`$/cancelRequest`), which stock
+/// JSON-RPC libraries such as vscode-jsonrpc send: honoured as an alias of
+/// [`CANCEL_METHOD`] on receipt. We only ever send [`CANCEL_METHOD`].
+pub const LSP_CANCEL_METHOD: &str = "$/cancelRequest";
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -120,8 +124,8 @@ pub struct Request {
     pub params: Box<RawValue>,
     /// The connection it came on, for callbacks to the peer.
     pub peer: Peer,
-    /// Cancelled when the peer sends `$/cancel` for this request or the connection
-    /// closes. The handler's future is also dropped then.
+    /// Cancelled when the peer sends `$/cancel` (or `$/cancelRequest`) for this
+    /// request or the connection closes. The handler's future is also dropped then.
     pub cancel: CancelToken,
 }
 
@@ -159,7 +163,8 @@ pub trait Handler: Send + Sync + 'static {
     /// without decoding it.
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>>;
 
-    /// A notification from the peer (not `$/cancel`, which the connection handles).
+    /// A notification from the peer (not `$/cancel` nor its alias
+    /// `$/cancelRequest`, which the connection handles).
     /// Called on the reader: must not block.
     fn notify(&self, _peer: &Peer, _method: &str, _params: Value) {}
 }
@@ -1061,7 +1066,7 @@ impl Drop for Responder {
 }
 
 fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
-    if method == CANCEL_METHOD {
+    if method == CANCEL_METHOD || method == LSP_CANCEL_METHOD {
         if let Some(id) = params.get("id") {
             if let Some(token) = lock(&inner.serving).get(&id_key(id)) {
                 token.cancel();
