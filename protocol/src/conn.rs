@@ -221,6 +221,8 @@ struct Inner {
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, Answer>>,
     serving: Mutex<HashMap<String, CancelToken>>,
+    /// Notified whenever `serving` becomes empty.
+    idle: Notify,
     in_transaction: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
     queued_bytes: AtomicUsize,
@@ -277,6 +279,7 @@ where
         next_id: AtomicU64::new(1),
         pending: Mutex::new(HashMap::new()),
         serving: Mutex::new(HashMap::new()),
+        idle: Notify::new(),
         in_transaction: AtomicUsize::new(0),
         out: tx,
         queued_bytes: AtomicUsize::new(0),
@@ -545,6 +548,31 @@ impl Peer {
     pub fn serving(&self) -> usize {
         lock(&self.inner.serving).len()
     }
+
+    /// Resolves once no request from the peer is being served: each has been
+    /// answered (its answer queued before this resolves, so a [`Peer::close`]
+    /// after it still writes them) or the connection closed.
+    pub async fn idle(&self) {
+        loop {
+            let idle = self.inner.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if lock(&self.inner.serving).is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Cancel every request from the peer being served now, as `$/cancel` would:
+    /// each handler's token fires, its future is dropped, and it is answered
+    /// -32800. The connection stays open.
+    pub fn cancel_serving(&self) {
+        let tokens: Vec<CancelToken> = lock(&self.inner.serving).values().cloned().collect();
+        for token in tokens {
+            token.cancel();
+        }
+    }
 }
 
 struct PendingGuard {
@@ -631,6 +659,7 @@ impl Inner {
         for token in serving {
             token.cancel();
         }
+        self.idle.notify_waiters();
         if let Some(reader) = self.reader.get() {
             reader.abort();
         }
@@ -650,22 +679,35 @@ impl Inner {
     /// Queue a line that must not wait (an answer, a notification, a cancel). If the
     /// peer has left more than `max_queued_bytes` unread, it is not reading: close.
     fn send_reply(&self, line: Vec<u8>) {
+        if self.queue_reply(line).is_err() {
+            self.not_reading();
+        }
+    }
+
+    /// Queue a line that must not wait, or `Err` when the peer has left more than
+    /// `max_queued_bytes` unread (the caller closes, with [`Inner::not_reading`]).
+    /// Takes no lock, so it may be called holding one.
+    fn queue_reply(&self, line: Vec<u8>) -> Result<(), ()> {
         let len = line.len();
         let queued = self.queued_bytes.fetch_add(len, Ordering::SeqCst) + len;
         if queued > self.opts.max_queued_bytes {
             self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
-            self.close(
-                CloseReason::Protocol(format!(
-                    "the peer is not reading: more than {} bytes of output queued (max_queued_bytes)",
-                    self.opts.max_queued_bytes
-                )),
-                Shutdown::Abort,
-            );
-            return;
+            return Err(());
         }
         if self.out.send(Out::Line(line)).is_err() {
             self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
         }
+        Ok(())
+    }
+
+    fn not_reading(&self) {
+        self.close(
+            CloseReason::Protocol(format!(
+                "the peer is not reading: more than {} bytes of output queued (max_queued_bytes)",
+                self.opts.max_queued_bytes
+            )),
+            Shutdown::Abort,
+        );
     }
 
     /// Queue a request line; the room was awaited before.
@@ -1005,8 +1047,8 @@ impl Responder {
     }
 
     fn finish(&self, id: &Value, result: Result<Reply, RpcError>) {
-        // Removed first: once the connection closed, nothing is sent.
-        if lock(&self.inner.serving).remove(&self.key).is_none() {
+        // Once the connection closed, nothing is sent.
+        if !lock(&self.inner.serving).contains_key(&self.key) {
             return;
         }
         let max = self.inner.opts.max_message_bytes;
@@ -1038,7 +1080,10 @@ impl Responder {
                     error: &e,
                 }) {
                     Ok(l) => l,
-                    Err(_) => return,
+                    Err(_) => {
+                        self.forget();
+                        return;
+                    }
                 }
             }
             Err(e) => match encode(&OutError {
@@ -1047,10 +1092,38 @@ impl Responder {
                 error: &RpcError::unauthored(e),
             }) {
                 Ok(l) => l,
-                Err(_) => return,
+                Err(_) => {
+                    self.forget();
+                    return;
+                }
             },
         };
-        self.inner.send_reply(line);
+        // Removed and queued under one lock: whoever sees `serving` without this
+        // request (idle, then close) sees its answer queued.
+        let mut serving = lock(&self.inner.serving);
+        if serving.remove(&self.key).is_none() {
+            return;
+        }
+        let queued = self.inner.queue_reply(line);
+        let idle = serving.is_empty();
+        drop(serving);
+        if queued.is_err() {
+            self.inner.not_reading();
+        }
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// No longer served, with no answer (it could not be encoded at all).
+    fn forget(&self) {
+        let mut serving = lock(&self.inner.serving);
+        serving.remove(&self.key);
+        let idle = serving.is_empty();
+        drop(serving);
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
     }
 }
 
