@@ -350,6 +350,33 @@ async fn the_lsp_cancel_request_name_cancels_like_cancel() {
 }
 
 #[tokio::test]
+async fn idle_waits_for_answers_and_cancel_serving_answers_minus_32800_before_a_close() {
+    let (seen, _notifications) = mpsc::unbounded_channel();
+    let (peer, mut raw) = raw_pair(SlowUntilCancelled(seen), Options::named("server"));
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "slow"}))
+        .await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": "x"}))
+        .await;
+    assert_eq!(raw.recv().await.unwrap()["result"], "x");
+    // `slow` is still served: idle does not resolve until it is answered.
+    let idle = tokio::spawn({
+        let peer = peer.clone();
+        async move { peer.idle().await }
+    });
+    assert_eq!(peer.serving(), 1);
+    assert!(!idle.is_finished());
+    peer.cancel_serving();
+    within(idle).await.unwrap();
+    assert_eq!(peer.serving(), 0);
+    // A close right after idle still writes the answer, then EOF.
+    peer.close("done");
+    let a = raw.recv().await.unwrap();
+    assert_eq!(a["id"], 1, "{a}");
+    assert_eq!(a["error"]["code"], -32800, "{a}");
+    assert_eq!(raw.recv().await, None, "then the stream ends");
+}
+
+#[tokio::test]
 async fn a_dead_peer_fails_pending_and_later_calls_with_a_transport_error() {
     let handler = FnHandler(|_req: Request| async move {
         tokio::time::sleep(Duration::from_secs(3600)).await;
