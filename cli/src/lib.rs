@@ -2,7 +2,8 @@
 //!
 //! One binary holds the whole suite: `open-conduit up` runs it in the foreground
 //! ([`up`]), and the same binary is each daemon (`open-conduit __daemon <name> …`) and
-//! each bundled extension (`open-conduit __extension <name>`) that `up` starts. The
+//! each bundled extension (`open-conduit extension-run <name>`, the spec's name; the
+//! older hidden `__extension <name>` is an alias) that `up` starts. The
 //! admin commands ([`admin`]: status, config, extension, work, events, route) talk to
 //! the broker; doctor, logs, completions and man pages come next.
 
@@ -189,6 +190,13 @@ pub enum Command {
         #[arg(long, short = 'n', default_value_t = 100)]
         lines: usize,
     },
+    /// Serve the bundled extension NAME over stdin and stdout (the extension
+    /// protocol): what a package whose command is `open-conduit extension-run NAME`
+    /// runs. Bundled: webhook, github, schedule, shell, claude-code.
+    ExtensionRun {
+        /// The bundled extension.
+        name: String,
+    },
     /// How a scope's routes would decide an event, writing nothing.
     Route {
         /// The scope.
@@ -232,22 +240,49 @@ pub fn man_pages(dir: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn run_extension(name: &str) -> i32 {
+/// The public name of the command that serves a bundled extension
+/// (`open-conduit extension-run NAME`, as a manifest's command names it).
+pub const EXTENSION_RUN: &str = "extension-run";
+
+/// `extension-run NAME` (or its alias `__extension NAME`): serve the bundled
+/// extension over stdio; an unknown or missing NAME is a usage error (2).
+fn run_extension(name: Option<&str>) -> i32 {
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        eprintln!(
+            "usage: open-conduit {EXTENSION_RUN} NAME (bundled: {})",
+            bundled_names()
+        );
+        return 2;
+    };
     let ext = match name {
         "webhook" => oc_webhook::extension().map_err(|e| e.to_string()),
         "github" => oc_github::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
         "shell" => return oc_shell::main(),
         "claude-code" => return oc_claude_code::main(),
-        other => Err(format!("no bundled extension named {other:?}")),
+        other => {
+            eprintln!(
+                "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",
+                bundled_names()
+            );
+            return 2;
+        }
     };
     match ext {
         Ok(ext) => sdk::run(ext),
         Err(e) => {
-            eprintln!("open-conduit __extension {name}: {e}");
+            eprintln!("open-conduit {EXTENSION_RUN} {name}: {e}");
             2
         }
     }
+}
+
+fn bundled_names() -> String {
+    up::bundled()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A listing piped into `head` ends quietly when the reader goes (status 141, as a
@@ -310,11 +345,13 @@ pub fn main(args: Vec<String>) -> i32 {
                 }
             };
         }
-        Some("__extension") => {
-            // The shell executor re-executes its own binary as `__wrap`; it reads
-            // its arguments itself.
-            return run_extension(args.get(2).map(String::as_str).unwrap_or_default());
+        // Served before the command line is parsed, so an extension's own
+        // arguments after NAME are left to it; `__extension` is the older name.
+        Some(EXTENSION_RUN | "__extension") => {
+            return run_extension(args.get(2).map(String::as_str));
         }
+        // The shell executor re-executes its own binary as `__wrap`; it reads its
+        // arguments itself.
         Some("__wrap") => return oc_shell::main(),
         // The claude-code executor's segment wrapper.
         Some("__wrap-claude-code") => return oc_claude_code::main(),
@@ -412,6 +449,8 @@ pub fn main(args: Vec<String>) -> i32 {
             admin::work_interrupt(&bus, &id, &reason)
         }
         Command::Mcp => return mcp::main(),
+        // Reached only behind a global option (`--json extension-run NAME`).
+        Command::ExtensionRun { name } => return run_extension(Some(&name)),
         Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),
         Command::Logs { component, lines } => admin::logs(&bus, component.as_deref(), lines),
         Command::Completions { shell } => {

@@ -12,7 +12,7 @@
 //! leaves no process behind.
 //!
 //! Every daemon and bundled extension is this same binary, re-executed
-//! (`open-conduit __daemon <name>`, `open-conduit __extension <name>`): one build gives
+//! (`open-conduit __daemon <name>`, `open-conduit extension-run <name>`): one build gives
 //! the whole suite.
 //!
 //! Without `--config` it applies an embedded demo: a `demo` scope whose `webhook`
@@ -131,8 +131,9 @@ pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
             .map_err(|e| format!("{name}: {e}"))?;
         let script = dir.join(program);
         let text = format!(
-            "#!/bin/sh\nexec '{}' __extension '{name}' \"$@\"\n",
-            exe.display()
+            "#!/bin/sh\nexec '{}' {} '{name}' \"$@\"\n",
+            exe.display(),
+            crate::EXTENSION_RUN
         );
         std::fs::write(&script, text).map_err(|e| format!("{}: {e}", script.display()))?;
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))

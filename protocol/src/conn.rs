@@ -2,8 +2,8 @@
 //!
 //! One UTF-8 JSON object per line. Symmetric: either side sends requests,
 //! responses and notifications. The reader never waits on a handler: each request
-//! is served in its own task, and responses and `$/cancel` are handled on the
-//! reader itself, so nested callbacks always work. At most
+//! is served in its own task, and responses and `$/cancel` (or its LSP name
+//! `$/cancelRequest`) are handled on the reader itself, so nested callbacks always work. At most
 //! [`Options::max_inflight`] requests are served at once; over that the reader
 //! answers `overloaded` at once. The calling side keeps to the same bound: at most
 //! `max_inflight` of its calls are on the wire at once, and the next ones wait their
@@ -40,6 +40,10 @@ pub const MAX_WAITING_BYTES: usize = 256 * 1024 * 1024;
 pub const IN_TRANSACTION_DEADLINE: Duration = Duration::from_millis(250);
 /// The cancellation notification.
 pub const CANCEL_METHOD: &str = "$/cancel";
+/// The LSP's name for the same notification (`$/cancelRequest`), which stock
+/// JSON-RPC libraries such as vscode-jsonrpc send: honoured as an alias of
+/// [`CANCEL_METHOD`] on receipt. We only ever send [`CANCEL_METHOD`].
+pub const LSP_CANCEL_METHOD: &str = "$/cancelRequest";
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -137,8 +141,8 @@ pub struct Request {
     pub params: Box<RawValue>,
     /// The connection it came on, for callbacks to the peer.
     pub peer: Peer,
-    /// Cancelled when the peer sends `$/cancel` for this request or the connection
-    /// closes. The handler's future is also dropped then.
+    /// Cancelled when the peer sends `$/cancel` (or `$/cancelRequest`) for this
+    /// request or the connection closes. The handler's future is also dropped then.
     pub cancel: CancelToken,
 }
 
@@ -176,7 +180,8 @@ pub trait Handler: Send + Sync + 'static {
     /// without decoding it.
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>>;
 
-    /// A notification from the peer (not `$/cancel`, which the connection handles).
+    /// A notification from the peer (not `$/cancel` nor its alias
+    /// `$/cancelRequest`, which the connection handles).
     /// Called on the reader: must not block.
     fn notify(&self, _peer: &Peer, _method: &str, _params: Value) {}
 }
@@ -233,6 +238,8 @@ struct Inner {
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, Answer>>,
     serving: Mutex<HashMap<String, CancelToken>>,
+    /// Notified whenever `serving` becomes empty.
+    idle: Notify,
     in_transaction: AtomicUsize,
     /// Places on the wire for this side's calls (`max_inflight`), taken in order.
     window: Arc<Semaphore>,
@@ -298,6 +305,7 @@ where
         next_id: AtomicU64::new(1),
         pending: Mutex::new(HashMap::new()),
         serving: Mutex::new(HashMap::new()),
+        idle: Notify::new(),
         in_transaction: AtomicUsize::new(0),
         out: tx,
         queued_bytes: AtomicUsize::new(0),
@@ -572,6 +580,31 @@ impl Peer {
     pub fn serving(&self) -> usize {
         lock(&self.inner.serving).len()
     }
+
+    /// Resolves once no request from the peer is being served: each has been
+    /// answered (its answer queued before this resolves, so a [`Peer::close`]
+    /// after it still writes them) or the connection closed.
+    pub async fn idle(&self) {
+        loop {
+            let idle = self.inner.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if lock(&self.inner.serving).is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Cancel every request from the peer being served now, as `$/cancel` would:
+    /// each handler's token fires, its future is dropped, and it is answered
+    /// -32800. The connection stays open.
+    pub fn cancel_serving(&self) {
+        let tokens: Vec<CancelToken> = lock(&self.inner.serving).values().cloned().collect();
+        for token in tokens {
+            token.cancel();
+        }
+    }
 }
 
 struct PendingGuard {
@@ -730,6 +763,7 @@ impl Inner {
         for token in serving {
             token.cancel();
         }
+        self.idle.notify_waiters();
         if let Some(reader) = self.reader.get() {
             reader.abort();
         }
@@ -749,22 +783,35 @@ impl Inner {
     /// Queue a line that must not wait (an answer, a notification, a cancel). If the
     /// peer has left more than `max_queued_bytes` unread, it is not reading: close.
     fn send_reply(&self, line: Vec<u8>) {
+        if self.queue_reply(line).is_err() {
+            self.not_reading();
+        }
+    }
+
+    /// Queue a line that must not wait, or `Err` when the peer has left more than
+    /// `max_queued_bytes` unread (the caller closes, with [`Inner::not_reading`]).
+    /// Takes no lock, so it may be called holding one.
+    fn queue_reply(&self, line: Vec<u8>) -> Result<(), ()> {
         let len = line.len();
         let queued = self.queued_bytes.fetch_add(len, Ordering::SeqCst) + len;
         if queued > self.opts.max_queued_bytes {
             self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
-            self.close(
-                CloseReason::Protocol(format!(
-                    "the peer is not reading: more than {} bytes of output queued (max_queued_bytes)",
-                    self.opts.max_queued_bytes
-                )),
-                Shutdown::Abort,
-            );
-            return;
+            return Err(());
         }
         if self.out.send(Out::Line(line)).is_err() {
             self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
         }
+        Ok(())
+    }
+
+    fn not_reading(&self) {
+        self.close(
+            CloseReason::Protocol(format!(
+                "the peer is not reading: more than {} bytes of output queued (max_queued_bytes)",
+                self.opts.max_queued_bytes
+            )),
+            Shutdown::Abort,
+        );
     }
 
     /// Queue a request line; the room was awaited before.
@@ -1104,8 +1151,8 @@ impl Responder {
     }
 
     fn finish(&self, id: &Value, result: Result<Reply, RpcError>) {
-        // Removed first: once the connection closed, nothing is sent.
-        if lock(&self.inner.serving).remove(&self.key).is_none() {
+        // Once the connection closed, nothing is sent.
+        if !lock(&self.inner.serving).contains_key(&self.key) {
             return;
         }
         let max = self.inner.opts.max_message_bytes;
@@ -1137,7 +1184,10 @@ impl Responder {
                     error: &e,
                 }) {
                     Ok(l) => l,
-                    Err(_) => return,
+                    Err(_) => {
+                        self.forget();
+                        return;
+                    }
                 }
             }
             Err(e) => match encode(&OutError {
@@ -1146,10 +1196,38 @@ impl Responder {
                 error: &RpcError::unauthored(e),
             }) {
                 Ok(l) => l,
-                Err(_) => return,
+                Err(_) => {
+                    self.forget();
+                    return;
+                }
             },
         };
-        self.inner.send_reply(line);
+        // Removed and queued under one lock: whoever sees `serving` without this
+        // request (idle, then close) sees its answer queued.
+        let mut serving = lock(&self.inner.serving);
+        if serving.remove(&self.key).is_none() {
+            return;
+        }
+        let queued = self.inner.queue_reply(line);
+        let idle = serving.is_empty();
+        drop(serving);
+        if queued.is_err() {
+            self.inner.not_reading();
+        }
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// No longer served, with no answer (it could not be encoded at all).
+    fn forget(&self) {
+        let mut serving = lock(&self.inner.serving);
+        serving.remove(&self.key);
+        let idle = serving.is_empty();
+        drop(serving);
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
     }
 }
 
@@ -1165,7 +1243,7 @@ impl Drop for Responder {
 }
 
 fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
-    if method == CANCEL_METHOD {
+    if method == CANCEL_METHOD || method == LSP_CANCEL_METHOD {
         if let Some(id) = params.get("id") {
             // The request stops being served here, in the stream's order, and is
             // answered `cancelled` now: its place is free before the canceller's next

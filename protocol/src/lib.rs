@@ -16,7 +16,7 @@ pub mod wire;
 
 pub use conn::{
     connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken, FnHandler, Handler,
-    NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD, IN_TRANSACTION_DEADLINE, MAX_INFLIGHT,
-    MAX_MESSAGE_BYTES,
+    NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD, IN_TRANSACTION_DEADLINE,
+    LSP_CANCEL_METHOD, MAX_INFLIGHT, MAX_MESSAGE_BYTES,
 };
 pub use error::{CallError, CloseReason, Code, RpcError};

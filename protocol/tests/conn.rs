@@ -303,6 +303,79 @@ async fn a_cancelled_request_is_answered_minus_32800() {
     assert_eq!(a["error"]["code"], -32800);
 }
 
+/// A handler whose `slow` waits until cancelled and which reports every
+/// notification it is handed.
+struct SlowUntilCancelled(mpsc::UnboundedSender<String>);
+
+impl protocol::Handler for SlowUntilCancelled {
+    fn call(&self, req: Request) -> protocol::BoxFuture<Result<protocol::Reply, RpcError>> {
+        Box::pin(async move {
+            match req.method.as_str() {
+                "slow" => {
+                    req.cancel.cancelled().await;
+                    protocol::reply(&"finished although cancelled")
+                }
+                "echo" => protocol::reply(&req.params_value()?),
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+
+    fn notify(&self, _peer: &Peer, method: &str, _params: Value) {
+        let _ = self.0.send(method.to_string());
+    }
+}
+
+#[tokio::test]
+async fn the_lsp_cancel_request_name_cancels_like_cancel() {
+    // vscode-jsonrpc and other LSP-derived peers cancel with `$/cancelRequest`.
+    let (seen, mut notifications) = mpsc::unbounded_channel();
+    let (_peer, mut raw) = raw_pair(SlowUntilCancelled(seen), Options::named("server"));
+    raw.send(json!({"jsonrpc": "2.0", "id": 7, "method": "slow"}))
+        .await;
+    raw.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}))
+        .await;
+    let a = raw.recv().await.unwrap();
+    assert_eq!(a["id"], 7, "{a}");
+    assert_eq!(a["error"]["code"], -32800, "{a}");
+    // Handled by the connection, not handed to the handler as a notification;
+    // another notification still is, and the connection still serves.
+    raw.send(json!({"jsonrpc": "2.0", "method": "other/note"}))
+        .await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 8, "method": "echo", "params": [1]}))
+        .await;
+    let b = raw.recv().await.unwrap();
+    assert_eq!(b, json!({"jsonrpc": "2.0", "id": 8, "result": [1]}));
+    assert_eq!(within(notifications.recv()).await.unwrap(), "other/note");
+}
+
+#[tokio::test]
+async fn idle_waits_for_answers_and_cancel_serving_answers_minus_32800_before_a_close() {
+    let (seen, _notifications) = mpsc::unbounded_channel();
+    let (peer, mut raw) = raw_pair(SlowUntilCancelled(seen), Options::named("server"));
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "slow"}))
+        .await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": "x"}))
+        .await;
+    assert_eq!(raw.recv().await.unwrap()["result"], "x");
+    // `slow` is still served: idle does not resolve until it is answered.
+    let idle = tokio::spawn({
+        let peer = peer.clone();
+        async move { peer.idle().await }
+    });
+    assert_eq!(peer.serving(), 1);
+    assert!(!idle.is_finished());
+    peer.cancel_serving();
+    within(idle).await.unwrap();
+    assert_eq!(peer.serving(), 0);
+    // A close right after idle still writes the answer, then EOF.
+    peer.close("done");
+    let a = raw.recv().await.unwrap();
+    assert_eq!(a["id"], 1, "{a}");
+    assert_eq!(a["error"]["code"], -32800, "{a}");
+    assert_eq!(raw.recv().await, None, "then the stream ends");
+}
+
 #[tokio::test]
 async fn a_dead_peer_fails_pending_and_later_calls_with_a_transport_error() {
     let handler = FnHandler(|_req: Request| async move {

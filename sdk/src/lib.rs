@@ -14,8 +14,15 @@
 //! inherited stdout) cannot corrupt the stream; fd 0 likewise becomes `/dev/null`,
 //! so no child can read the protocol's input. It answers `initialize` (the highest
 //! common protocol version, and the manifest), refuses every other method before
-//! it, answers `shutting_down` after `shutdown`, and returns when stdin reaches EOF,
-//! so a host that dies never leaves the extension serving nobody.
+//! it, and returns when stdin reaches EOF, so a host that dies never leaves the
+//! extension serving nobody.
+//!
+//! After it has answered `shutdown` (the spec's Lifecycle step 6), every new
+//! request is answered `shutting_down`, the requests in flight are left to finish
+//! for a grace period ([`SHUTDOWN_GRACE`], or [`Extension::shutdown_grace`]) and
+//! then cancelled (each answered -32800, its handler's future dropped), and once
+//! none is left the connection is closed and serving returns, so the process
+//! exits by itself even while the host keeps stdin open.
 //!
 //! It also serves `configure`: when the host's `kv.stored` is older than
 //! `kv.declared` (the manifest's `kv_version`), it runs the extension's
@@ -41,6 +48,7 @@ use std::future::Future;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use protocol;
 use protocol::wire;
@@ -203,10 +211,19 @@ pub struct Extension {
     migrate: Option<Migrate>,
     configure: Option<Configure>,
     initialize: Option<Initialize>,
+    shutdown_grace: Duration,
     errors: Vec<SdkError>,
 }
 
 type Initialize = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// How long the requests in flight when `shutdown` is answered may run on before
+/// they are cancelled: three seconds, under the host's five-second grace before
+/// it signals the process.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// How long a closed connection may take to write what it has queued.
+const FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
 impl Extension {
     /// An extension with this manifest (the text of its
@@ -226,6 +243,7 @@ impl Extension {
             migrate: None,
             configure: None,
             initialize: None,
+            shutdown_grace: SHUTDOWN_GRACE,
             errors: Vec::new(),
         })
     }
@@ -355,6 +373,14 @@ impl Extension {
         self
     }
 
+    /// How long requests in flight when `shutdown` is answered may run on before
+    /// they are cancelled ([`SHUTDOWN_GRACE`] unless set). Either way the
+    /// extension stops serving once none is left.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
     /// Receive the host's notifications (other than `$/cancel`).
     pub fn on_notification<F>(mut self, f: F) -> Self
     where
@@ -372,6 +398,8 @@ const SHUTTING_DOWN: u8 = 2;
 struct Served {
     ext: Extension,
     state: AtomicU8,
+    /// Set once `shutdown` has been answered: serving winds down.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Handler for Served {
@@ -398,6 +426,8 @@ impl Handler for Served {
         }
         if method == "shutdown" {
             self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+            // The drain waits for this request's answer too, as one in flight.
+            self.shutdown.send_replace(true);
             return Box::pin(async move { protocol::reply(&json!({})) });
         }
         let ctx = Ctx {
@@ -491,7 +521,9 @@ pub fn take_stdio() -> Result<(OwnedFd, OwnedFd), SdkError> {
 }
 
 /// Serve `ext` on the connection made of these two descriptors until the host
-/// closes it. Returns why the connection ended.
+/// closes it, or until the requests in flight after `shutdown` have finished or
+/// been cancelled (see the crate's documentation). Returns why the connection
+/// ended: [`protocol::CloseReason::Local`] after a shutdown.
 pub async fn serve_fds(
     mut ext: Extension,
     input: OwnedFd,
@@ -503,9 +535,12 @@ pub async fn serve_fds(
     let reader = stream_reader(input)?;
     let writer = stream_writer(output)?;
     let name = ext.name.clone();
+    let grace = ext.shutdown_grace;
+    let (shutdown, mut asked) = tokio::sync::watch::channel(false);
     let served = Arc::new(Served {
         ext,
         state: AtomicU8::new(STARTING),
+        shutdown,
     });
     let peer = connect_arc(
         reader,
@@ -513,7 +548,32 @@ pub async fn serve_fds(
         served,
         Options::named(format!("host of {name}")),
     );
-    Ok(peer.finished(std::time::Duration::from_secs(5)).await)
+    tokio::select! {
+        reason = peer.finished(FLUSH_LIMIT) => return Ok(reason),
+        Ok(_) = asked.wait_for(|asked| *asked) => {}
+    }
+    drain(&peer, &name, grace).await;
+    peer.close("shut down");
+    Ok(peer.finished(FLUSH_LIMIT).await)
+}
+
+/// After `shutdown`: let the requests in flight finish within `grace`, then cancel
+/// the rest and wait (as long again at most) for their answers to be queued.
+async fn drain(peer: &Peer, name: &str, grace: Duration) {
+    if tokio::time::timeout(grace, peer.idle()).await.is_ok() {
+        return;
+    }
+    eprintln!(
+        "{name}: {} request(s) still in flight {grace:?} after shutdown; cancelling them",
+        peer.serving()
+    );
+    peer.cancel_serving();
+    if tokio::time::timeout(grace, peer.idle()).await.is_err() {
+        eprintln!(
+            "{name}: {} cancelled request(s) still unanswered; closing anyway",
+            peer.serving()
+        );
+    }
 }
 
 type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
@@ -550,8 +610,9 @@ fn stream_writer(fd: OwnedFd) -> Result<Writer, SdkError> {
 }
 
 /// Serve `ext` over this process's stdio on a single-threaded runtime until stdin
-/// reaches EOF or the host closes the connection. Returns the exit status: 0 when
-/// the host closed the connection, 1 when serving could not start or the
+/// reaches EOF, the host closes the connection, or the extension has wound down
+/// after `shutdown`. Returns the exit status: 0 when the host closed the
+/// connection or after a shutdown, 1 when serving could not start or the
 /// connection broke.
 pub fn run(ext: Extension) -> i32 {
     let (input, output) = match take_stdio() {

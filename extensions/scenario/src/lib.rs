@@ -23,6 +23,11 @@ pub const MANIFEST: &str = include_str!("../open-conduit-extension.json");
 /// benchmark measures against): each line read from stdin is written back.
 pub const PIPE_ECHO_ARG: &str = "--pipe-echo";
 
+/// The argument, followed by a number of milliseconds, that sets how long calls
+/// in flight at `shutdown` may run on before they are cancelled
+/// ([`sdk::Extension::shutdown_grace`]; the SDK's default otherwise).
+pub const SHUTDOWN_GRACE_ARG: &str = "--shutdown-grace-ms";
+
 /// The artifact chunk size the scenario uploads in (the protocol's maximum).
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
@@ -269,8 +274,21 @@ pub fn main_entry(args: &[String]) -> i32 {
     if args.iter().any(|a| a == PIPE_ECHO_ARG) {
         return pipe_echo();
     }
+    let grace = match args.iter().position(|a| a == SHUTDOWN_GRACE_ARG) {
+        None => None,
+        Some(i) => match args.get(i + 1).and_then(|ms| ms.parse::<u64>().ok()) {
+            Some(ms) => Some(std::time::Duration::from_millis(ms)),
+            None => {
+                eprintln!("scenario: {SHUTDOWN_GRACE_ARG} needs a number of milliseconds");
+                return 2;
+            }
+        },
+    };
     match extension() {
-        Ok(ext) => sdk::run(ext),
+        Ok(ext) => sdk::run(match grace {
+            Some(grace) => ext.shutdown_grace(grace),
+            None => ext,
+        }),
         Err(e) => {
             eprintln!("scenario: {e}");
             1
