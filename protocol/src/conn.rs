@@ -1248,10 +1248,24 @@ fn on_notification(inner: &Arc<Inner>, method: &str, params: Value) {
             // The request stops being served here, in the stream's order, and is
             // answered `cancelled` now: its place is free before the canceller's next
             // request is read, so a caller keeping to max_inflight is never refused.
-            let token = lock(&inner.serving).remove(&id_key(id));
-            if let Some(token) = token {
+            let mut serving = lock(&inner.serving);
+            if let Some(token) = serving.remove(&id_key(id)) {
                 token.cancel();
-                reply_error(inner, id, &RpcError::cancelled());
+                // Removed and answered under one lock, as a finished request is.
+                let queued = encode(&OutError {
+                    jsonrpc: "2.0",
+                    id,
+                    error: &RpcError::cancelled(),
+                })
+                .map_or(Ok(()), |line| inner.queue_reply(line));
+                let idle = serving.is_empty();
+                drop(serving);
+                if queued.is_err() {
+                    inner.not_reading();
+                }
+                if idle {
+                    inner.idle.notify_waiters();
+                }
             }
         }
         return;
