@@ -393,7 +393,7 @@ fn short_runs_with_no_fault_each_run_exactly_once() {
 
 /// The whole of it: `cargo test -p oc-systest --test running -- --ignored`.
 #[test]
-#[ignore = "1,000 runs: about a minute and a half; run by hand"]
+#[ignore = "1,000 runs: about a minute; run by hand"]
 fn a_thousand_short_runs_with_no_fault_each_run_exactly_once() {
     short_runs_each_run_once("runs-1000", 1000);
 }
