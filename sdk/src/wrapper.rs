@@ -139,7 +139,9 @@ fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
         }
     };
     let started = Instant::now();
-    let child = Command::new(program)
+    let mut command = Command::new(program);
+    crate::signals::reset_on_exec(&mut command);
+    let child = command
         .args(&spec.argv[1..])
         .current_dir(&spec.cwd)
         .stdin(if options.stdin_from_extension {

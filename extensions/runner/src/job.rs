@@ -55,7 +55,10 @@ impl Job {
             .ok_or_else(|| std::io::Error::other("the command is empty"))?;
         let stdout = std::fs::File::create(start.run_dir.join("stdout"))?;
         let stderr = std::fs::File::create(start.run_dir.join("stderr"))?;
-        let mut child = tokio::process::Command::new(program)
+        let mut command = std::process::Command::new(program);
+        // Default signal dispositions, whatever this extension was started with.
+        sdk::signals::reset_on_exec(&mut command);
+        let mut child = tokio::process::Command::from(command)
             .args(args)
             .current_dir(start.run_dir)
             .envs(start.env)

@@ -146,7 +146,27 @@ struct Ext {
 impl Ext {
     /// Starts the extension in `cwd` and initializes it.
     async fn start(rec: &Arc<Recorded>, cwd: &Path) -> Ext {
-        let mut child = Command::new(EXE)
+        Ext::start_ignoring(rec, cwd, false).await
+    }
+
+    /// The extension, started with SIGINT ignored when `ignore_sigint` (as `nohup` or
+    /// `cmd &` in a script would).
+    async fn start_ignoring(rec: &Arc<Recorded>, cwd: &Path, ignore_sigint: bool) -> Ext {
+        let mut cmd = Command::new(EXE);
+        if ignore_sigint {
+            // SAFETY: only sigaction between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    nix::sys::signal::signal(
+                        nix::sys::signal::Signal::SIGINT,
+                        nix::sys::signal::SigHandler::SigIgn,
+                    )
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = cmd
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -342,6 +362,22 @@ async fn an_interrupted_job_fails_killed_by_sigint() {
     assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
     assert_eq!(r.error, "killed by signal 2 (SIGINT)");
     assert!(r.artifacts.is_empty());
+}
+
+#[tokio::test]
+async fn an_interrupt_stops_a_job_even_when_the_extension_started_with_sigint_ignored() {
+    let s = Scratch::new("interrupt-ign");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start_ignoring(&rec, &s.0, true).await;
+    ext.run("ex-ign", &["sleep", "300"], json!([]))
+        .await
+        .unwrap();
+    let pid = Ext::pid(&rec, "ex-ign");
+    assert!(alive(pid));
+    ext.control("executor.interrupt", "ex-ign").await.unwrap();
+    let r = ext.wait("ex-ign").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert_eq!(r.error, "killed by signal 2 (SIGINT)");
 }
 
 #[tokio::test]
