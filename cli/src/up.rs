@@ -220,7 +220,11 @@ impl Up {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            // Its own process group: the terminal's Ctrl-C reaches `up` alone, which
+            // stops the daemons in order.
+            .process_group(0)
             .kill_on_drop(false);
+        die_with_parent(&mut cmd);
         match name {
             "broker" => pass_fd(&mut cmd, self.bus_listener.as_raw_fd(), "bus"),
             "ingressd" => pass_fd(&mut cmd, self.http.as_raw_fd(), "http"),
@@ -247,6 +251,15 @@ impl Up {
                 }
             });
         }
+        // Known at once, so that a stop while it starts stops it too.
+        self.running.insert(
+            name,
+            Running {
+                child,
+                started: Instant::now(),
+                backoff: Duration::from_secs(1),
+            },
+        );
         let deadline = Instant::now() + READY_WAIT;
         let mut buf = vec![0u8; 4096];
         loop {
@@ -259,13 +272,22 @@ impl Up {
                         break;
                     }
                 }
-                status = child.wait() => {
-                    return Err(format!("{name} exited before it was ready ({})",
-                        status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())));
-                }
-                _ = tokio::time::sleep(remaining) => {
-                    let _ = child.start_kill();
-                    return Err(format!("{name} was not ready within {READY_WAIT:?}"));
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                    let exited = match self.running.get_mut(name) {
+                        Some(r) => r.child.try_wait().ok().flatten(),
+                        None => None,
+                    };
+                    if let Some(status) = exited {
+                        self.running.remove(name);
+                        return Err(format!("{name} exited before it was ready ({status})"));
+                    }
+                    if remaining.is_zero() {
+                        if let Some(mut r) = self.running.remove(name) {
+                            let _ = r.child.start_kill();
+                            let _ = r.child.wait().await;
+                        }
+                        return Err(format!("{name} was not ready within {READY_WAIT:?}"));
+                    }
                 }
             }
         }
@@ -281,36 +303,45 @@ impl Up {
                 }
             }
         });
-        self.running.insert(
-            name,
-            Running {
-                child,
-                started: Instant::now(),
-                backoff: Duration::from_secs(1),
-            },
-        );
         say(&format!("open-conduit: {name} ready (pid {pid})"));
         Ok(pid)
     }
 
-    async fn stop_all(&mut self) {
+    /// Stops the daemons in reverse order: SIGTERM, then SIGKILL past
+    /// [`STOP_WAIT`]. Another signal meanwhile (a second Ctrl-C) kills what is left
+    /// at once.
+    async fn stop_all(&mut self, signals: &mut daemon::Signals) {
+        let mut forced = false;
         for name in DAEMONS.iter().rev() {
             let Some(mut r) = self.running.remove(name) else {
                 continue;
             };
+            if forced {
+                let _ = r.child.kill().await;
+                say(&format!("open-conduit: {name} killed"));
+                continue;
+            }
             if let Some(pid) = r.child.id().and_then(|p| i32::try_from(p).ok()) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid),
                     nix::sys::signal::Signal::SIGTERM,
                 );
             }
-            match tokio::time::timeout(STOP_WAIT, r.child.wait()).await {
-                Ok(_) => say(&format!("open-conduit: {name} stopped")),
-                Err(_) => {
+            tokio::select! {
+                waited = tokio::time::timeout(STOP_WAIT, r.child.wait()) => match waited {
+                    Ok(_) => say(&format!("open-conduit: {name} stopped")),
+                    Err(_) => {
+                        let _ = r.child.kill().await;
+                        say(&format!(
+                            "open-conduit: {name} did not stop in {STOP_WAIT:?}: killed"
+                        ));
+                    }
+                },
+                _ = signals.next() => {
+                    say("open-conduit: asked again: killing what is left");
+                    forced = true;
                     let _ = r.child.kill().await;
-                    say(&format!(
-                        "open-conduit: {name} did not stop in {STOP_WAIT:?}: killed"
-                    ));
+                    say(&format!("open-conduit: {name} killed"));
                 }
             }
         }
@@ -341,6 +372,41 @@ pub fn bus_call(bus: &Path, method: &str, params: Value) -> Result<Value, String
     }
 }
 
+/// [`bus_call`] without blocking the runtime, within `limit`: `up` must go on
+/// hearing signals while it waits for an answer.
+async fn bus_call_async(
+    bus: &Path,
+    method: &str,
+    params: Value,
+    limit: Duration,
+) -> Result<Value, String> {
+    let (bus, m) = (bus.to_path_buf(), method.to_owned());
+    let call = tokio::task::spawn_blocking(move || bus_call(&bus, &m, params));
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("{method}: {e}")),
+        Err(_) => Err(format!("{method}: no answer within {limit:?}")),
+    }
+}
+
+/// The daemon started by `cmd` gets SIGTERM when `up` dies (however it dies), so a
+/// suite never outlives its supervisor.
+fn die_with_parent(cmd: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the hook calls only prctl and getppid between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                .map_err(std::io::Error::from)?;
+            // `up` died between the fork and the prctl: nobody would stop this one.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("open-conduit up is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
 fn load_config(opts: &UpOptions) -> Result<Value, String> {
     let Some(path) = &opts.config else {
         return Ok(demo_config());
@@ -364,8 +430,10 @@ fn load_config(opts: &UpOptions) -> Result<Value, String> {
 /// next is true.
 async fn settle_config(bus: &Path, hash: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
+    let call =
+        |method: &'static str| bus_call_async(bus, method, json!({}), Duration::from_secs(5));
     while Instant::now() < deadline {
-        let regs = bus_call(bus, "ext.registrations", json!({})).unwrap_or(Value::Null);
+        let regs = call("ext.registrations").await.unwrap_or(Value::Null);
         let exts = regs["extensions"].as_array().cloned().unwrap_or_default();
         let configured = regs["complete"] == true
             && exts
@@ -381,7 +449,7 @@ async fn settle_config(bus: &Path, hash: &str) {
                     .map(|p| p.trim_end_matches('/').to_owned())
             })
             .collect();
-        let routes = bus_call(bus, "ingress.routes", json!({})).unwrap_or(Value::Null);
+        let routes = call("ingress.routes").await.unwrap_or(Value::Null);
         let served: Vec<String> = routes["routes"]
             .as_array()
             .into_iter()
@@ -448,17 +516,46 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         let started = tokio::select! {
             r = up.start(name) => r,
             _ = signals.next() => {
-                up.stop_all().await;
+                say("open-conduit: stopping");
+                up.stop_all(&mut signals).await;
+                let _ = std::fs::remove_file(&bus);
                 return Ok(());
             }
         };
         if let Err(e) = started {
-            up.stop_all().await;
+            up.stop_all(&mut signals).await;
+            let _ = std::fs::remove_file(&bus);
             return Err(e);
         }
     }
-    let applied = bus_call(&bus, "store.config_apply", json!({ "config": config }))?;
-    settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await;
+    let apply = async {
+        let applied = bus_call_async(
+            &bus,
+            "store.config_apply",
+            json!({ "config": config }),
+            READY_WAIT,
+        )
+        .await?;
+        settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await;
+        Ok::<Value, String>(applied)
+    };
+    let applied = tokio::select! {
+        r = apply => r,
+        _ = signals.next() => {
+            say("open-conduit: stopping");
+            up.stop_all(&mut signals).await;
+            let _ = std::fs::remove_file(&bus);
+            return Ok(());
+        }
+    };
+    let applied = match applied {
+        Ok(a) => a,
+        Err(e) => {
+            up.stop_all(&mut signals).await;
+            let _ = std::fs::remove_file(&bus);
+            return Err(e);
+        }
+    };
     let demo = up.opts.config.is_none();
     say(&format!(
         "open-conduit: configuration {} applied (generation {})",
@@ -481,10 +578,13 @@ async fn run(opts: UpOptions) -> Result<(), String> {
     loop {
         tokio::select! {
             signal = signals.next() => {
-                if signal == daemon::Signal::Stop {
-                    say("open-conduit: stopping");
-                    break;
-                }
+                // SIGHUP too: the terminal `up` runs in is gone.
+                say(if signal == daemon::Signal::Reload {
+                    "open-conduit: hung up: stopping"
+                } else {
+                    "open-conduit: stopping"
+                });
+                break;
             }
             _ = tick.tick() => {
                 let now = Instant::now();
@@ -523,7 +623,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
             }
         }
     }
-    up.stop_all().await;
+    up.stop_all(&mut signals).await;
     let _ = std::fs::remove_file(&bus);
     Ok(())
 }

@@ -140,6 +140,159 @@ fn alive(pid: i32) -> bool {
             .contains(") Z ")
 }
 
+/// `up` on a fresh state directory named `name`, its stdout read line by line.
+fn start_up(name: &str) -> Up {
+    let state = std::env::temp_dir().join(format!("oc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let mut child = Command::new(BIN)
+        .args([
+            "up",
+            "--state",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Up {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+        state,
+    }
+}
+
+/// The live processes whose command line or working directory names `state`: the
+/// daemons `up` started (their arguments) and the extensions (their package
+/// directory under `<state>/bundled`).
+fn of_state(state: &Path) -> Vec<(i32, String)> {
+    let needle = state.to_string_lossy().to_string();
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me || !alive(pid) {
+            continue;
+        }
+        let cmd = cmdline(pid);
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if cmd.contains(&needle) || cwd.starts_with(&needle) {
+            found.push((pid, cmd));
+        }
+    }
+    found
+}
+
+/// A signal at each moment of start-up (before and after each daemon's ready line,
+/// while the configuration is applied, once ready): `up` says it stops, exits, and no
+/// process of the suite is left. SIGHUP (the terminal closed) does the same.
+#[test]
+fn a_signal_at_any_moment_of_start_up_stops_everything() {
+    use nix::sys::signal::Signal::{SIGHUP, SIGINT};
+    let points: &[(&str, u64, nix::sys::signal::Signal)] = &[
+        ("state in", 0, SIGINT),
+        ("broker ready", 0, SIGINT),
+        ("storaged ready", 0, SIGINT),
+        ("extrunner ready", 0, SIGINT),
+        ("schedulerd ready", 0, SIGINT),
+        ("ingressd ready", 0, SIGINT),
+        ("ingressd ready", 30, SIGINT),
+        ("ingressd ready", 150, SIGINT),
+        ("open-conduit: ready", 0, SIGINT),
+        ("ingressd ready", 50, SIGHUP),
+        ("open-conduit: ready", 0, SIGHUP),
+    ];
+    for (i, (after, delay_ms, signal)) in points.iter().enumerate() {
+        let mut up = start_up(&format!("up-sig{i}"));
+        up.expect(after);
+        std::thread::sleep(Duration::from_millis(*delay_ms));
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(up.child.id()).unwrap());
+        let sent = Instant::now();
+        nix::sys::signal::kill(pid, *signal).unwrap();
+        let deadline = sent + HANG;
+        let status = loop {
+            if let Some(s) = up.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{signal} after {after:?} (+{delay_ms} ms): up did not exit; saw:\n{}",
+                up.seen.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = sent.elapsed();
+        // What it printed after the signal.
+        while let Ok(l) = up.lines.recv_timeout(Duration::from_millis(200)) {
+            up.seen.push(l);
+        }
+        assert!(
+            up.seen.iter().any(|l| l.contains("stopping")),
+            "{signal} after {after:?}: no stopping line:\n{}",
+            up.seen.join("\n")
+        );
+        assert!(
+            status.success(),
+            "{signal} after {after:?} (+{delay_ms} ms): {status}:\n{}",
+            up.seen.join("\n")
+        );
+        // The daemons and their extensions are gone (their own SIGTERM handling takes
+        // a moment after up has reaped them).
+        let left_deadline = Instant::now() + HANG;
+        loop {
+            let left = of_state(&up.state);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < left_deadline,
+                "{signal} after {after:?}: left running: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "{signal} after {after:?} (+{delay_ms} ms): everything stopped in {:.2} s",
+            sent.elapsed().as_secs_f64().max(took.as_secs_f64())
+        );
+    }
+}
+
+/// `up` killed outright (SIGKILL, no chance to stop anything): its daemons, whose
+/// supervisor is gone, stop by themselves, and their extensions with them.
+#[test]
+fn the_suite_does_not_outlive_up() {
+    let mut up = start_up("up-kill");
+    up.expect("open-conduit: ready");
+    assert!(of_state(&up.state).len() > 5, "{:?}", of_state(&up.state));
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    let deadline = Instant::now() + HANG;
+    loop {
+        let left = of_state(&up.state);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let state = std::env::temp_dir().join(format!("oc-up-{}", std::process::id()));
