@@ -126,6 +126,11 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
     for e in ext["extensions"].as_array().into_iter().flatten() {
         if e["state"] != "running" {
             down.push(format!("extension {}", text(e, "name")));
+        } else if e["refusal"].is_string() {
+            down.push(format!(
+                "extension {} refuses the configuration",
+                text(e, "name")
+            ));
         }
     }
     if json_out {
@@ -156,11 +161,15 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
         println!("extensions:");
         for e in ext["extensions"].as_array().into_iter().flatten() {
             println!(
-                "  {:<11} {} {} (restarts {})",
+                "  {:<11} {} {} (restarts {}){}",
                 text(e, "name"),
                 text(e, "version"),
                 text(e, "state"),
-                e["restarts"]
+                e["restarts"],
+                e["refusal"]
+                    .as_str()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             );
         }
         let counts: Vec<String> = counts
@@ -779,6 +788,19 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
                 "fail",
                 format!("state {}", text(e, "state")),
                 &format!("`open-conduit extension inspect {name}` says why; fix it and `open-conduit extension restart {name}`"),
+            ));
+            continue;
+        }
+        if let Some(r) = e["refusal"].as_object() {
+            out.push(verdict(
+                &format!("extension {name}"),
+                "fail",
+                format!(
+                    "refuses configuration generation {}: {}",
+                    r.get("generation").and_then(Value::as_str).unwrap_or("?"),
+                    r.get("error").and_then(Value::as_str).unwrap_or("?")
+                ),
+                "fix the configuration (`open-conduit config check FILE` finds it offline) and apply it again",
             ));
             continue;
         }

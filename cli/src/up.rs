@@ -427,14 +427,32 @@ fn load_config(opts: &UpOptions) -> Result<Value, String> {
 
 /// Wait (at most 20 s) until every running extension is configured with generation
 /// `hash` and ingressd serves every webhook path they registered, so what `up` prints
-/// next is true.
-async fn settle_config(bus: &Path, hash: &str) {
+/// next is true. An extension that refuses the generation is the error, with its
+/// reason (which names the JSON pointer).
+async fn settle_config(bus: &Path, hash: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let call =
         |method: &'static str| bus_call_async(bus, method, json!({}), Duration::from_secs(5));
     while Instant::now() < deadline {
         let regs = call("ext.registrations").await.unwrap_or(Value::Null);
         let exts = regs["extensions"].as_array().cloned().unwrap_or_default();
+        let refused: Vec<String> = exts
+            .iter()
+            .filter(|e| e["refusal"]["generation"] == hash)
+            .map(|e| {
+                format!(
+                    "  {}: {}",
+                    e["name"].as_str().unwrap_or("?"),
+                    e["refusal"]["error"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(format!(
+                "the configuration is refused:\n{}",
+                refused.join("\n")
+            ));
+        }
         let configured = regs["complete"] == true
             && exts
                 .iter()
@@ -457,11 +475,12 @@ async fn settle_config(bus: &Path, hash: &str) {
             .filter_map(|r| r["path"].as_str().map(str::to_owned))
             .collect();
         if configured && wanted.iter().all(|p| served.contains(p)) {
-            return;
+            return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     say("open-conduit: the extensions have not all taken the configuration yet (see their log lines)");
+    Ok(())
 }
 
 /// Run the suite until Ctrl-C or SIGTERM. Returns the exit status.
@@ -536,7 +555,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
             READY_WAIT,
         )
         .await?;
-        settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await;
+        settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await?;
         Ok::<Value, String>(applied)
     };
     let applied = tokio::select! {

@@ -273,6 +273,52 @@ fn a_signal_at_any_moment_of_start_up_stops_everything() {
     }
 }
 
+/// A configuration an extension refuses: `up` prints the refusal with its pointer,
+/// stops everything and exits non-zero, rather than saying `ready`.
+#[test]
+fn a_refused_configuration_fails_up_with_the_refusal_shown() {
+    let dir = std::env::temp_dir().join(format!("oc-up-refused-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"scopes": [{"id": "demo", "entries": [
+            {"type": "webhook", "name": "ci",
+             "config": {"path": "/hooks/ci", "signature": {"scheme": "sha1"}}}
+        ]}]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let state = dir.join("state");
+    let out = Command::new(BIN)
+        .args([
+            "up",
+            "--state",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--config")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("the configuration is refused"), "{text}");
+    assert!(
+        text.contains("webhook: ") && text.contains("/signature/scheme"),
+        "the refusal names the extension and the pointer: {text}"
+    );
+    assert!(!text.contains("open-conduit: ready"), "{text}");
+    assert!(of_state(&state).is_empty(), "{:?}", of_state(&state));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `up` killed outright (SIGKILL, no chance to stop anything): its daemons, whose
 /// supervisor is gone, stop by themselves, and their extensions with them.
 #[test]

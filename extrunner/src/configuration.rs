@@ -36,6 +36,18 @@ pub struct Registered {
     pub webhooks: Vec<WebhookPath>,
     /// Bumped on every registration, so a watcher sees each one.
     pub serial: u64,
+    /// The last configuration generation the package refused, and why; cleared by
+    /// the next one it takes.
+    pub refusal: Option<ConfigRefusal>,
+}
+
+/// A configuration generation a package refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ConfigRefusal {
+    /// The generation (its hash).
+    pub generation: String,
+    /// The package's reason, with the JSON pointer it names.
+    pub error: String,
 }
 
 impl Registered {
@@ -103,8 +115,20 @@ impl Configuration {
             r.sources = result.sources.clone();
             r.webhooks = result.webhooks.clone();
             r.serial += 1;
+            r.refusal = None;
         });
         Ok(())
+    }
+
+    /// The package refused `generation` (its earlier registration stays).
+    pub fn refuse(&self, generation: &str, error: &str) {
+        self.registered.send_modify(|r| {
+            r.serial += 1;
+            r.refusal = Some(ConfigRefusal {
+                generation: generation.to_owned(),
+                error: error.to_owned(),
+            });
+        });
     }
 
     /// The registration now.

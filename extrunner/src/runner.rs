@@ -502,11 +502,16 @@ impl Runner {
         }
     }
 
-    fn refusal(&self, sup: Option<&Supervisor>) -> Option<String> {
+    fn refusal(&self, e: &Entry, sup: Option<&Supervisor>) -> Option<String> {
         match sup.map(Supervisor::state) {
             None => Some(crate::conflicts::describe(&self.conflicts)),
             Some(State::Refused { reason }) => Some(reason.to_string()),
-            _ => None,
+            _ => e.configuration.registered().refusal.map(|r| {
+                format!(
+                    "refuses configuration generation {}: {}",
+                    r.generation, r.error
+                )
+            }),
         }
     }
 
@@ -529,7 +534,7 @@ impl Runner {
                     "restarts": Self::restarts(e, sup),
                     "pid": if running { sup.and_then(Supervisor::pid) } else { None },
                     "protocol_version": sup.and_then(Supervisor::protocol_version),
-                    "refusal": self.refusal(sup),
+                    "refusal": self.refusal(e, sup),
                 })
             })
             .collect();
@@ -572,7 +577,7 @@ impl Runner {
             "restarts": Self::restarts(e, sup),
             "pid": if running { sup.and_then(Supervisor::pid) } else { None },
             "last_exit": last_exit,
-            "refusal": self.refusal(sup),
+            "refusal": self.refusal(e, sup),
             "permissions": e.package.manifest.permissions,
             "command": e.package.manifest.command,
             "dir": e.package.dir.display().to_string(),
@@ -827,7 +832,8 @@ impl Runner {
                     tracing::info!(OC_EXTENSION = %e.package.name, %generation, "configured again")
                 }
                 Err(why) => {
-                    tracing::error!(OC_EXTENSION = %e.package.name, %generation, %why, "configure failed")
+                    tracing::error!(OC_EXTENSION = %e.package.name, %generation, %why, "configure failed");
+                    e.configuration.refuse(generation, why);
                 }
             }
             out.push((e.package.name.clone(), r));

@@ -224,6 +224,7 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                 "serial": r.serial,
                 "sources": r.sources,
                 "webhooks": r.webhooks,
+                "refusal": r.refusal,
             })
         })
         .collect();

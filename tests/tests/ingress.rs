@@ -217,3 +217,55 @@ fn connections_made_while_ingressd_is_down_are_served_once_it_is_back() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["delivery_id"], "while-down");
 }
+
+/// A configuration generation the webhook extension refuses: `ext.inspect` and
+/// `ext.registrations` say so with the extension's reason (its pointer), the earlier
+/// registration keeps serving, and the next generation it takes clears the refusal.
+#[test]
+fn a_refused_configuration_is_shown_and_the_previous_one_keeps_serving() {
+    let suite = started("refused");
+    let mut bad = config(&suite);
+    bad["scopes"][0]["entries"][0]["config"]["signature"] = json!({"scheme": "sha1"});
+    suite
+        .call("store.config_apply", json!({ "config": bad }))
+        .unwrap();
+    let deadline = std::time::Instant::now() + HANG;
+    let refusal = loop {
+        let v = suite
+            .call("ext.inspect", json!({"name": "webhook"}))
+            .unwrap();
+        if let Some(r) = v["refusal"].as_str() {
+            break r.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no refusal: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(refusal.contains("/signature/scheme"), "{refusal}");
+    let regs = suite.call("ext.registrations", json!({})).unwrap();
+    let webhook = regs["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "webhook")
+        .unwrap()
+        .clone();
+    assert!(webhook["refusal"]["generation"].is_string(), "{webhook}");
+    // The earlier generation's path is still served.
+    let r = deliver(&suite, "kept-1", br#"{"number": 1}"#).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A good generation again: the refusal is gone.
+    suite
+        .call("store.config_apply", json!({ "config": config(&suite) }))
+        .unwrap();
+    let deadline = std::time::Instant::now() + HANG;
+    loop {
+        let v = suite
+            .call("ext.inspect", json!({"name": "webhook"}))
+            .unwrap();
+        if v["refusal"].is_null() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still refused: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
