@@ -144,6 +144,11 @@ pub enum Command {
         /// Where webhooks are accepted.
         #[arg(long, default_value = "127.0.0.1:8420")]
         listen: SocketAddr,
+        /// Print every daemon's log lines (by default: warnings, errors, one line per
+        /// delivery and per attempt settled; all of it is in `<state>/logs/`). `OC_LOG`
+        /// set in the environment implies it, with its own filter.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Each daemon, the extensions, Work by state, where webhooks arrive; exits 3 when
     /// something is down.
@@ -386,12 +391,14 @@ pub fn main(args: Vec<String>) -> i32 {
         state,
         config,
         listen,
+        verbose,
     } = cli.command
     {
         let opts = up::UpOptions {
             state: state.unwrap_or_else(up::default_state),
             config,
             listen,
+            verbose: verbose || std::env::var_os("OC_LOG").is_some_and(|v| !v.is_empty()),
         };
         return match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

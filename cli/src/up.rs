@@ -76,6 +76,29 @@ pub struct UpOptions {
     pub config: Option<PathBuf>,
     /// Where webhooks are accepted.
     pub listen: SocketAddr,
+    /// Every daemon log line to the terminal, not only what [`shown`] keeps.
+    pub verbose: bool,
+}
+
+/// What `up` prints of a daemon's log line when not verbose: warnings and errors,
+/// and one short line per delivery and per attempt settled (without the time stamp,
+/// level and module); `None` for the rest, which goes to the log file only.
+pub fn shown(line: &str) -> Option<String> {
+    // `<time>  <LEVEL> <target>: <message and fields>`
+    let mut words = line.split_whitespace();
+    let _time = words.next()?;
+    let level = words.next()?;
+    let rest = line
+        .split_once(&format!(" {level} "))
+        .map(|(_, r)| r.trim_start())?;
+    let message = rest.split_once(": ").map_or(rest, |(_, m)| m);
+    match level {
+        "WARN" | "ERROR" => Some(format!("{level} {message}")),
+        _ if message.starts_with("delivery accepted") || message.starts_with("attempt settled") => {
+            Some(message.to_owned())
+        }
+        _ => None,
+    }
 }
 
 /// The default state directory: `$XDG_STATE_HOME/open-conduit`, else
@@ -214,6 +237,10 @@ impl Up {
         let notify = UnixDatagram::bind(&notify_path)
             .map_err(|e| format!("{}: {e}", notify_path.display()))?;
         let mut cmd = Command::new(&self.exe);
+        if !self.opts.verbose && name == "ingressd" {
+            // Its per-delivery line is a debug one: `shown` prints it.
+            cmd.env(daemon::log::FILTER_VAR, "info,ingressd::intake=debug");
+        }
         cmd.args(self.args(name))
             .env("NOTIFY_SOCKET", &notify_path)
             .env_remove("OPEN_CONDUIT_BUS")
@@ -241,10 +268,15 @@ impl Up {
                 .append(true)
                 .open(&log_path)
                 .ok();
+            let verbose = self.opts.verbose;
             tokio::spawn(async move {
                 let mut lines = AsyncBufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
-                    say(&format!("{name:>10} | {line}"));
+                    if verbose {
+                        say(&format!("{name:>10} | {line}"));
+                    } else if let Some(short) = shown(&line) {
+                        say(&format!("{name:>10} | {short}"));
+                    }
                     if let Some(f) = log.as_mut() {
                         let _ = writeln!(f, "{line}");
                     }
@@ -310,6 +342,25 @@ impl Up {
     /// Stops the daemons in reverse order: SIGTERM, then SIGKILL past
     /// [`STOP_WAIT`]. Another signal meanwhile (a second Ctrl-C) kills what is left
     /// at once.
+    /// Removes what only a running suite uses from `<state>/run`: the bus socket, the
+    /// notify sockets, the status lines, the toolbelt socket.
+    fn tidy(&self) {
+        let run = self.opts.state.join("run");
+        let Ok(entries) = std::fs::read_dir(&run) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let stale = name == "bus.sock"
+                || name == "toolbelt.sock"
+                || (name.starts_with("notify-") && name.ends_with(".sock"))
+                || name.ends_with(".status");
+            if stale {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     async fn stop_all(&mut self, signals: &mut daemon::Signals) {
         let mut forced = false;
         for name in DAEMONS.iter().rev() {
@@ -537,13 +588,13 @@ async fn run(opts: UpOptions) -> Result<(), String> {
             _ = signals.next() => {
                 say("open-conduit: stopping");
                 up.stop_all(&mut signals).await;
-                let _ = std::fs::remove_file(&bus);
+                up.tidy();
                 return Ok(());
             }
         };
         if let Err(e) = started {
             up.stop_all(&mut signals).await;
-            let _ = std::fs::remove_file(&bus);
+            up.tidy();
             return Err(e);
         }
     }
@@ -563,7 +614,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         _ = signals.next() => {
             say("open-conduit: stopping");
             up.stop_all(&mut signals).await;
-            let _ = std::fs::remove_file(&bus);
+            up.tidy();
             return Ok(());
         }
     };
@@ -571,7 +622,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         Ok(a) => a,
         Err(e) => {
             up.stop_all(&mut signals).await;
-            let _ = std::fs::remove_file(&bus);
+            up.tidy();
             return Err(e);
         }
     };
@@ -643,6 +694,6 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         }
     }
     up.stop_all(&mut signals).await;
-    let _ = std::fs::remove_file(&bus);
+    up.tidy();
     Ok(())
 }

@@ -319,6 +319,51 @@ fn a_refused_configuration_fails_up_with_the_refusal_shown() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The demo as a person first sees it: a short start (at most 25 lines to `ready`),
+/// one line per delivery, and a clean stop with no warning and nothing stale left in
+/// `<state>/run`.
+#[test]
+fn the_demo_starts_quietly_and_stops_cleanly() {
+    let mut up = start_up("up-quiet");
+    up.expect("open-conduit: ready");
+    assert!(
+        up.seen.len() <= 25,
+        "{} lines to ready:\n{}",
+        up.seen.len(),
+        up.seen.join("\n")
+    );
+    let addr: SocketAddr = up
+        .seen
+        .iter()
+        .find_map(|l| l.split("webhooks on http://").nth(1))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(post(addr, r#"{"hello": "quiet"}"#), 200);
+    up.expect("delivery accepted");
+    up.expect("attempt settled");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(up.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    up.expect("open-conduit: broker stopped");
+    assert!(up.child.wait().unwrap().success());
+    while let Ok(l) = up.lines.recv_timeout(Duration::from_millis(200)) {
+        up.seen.push(l);
+    }
+    let stopping = up.seen.iter().position(|l| l.contains("stopping")).unwrap();
+    let warned: Vec<&String> = up.seen[stopping..]
+        .iter()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    assert!(warned.is_empty(), "warnings on a clean stop: {warned:?}");
+    let left: Vec<String> = std::fs::read_dir(up.state.join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(left.is_empty(), "left in run/: {left:?}");
+}
+
 /// `up` killed outright (SIGKILL, no chance to stop anything): its daemons, whose
 /// supervisor is gone, stop by themselves, and their extensions with them.
 #[test]

@@ -284,6 +284,11 @@ async fn keep_connected(shared: Arc<Shared>) {
                 shared.current.send_replace(Some(peer.clone()));
                 tokio::select! {
                     reason = peer.closed() => {
+                        if *shared.stop.borrow() {
+                            // Closed by this client's own leaving: nothing was lost.
+                            shared.current.send_replace(None);
+                            return;
+                        }
                         tracing::warn!(%reason, "bus connection lost; reconnecting");
                     }
                     _ = stop.wait_for(|s| *s) => {
