@@ -77,6 +77,58 @@ fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
     })
 }
 
+/// `n` and the noun, singular or plural: `1 problem`, `2 problems`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The Work states `work list --state` takes.
+pub const WORK_STATES: [&str; 8] = [
+    "pending",
+    "running",
+    "waiting",
+    "woken",
+    "idle",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
+/// The Work `id` names: itself, or the one Work whose ID starts with it (with or
+/// without `work_`), as git takes a unique prefix of a commit.
+pub fn resolve_work(bus: &Path, id: &str) -> Result<String, Failure> {
+    if call(bus, "store.work_get", json!({ "id": id })).is_ok() {
+        return Ok(id.to_owned());
+    }
+    let prefix = if id.starts_with("work_") {
+        id.to_owned()
+    } else {
+        format!("work_{id}")
+    };
+    // IDs are paged in order: those with the prefix come right after it.
+    let page = call(bus, "store.works", json!({"after": prefix, "limit": 2}))?;
+    let found: Vec<String> = page["works"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["id"].as_str())
+        .filter(|w| w.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect();
+    match found.as_slice() {
+        _ if id.trim_start_matches("work_").len() < 4 => {
+            Err(format!("no such Work {id} (a shortened ID needs at least 4 characters)").into())
+        }
+        [one] => Ok(one.clone()),
+        [] => Err(format!("no such Work {id}").into()),
+        _ => Err(format!("{id} is the start of more than one Work: give more of its ID").into()),
+    }
+}
+
 /// A daemon's last `STATUS=` line: under `up`, the file it keeps beside the bus
 /// socket; under systemd, the unit's `StatusText`.
 fn last_status(bus: &Path, daemon: &str) -> Option<String> {
@@ -144,7 +196,14 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
         for d in ["broker", "storaged", "extrunner", "schedulerd", "ingressd"] {
             let s = &services[d];
             if d == "broker" {
-                println!("  {d:<11} up");
+                let status = last_status(bus, d)
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default();
+                println!(
+                    "  {d:<11} up, pid {}, {:.0} s{status}",
+                    broker["pid"],
+                    broker["uptime_s"].as_f64().unwrap_or(0.0)
+                );
             } else if s.is_null() {
                 println!("  {d:<11} DOWN");
             } else {
@@ -213,7 +272,7 @@ pub fn config_check(file: &Path, extensions: Option<&Path>) -> Out {
                 println!("{}: {}: {}", file.display(), p.pointer, p.message);
             }
             return Err(Failure {
-                message: format!("{} problems", problems.len()),
+                message: count(problems.len(), "problem"),
                 status: 1,
             });
         }
@@ -234,17 +293,22 @@ pub fn config_check(file: &Path, extensions: Option<&Path>) -> Out {
     let errors = findings.iter().filter(|f| !f.warning).count();
     for f in &findings {
         let level = if f.warning { "warning: " } else { "" };
+        // A package's message may start with its own pointer, which the full one
+        // already ends with: print it once.
+        let message = match f.message.split_once(": ") {
+            Some((p, rest)) if p.starts_with('/') && f.pointer.ends_with(p) => rest,
+            _ => f.message.as_str(),
+        };
         println!(
-            "{}: {}: {level}{} ({})",
+            "{}: {}: {level}{message} ({})",
             file.display(),
             f.pointer,
-            f.message,
             f.code
         );
     }
     if errors > 0 {
         return Err(Failure {
-            message: format!("{errors} problems"),
+            message: count(errors, "problem"),
             status: 1,
         });
     }
@@ -362,6 +426,14 @@ pub fn extension_restart(bus: &Path, name: &str) -> Out {
 
 /// `work list`.
 pub fn work_list(bus: &Path, scope: Option<String>, state: Option<String>, json_out: bool) -> Out {
+    if let Some(s) = &state {
+        if !WORK_STATES.contains(&s.as_str()) {
+            return Err(Failure {
+                message: format!("no Work state {s:?} (one of {})", WORK_STATES.join(", ")),
+                status: 2,
+            });
+        }
+    }
     let w = call(
         bus,
         "store.works",
@@ -400,6 +472,7 @@ pub fn work_list(bus: &Path, scope: Option<String>, state: Option<String>, json_
 
 /// `work show ID`: the Work, its attempts, its inputs and why each came.
 pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
+    let id = &resolve_work(bus, id)?;
     let work = call(bus, "store.work_get", json!({ "id": id }))?["work"].clone();
     let ex = call(bus, "store.executions", json!({ "work_id": id }))?;
     let inputs = call(bus, "store.work_inputs", json!({ "work_id": id }))?;
@@ -418,10 +491,10 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
     }
     println!("{}  {}", text(&work, "id"), text(&work, "state"));
     if let Some(t) = work["display"]["title"].as_str() {
-        println!(
-            "  title:   {t} {}",
-            work["display"]["ref"].as_str().unwrap_or("")
-        );
+        match work["display"]["ref"].as_str().filter(|r| !r.is_empty()) {
+            Some(r) => println!("  title:   {t} {r}"),
+            None => println!("  title:   {t}"),
+        }
     }
     println!(
         "  scope:   {}  binding: {}  kind: {}",
@@ -478,6 +551,7 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
 
 /// `work log ID`: the artifacts of the Work's last attempt.
 pub fn work_log(bus: &Path, id: &str) -> Out {
+    let id = &resolve_work(bus, id)?;
     let ex = call(bus, "store.executions", json!({ "work_id": id }))?;
     let Some(last) = ex["executions"].as_array().and_then(|a| a.last()).cloned() else {
         return Err(format!("Work {id} has no attempt yet").into());
@@ -511,6 +585,7 @@ pub fn work_log(bus: &Path, id: &str) -> Out {
 
 /// `work cancel ID`.
 pub fn work_cancel(bus: &Path, id: &str, reason: &str) -> Out {
+    let id = &resolve_work(bus, id)?;
     let r = call(
         bus,
         "store.work_cancel",
@@ -522,6 +597,7 @@ pub fn work_cancel(bus: &Path, id: &str, reason: &str) -> Out {
 
 /// `work interrupt ID`.
 pub fn work_interrupt(bus: &Path, id: &str, reason: &str) -> Out {
+    let id = &resolve_work(bus, id)?;
     let r = call(
         bus,
         "sched.interrupt",
@@ -612,7 +688,7 @@ pub fn logs(bus: &Path, component: Option<&str>, lines: usize) -> Out {
         if !COMPONENTS.contains(&c) {
             return Err(Failure {
                 message: format!("no component {c:?} (one of {})", COMPONENTS.join(", ")),
-                status: 2,
+                status: 1,
             });
         }
     }
@@ -912,7 +988,7 @@ pub fn doctor(bus: &Path, json_out: bool) -> Out {
         Ok(())
     } else {
         Err(Failure {
-            message: format!("{failed} checks failed"),
+            message: format!("{} failed", count(failed, "check")),
             status: 1,
         })
     }

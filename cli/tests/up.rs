@@ -477,6 +477,20 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     );
     let log = cli(&bus, &["work", "log", &work_id]);
     assert!(log.0 == 0 && log.1.contains("hello"), "{log:?}");
+    // A unique start of the ID will do, with or without `work_`.
+    let short = cli(
+        &bus,
+        &["work", "show", &work_id["work_".len().."work_".len() + 8]],
+    );
+    assert!(short.0 == 0 && short.1.contains(&work_id), "{short:?}");
+    let nosuch = cli(&bus, &["work", "log", "work_nosuch"]);
+    assert_eq!(nosuch.0, 1, "{nosuch:?}");
+    assert!(nosuch.1.contains("no such Work work_nosuch"), "{nosuch:?}");
+    let bad_state = cli(&bus, &["work", "list", "--state", "done"]);
+    assert_eq!(bad_state.0, 2, "{bad_state:?}");
+    assert!(bad_state.1.contains("pending, running"), "{bad_state:?}");
+    let bad_logs = cli(&bus, &["logs", "nosuch"]);
+    assert_eq!(bad_logs.0, 1, "{bad_logs:?}");
     let status = cli(&bus, &["status"]);
     assert_eq!(status.0, 0, "{status:?}");
     assert!(status.1.contains("/hooks/demo"), "{}", status.1);
@@ -492,6 +506,7 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
         check.1.contains("/scopes/0/entries/0/connection"),
         "{check:?}"
     );
+    assert!(check.1.contains(" 1 problem\n"), "{check:?}");
     let trace = cli(
         &bus,
         &["route", "--trace", "demo", "--type", "webhook.delivery"],
