@@ -15,8 +15,8 @@ pub mod version;
 pub mod wire;
 
 pub use conn::{
-    connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken, FnHandler, Handler,
-    NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD, IN_TRANSACTION_DEADLINE, MAX_INFLIGHT,
-    MAX_MESSAGE_BYTES,
+    agreed_message_bytes, connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken,
+    FnHandler, Handler, NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD,
+    IN_TRANSACTION_DEADLINE, LARGE_MESSAGE_BYTES, MAX_INFLIGHT, MAX_MESSAGE_BYTES,
 };
 pub use error::{CallError, CloseReason, Code, RpcError};
