@@ -350,3 +350,39 @@ pub async fn follow_routes(bus: Bus, routes: Arc<Routes>, service: Service) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_too_large_for_a_hop_is_413_naming_the_limit_not_503() {
+        let body_len = 20 * 1024 * 1024;
+        // extrunner's refusal: too large for the owning extension.
+        let refused = RpcError::too_large(
+            27_962_000,
+            protocol::MAX_MESSAGE_BYTES,
+            "the `webhook.handle` request is too large",
+        );
+        let a = failure("plain", body_len, CallError::Rpc(refused))
+            .unwrap_or_else(|e| panic!("answered {e}"));
+        assert_eq!(a.status, 413);
+        let text = String::from_utf8_lossy(&a.body).into_owned();
+        assert!(text.contains("16777216-byte message limit"), "{text}");
+        assert!(text.contains("20971520 bytes"), "{text}");
+        // ingressd's own bus call.
+        let a = failure(
+            "plain",
+            body_len,
+            CallError::TooLarge {
+                size: 70_000_000,
+                limit: protocol::LARGE_MESSAGE_BYTES,
+            },
+        )
+        .unwrap_or_else(|e| panic!("answered {e}"));
+        assert_eq!(a.status, 413);
+        // Any other `invalid` is not a 413.
+        let other = RpcError::new(Code::Invalid, "something else");
+        assert!(failure("plain", body_len, CallError::Rpc(other)).is_err());
+    }
+}

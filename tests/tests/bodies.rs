@@ -80,7 +80,7 @@ fn head_then_read(suite: &Suite, head: &str, body_part: usize) -> Response {
 }
 
 #[test]
-fn a_24_mib_signed_delivery_is_kept_once_and_reads_back_intact_and_26_mib_is_413() {
+fn deliveries_up_to_25_mib_are_verified_and_kept_once_and_larger_ones_are_413() {
     let suite = started_with_default_timeouts("bodies");
 
     // 24 MiB: base64 makes it 32 MiB in `webhook.handle`, twice the spec's message.
@@ -170,4 +170,48 @@ fn a_24_mib_signed_delivery_is_kept_once_and_reads_back_intact_and_26_mib_is_413
         "no delivery was answered 503: {metrics}"
     );
     assert!(suite.pid(Daemon::Broker).is_some());
+
+    // Through the github extension too: an issue whose body makes the delivery
+    // 22 MiB is verified and kept once, its body cut to the extension's 64 KiB.
+    let mut issue: Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../extensions/github/tests/fixtures/issues.opened.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    issue["issue"]["body"] = Value::String(blob(22 * MIB, 4));
+    let body = serde_json::to_vec(&issue).unwrap();
+    assert!(body.len() > 22 * MIB && body.len() < 25 * MIB);
+    let r = post(
+        suite.http,
+        "/github/demo/repo",
+        &[
+            ("Content-Type", "application/json".into()),
+            ("X-GitHub-Event", "issues".into()),
+            ("X-GitHub-Delivery", "big-issue".into()),
+            (
+                "X-Hub-Signature-256",
+                sign_sha256(GH_SECRET.as_bytes(), &body),
+            ),
+        ],
+        &body,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let kept: Vec<Value> = suite
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e["source"] == "github/demo/repo")
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0]["type"], "github.issue.opened");
+    assert_eq!(kept[0]["delivery_id"], "big-issue");
+    assert_eq!(
+        kept[0]["payload"]["body_truncated"], true,
+        "{}",
+        kept[0]["payload"]["title"]
+    );
 }

@@ -7,7 +7,8 @@
 //!   `fork_stubborn_child` (serves, after starting a grandchild that ignores
 //!   SIGTERM), `silent` (never answers anything), `foreign_version` (a
 //!   hand-written JSON-RPC loop that answers `initialize` with protocol version 7,
-//!   which no host offers).
+//!   which no host offers), `spec_bound` (the same loop answering version 1 and
+//!   `testext.echo`, saying nothing of larger messages: the spec's 16 MiB bound).
 //!
 //! Methods: `testext.echo` (its params), `testext.env` (its environment as an
 //! object), `testext.crash` (exits 3 without answering), `testext.pid` (its pid,
@@ -77,8 +78,10 @@ fn hang_up() -> usize {
     replaced
 }
 
-/// Serve `initialize` by hand, choosing version 7 whatever the host offers.
-fn foreign_version() -> i32 {
+/// Serve by hand, not on the SDK: `initialize` answered with `version` whatever the
+/// host offers and no `max_message_bytes` (so the spec's 16 MiB bound), an empty
+/// `configure` and `shutdown`, and `testext.echo`.
+fn hand_written(version: u32) -> i32 {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -86,13 +89,15 @@ fn foreign_version() -> i32 {
         return 1;
     };
     rt.block_on(async {
-        let handler = protocol::FnHandler(|request: protocol::Request| async move {
+        let handler = protocol::FnHandler(move |request: protocol::Request| async move {
             match request.method.as_str() {
                 "initialize" => {
                     let manifest: Value =
                         serde_json::from_str(MANIFEST).map_err(protocol::RpcError::unauthored)?;
-                    Ok(json!({"protocol_version": 7, "manifest": manifest}))
+                    Ok(json!({"protocol_version": version, "manifest": manifest}))
                 }
+                "configure" | "shutdown" => Ok(json!({})),
+                "testext.echo" => request.params_value(),
                 other => Err(protocol::RpcError::method_not_found(other)),
             }
         });
@@ -132,7 +137,10 @@ fn run() -> i32 {
         }
     }
     if mode == "foreign_version" {
-        return foreign_version();
+        return hand_written(7);
+    }
+    if mode == "spec_bound" {
+        return hand_written(1);
     }
     let manifest = if mode == "wrong_manifest" {
         OTHER_MANIFEST
