@@ -884,8 +884,9 @@ impl Runner {
         }
         let identity = e.identity.current();
         let registered = e.configuration.registered();
+        let sources = result.deliveries.iter().map(|d| d.source.clone()).collect();
         let mut deliveries =
-            crate::ingress::accept(&identity, &registered, bus, &result.deliveries).await?;
+            crate::ingress::accept(&identity, &registered, bus, result.deliveries).await?;
         // The events go back without their payloads: ingressd needs none, and a
         // payload may be as large as the body (25 MiB) to send across the bus again.
         for e in deliveries.iter_mut().flat_map(|d| d.events.iter_mut()) {
@@ -894,7 +895,7 @@ impl Runner {
         Ok(WebhookAnswer {
             response: result.response,
             deliveries,
-            sources: result.deliveries.iter().map(|d| d.source.clone()).collect(),
+            sources,
         })
     }
 

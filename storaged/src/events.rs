@@ -438,7 +438,8 @@ fn prepare(
         item: nonempty(&input.item),
         item_version: nonempty(&input.item_version),
         schema: nonempty(&input.schema),
-        payload: input.payload.clone(),
+        // The payload stays where it is (it may be 25 MiB): it is read from `input`.
+        payload: Value::Null,
         keys: input.keys.clone(),
         occurred_at: nonempty(&input.occurred_at),
         parent_id: nonempty(&input.parent_id),
@@ -489,7 +490,7 @@ fn prepare(
             "max_key_bytes",
         )?;
     }
-    let payload_text = serde_json::to_string(&ev.payload)
+    let payload_text = serde_json::to_string(&input.payload)
         .map_err(|e| StoreError::invalid(format!("payload: {e}")))?;
     if payload_text.len() > limits.max_payload_bytes {
         return Err(StoreError::invalid(format!(
@@ -541,7 +542,8 @@ fn prepare(
         }
     };
     let signature = util::digest(
-        util::canonical(&json!({
+        util::canonical_with(
+            &json!({
             "scope_id": ev.scope_id,
             "type": ev.event_type,
             "source": ev.source,
@@ -549,10 +551,13 @@ fn prepare(
             "item": ev.item,
             "item_version": ev.item_version,
             "schema": ev.schema,
-            "payload": ev.payload,
+            "payload": Value::Null,
             "keys": ev.keys,
             "parent_id": ev.parent_id,
-        }))
+            }),
+            "payload",
+            &input.payload,
+        )
         .as_bytes(),
     );
     // Identity.

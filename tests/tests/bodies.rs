@@ -79,6 +79,32 @@ fn head_then_read(suite: &Suite, head: &str, body_part: usize) -> Response {
     oc_systest::parse_response(&answer).unwrap()
 }
 
+/// A figure, not a check: each process's peak resident memory so far.
+fn print_peak_memory(suite: &Suite) {
+    let hwm = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    for d in Daemon::ALL {
+        if let Some(pid) = suite.pid(d) {
+            eprintln!("peak memory of {}: {}", d.name(), hwm(pid));
+        }
+    }
+    if let Ok(list) = suite.call("ext.list", serde_json::json!({})) {
+        for e in list["extensions"].as_array().into_iter().flatten() {
+            if let Some(pid) = e["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) {
+                eprintln!("peak memory of extension {}: {}", e["name"], hwm(pid));
+            }
+        }
+    }
+}
+
 #[test]
 fn deliveries_up_to_25_mib_are_verified_and_kept_once_and_larger_ones_are_413() {
     let suite = started_with_default_timeouts("bodies");
@@ -115,6 +141,7 @@ fn deliveries_up_to_25_mib_are_verified_and_kept_once_and_larger_ones_are_413() 
     assert_eq!(again.body, r.body);
     assert_eq!(hook_events(&suite).len(), 1);
     drop(body);
+    print_peak_memory(&suite);
 
     // A bad signature on a big body is still 401: it was verified, not waved through.
     let (other, _, _) = big_body(2, 20 * MIB);
