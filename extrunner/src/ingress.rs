@@ -147,10 +147,19 @@ pub fn prepare(
 }
 
 /// How a store failure reaches the extension or ingressd: a store that cannot be
-/// reached is `unavailable` (retry), its own refusals cross as they are.
+/// reached is `unavailable` (retry), its own refusals cross as they are, and events
+/// too large for one bus message are `invalid` with `data.too_large`.
 pub fn store_failure(e: CallError) -> RpcError {
     match e {
         CallError::Rpc(e) => e,
+        // Deterministic: the same events will never fit (ingressd answers 413).
+        CallError::TooLarge { size, limit } => RpcError::too_large(
+            size,
+            limit,
+            format!(
+                "the store.events_accept request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)"
+            ),
+        ),
         other => RpcError::new(
             Code::Unavailable,
             format!("storaged did not answer store.events_accept: {other}"),
