@@ -63,7 +63,8 @@ impl Default for Config {
             group_gid: None,
             known_prefixes: SUITE_PREFIXES.iter().map(|p| p.to_string()).collect(),
             subscriber_room: SUBSCRIBER_ROOM,
-            connection: Options::named("bus peer"),
+            // 64 MiB: a webhook body of up to 25 MiB crosses the bus in base64.
+            connection: Options::large("bus peer"),
         }
     }
 }
@@ -594,6 +595,17 @@ impl Handler for Conn {
                     Err(RpcError::new(
                         Code::Unavailable,
                         format!("service `{service}` went away during the call: {reason}"),
+                    ))
+                }
+                Err(CallError::TooLarge { size, limit }) => {
+                    state.counters.failures.fetch_add(1, Ordering::Relaxed);
+                    Err(RpcError::too_large(
+                        size,
+                        limit,
+                        format!(
+                            "the `{}` request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)",
+                            request.method
+                        ),
                     ))
                 }
                 Err(e) => {

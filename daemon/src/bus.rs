@@ -322,7 +322,8 @@ async fn join(shared: &Shared) -> Result<Peer, String> {
         .await
         .map_err(|e| format!("connect {}: {e}", opts.socket.display()))?;
     let (r, w) = stream.into_split();
-    let peer = protocol::connect_arc(r, w, shared.handler.clone(), Options::named(&opts.name));
+    // The broker's bound (64 MiB), both ways: a webhook body crosses in base64.
+    let peer = protocol::connect_arc(r, w, shared.handler.clone(), Options::large(&opts.name));
     if let Some(service) = &opts.service {
         peer.call(
             "bus.register",

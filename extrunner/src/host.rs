@@ -1082,13 +1082,8 @@ impl Scoped<'_> {
 
     async fn ingress(&self, delivery: wire::Delivery) -> Result<DeliveryAccepted, RpcError> {
         let registered = self.configuration.registered();
-        let mut answers = crate::ingress::accept(
-            self.identity,
-            &registered,
-            self.bus,
-            std::slice::from_ref(&delivery),
-        )
-        .await?;
+        let mut answers =
+            crate::ingress::accept(self.identity, &registered, self.bus, vec![delivery]).await?;
         Ok(answers.pop().unwrap_or_default())
     }
 }

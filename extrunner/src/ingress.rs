@@ -17,7 +17,7 @@
 use daemon::bus::Bus;
 use protocol::wire::{self, DeliveryAccepted};
 use protocol::{CallError, Code, RpcError};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::configuration::Registered;
@@ -56,15 +56,17 @@ fn own_type(name: &str, t: &str) -> bool {
 
 /// Check the deliveries against the identity and the registration, and turn them
 /// into the store's event inputs (with, for each delivery, how many events it has).
+/// The payloads move into the inputs (a payload may be 25 MiB): the deliveries are
+/// left without them.
 pub fn prepare(
     identity: &Identity,
     registered: &Registered,
-    deliveries: &[wire::Delivery],
+    deliveries: &mut [wire::Delivery],
 ) -> Result<(Vec<Value>, Vec<usize>), RpcError> {
     let name = identity.name.as_str();
     let mut inputs = Vec::new();
     let mut counts = Vec::with_capacity(deliveries.len());
-    for (d_i, d) in deliveries.iter().enumerate() {
+    for (d_i, d) in deliveries.iter_mut().enumerate() {
         let at = |what: String| format!("deliveries[{d_i}]: {what}");
         let Some(source) = registered.source(&d.source) else {
             return Err(RpcError::new(
@@ -89,7 +91,7 @@ pub fn prepare(
                 )),
             ));
         }
-        for (i, e) in d.events.iter().enumerate() {
+        for (i, e) in d.events.iter_mut().enumerate() {
             let at = |what: String| format!("deliveries[{d_i}].events[{i}]: {what}");
             if !own_type(name, &e.event_type) || !declared_family(&identity.manifest, &e.event_type)
             {
@@ -128,7 +130,7 @@ pub fn prepare(
                 "type": e.event_type,
                 "source": d.source,
                 "delivery_id": event_delivery_id(&d.delivery_id, i),
-                "payload": e.payload.data,
+                "payload": std::mem::take(&mut e.payload.data),
                 "keys": e.keys,
             });
             if !e.payload.schema.is_empty() {
@@ -145,15 +147,34 @@ pub fn prepare(
 }
 
 /// How a store failure reaches the extension or ingressd: a store that cannot be
-/// reached is `unavailable` (retry), its own refusals cross as they are.
+/// reached is `unavailable` (retry), its own refusals cross as they are, and events
+/// too large for one bus message are `invalid` with `data.too_large`.
 pub fn store_failure(e: CallError) -> RpcError {
     match e {
         CallError::Rpc(e) => e,
+        // Deterministic: the same events will never fit (ingressd answers 413).
+        CallError::TooLarge { size, limit } => RpcError::too_large(
+            size,
+            limit,
+            format!(
+                "the store.events_accept request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)"
+            ),
+        ),
         other => RpcError::new(
             Code::Unavailable,
             format!("storaged did not answer store.events_accept: {other}"),
         ),
     }
+}
+
+/// The params of `store.events_accept`, borrowed: the events are encoded straight
+/// into the request, not copied into a JSON tree first.
+#[derive(Serialize)]
+struct AcceptParams<'a, F: Serialize> {
+    events: &'a [Value],
+    owner: &'a str,
+    families: F,
+    scopes: &'a [String],
 }
 
 /// One atomic `store.events_accept` for `identity`, bounded to `scopes`.
@@ -163,20 +184,20 @@ async fn events_accept(
     inputs: &[Value],
     scopes: &[String],
 ) -> Result<AcceptAnswer, RpcError> {
-    let answer = bus
-        .call(
-            "store.events_accept",
-            &json!({
-                "events": inputs,
-                "owner": identity.name,
-                "families": identity.families(),
-                "scopes": scopes,
-            }),
-        )
+    let params = AcceptParams {
+        events: inputs,
+        owner: &identity.name,
+        families: identity.families(),
+        scopes,
+    };
+    bus.call_as("store.events_accept", &params)
         .await
-        .map_err(store_failure)?;
-    serde_json::from_value(answer)
-        .map_err(|e| RpcError::unauthored(format_args!("the answer to store.events_accept: {e}")))
+        .map_err(|e| match e {
+            CallError::Codec(detail) => {
+                RpcError::unauthored(format_args!("the answer to store.events_accept: {detail}"))
+            }
+            other => store_failure(other),
+        })
 }
 
 /// Accept `deliveries` durably, all or none, and answer what each one is now.
@@ -184,9 +205,9 @@ pub async fn accept(
     identity: &Identity,
     registered: &Registered,
     bus: &Bus,
-    deliveries: &[wire::Delivery],
+    mut deliveries: Vec<wire::Delivery>,
 ) -> Result<Vec<DeliveryAccepted>, RpcError> {
-    let (inputs, counts) = prepare(identity, registered, deliveries)?;
+    let (inputs, counts) = prepare(identity, registered, &mut deliveries)?;
     if inputs.is_empty() {
         return Ok(deliveries
             .iter()
@@ -220,7 +241,12 @@ pub async fn accept(
 
 /// The accepted event as the wire shows it, from what was sent and the store's answer
 /// (no read back: the envelope is what was sent, or the identical one already kept).
-fn event_of(a: Accepted, input: Value, d: &wire::Delivery) -> wire::Event {
+/// The payload moves from `input` into the event.
+fn event_of(a: Accepted, mut input: Value, d: &wire::Delivery) -> wire::Event {
+    let data = input
+        .get_mut("payload")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
     let text = |k: &str| {
         input
             .get(k)
@@ -247,7 +273,7 @@ fn event_of(a: Accepted, input: Value, d: &wire::Delivery) -> wire::Event {
         keys,
         payload: wire::Payload {
             schema: text("schema"),
-            data: input.get("payload").cloned().unwrap_or(Value::Null),
+            data,
         },
         occurred_at: text("occurred_at"),
         ..wire::Event::default()
@@ -289,7 +315,7 @@ pub async fn accept_observations(
             )));
         }
         // The same checks as a delivery's, through a delivery of this source.
-        let as_delivery = wire::Delivery {
+        let mut as_delivery = wire::Delivery {
             source: source.to_owned(),
             delivery_id: if o.delivery_id.is_empty() {
                 o.item.clone()
@@ -299,7 +325,7 @@ pub async fn accept_observations(
             body: None,
             events: o.events.clone(),
         };
-        let (mut events, _) = prepare(identity, registered, std::slice::from_ref(&as_delivery))
+        let (mut events, _) = prepare(identity, registered, std::slice::from_mut(&mut as_delivery))
             .map_err(|mut e| {
                 e.message = format!("items[{o_i}]: {}", e.message);
                 e

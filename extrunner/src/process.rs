@@ -22,7 +22,10 @@ use crate::configuration::Configuration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use protocol::wire::{ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout};
-use protocol::{connect_arc, CallError, CallOptions, Code, Handler, NoHandler, Options, Peer};
+use protocol::{
+    agreed_message_bytes, connect_arc, CallError, CallOptions, Code, Handler, NoHandler, Options,
+    Peer, LARGE_MESSAGE_BYTES,
+};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -455,7 +458,9 @@ impl ExtensionProcess {
             stdout,
             stdin,
             opts.handler.clone(),
-            Options::named(format!("extension {}", spec.name)),
+            // Reads up to 64 MiB from the start; sends more than 16 MiB only once
+            // the extension's initialize answer says it reads more.
+            Options::negotiated(format!("extension {}", spec.name)),
         );
         tracing::info!(OC_EXTENSION = %spec.name, pid, program = %program_path.display(), "extension process started");
         Ok(ExtensionProcess {
@@ -481,6 +486,7 @@ impl ExtensionProcess {
                 version: opts.host_version.clone(),
             },
             state_dir: spec.state_dir.display().to_string(),
+            max_message_bytes: u64::try_from(LARGE_MESSAGE_BYTES).ok(),
             ..InitializeParams::default()
         };
         let mut params = serde_json::to_value(&params)
@@ -518,6 +524,9 @@ impl ExtensionProcess {
         if let Some(detail) = manifest_difference(&spec.manifest_json, &result.manifest) {
             return Err(StartError::Refused(Refusal::ManifestMismatch { detail }));
         }
+        let max_send = agreed_message_bytes(result.max_message_bytes);
+        self.peer.set_max_send_bytes(max_send);
+        tracing::debug!(OC_EXTENSION = %spec.name, max_send, "message bound agreed");
         Ok(result.protocol_version)
     }
 

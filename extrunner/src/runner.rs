@@ -792,9 +792,12 @@ impl Runner {
                 "`{name}` did not answer `{method}` within {limit:?}"
             ))),
             Err(CallError::Cancelled) => Err(RpcError::cancelled()),
-            Err(CallError::TooLarge { size, limit }) => Err(RpcError::new(
-                Code::Invalid,
-                format!("the request of {size} bytes exceeds the {limit}-byte message limit"),
+            Err(CallError::TooLarge { size, limit }) => Err(RpcError::too_large(
+                size,
+                limit,
+                format!(
+                    "the `{method}` request of {size} bytes exceeds the {limit}-byte message limit of `{name}` (max_message_bytes)"
+                ),
             )),
             Err(CallError::Codec(detail)) => Err(RpcError::unauthored(detail)),
         }
@@ -917,12 +920,18 @@ impl Runner {
         }
         let identity = e.identity.current();
         let registered = e.configuration.registered();
-        let deliveries =
-            crate::ingress::accept(&identity, &registered, bus, &result.deliveries).await?;
+        let sources = result.deliveries.iter().map(|d| d.source.clone()).collect();
+        let mut deliveries =
+            crate::ingress::accept(&identity, &registered, bus, result.deliveries).await?;
+        // The events go back without their payloads: ingressd needs none, and a
+        // payload may be as large as the body (25 MiB) to send across the bus again.
+        for e in deliveries.iter_mut().flat_map(|d| d.events.iter_mut()) {
+            e.payload.data = Value::Null;
+        }
         Ok(WebhookAnswer {
             response: result.response,
             deliveries,
-            sources: result.deliveries.iter().map(|d| d.source.clone()).collect(),
+            sources,
         })
     }
 

@@ -559,3 +559,48 @@ async fn an_unreadable_layout_is_retried_not_refused() {
     assert_eq!(sup.pid(), None, "never started without its layout");
     sup.stop().await;
 }
+
+/// A string message of `bytes` bytes as `testext.echo` params.
+fn big_params(bytes: usize) -> Value {
+    json!({ "blob": "x".repeat(bytes) })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sdk_extension_takes_messages_over_16_mib_and_one_that_did_not_say_so_does_not() {
+    let twenty_mib = 20 * 1024 * 1024;
+
+    // On the SDK: it said in its initialize answer that it reads 64 MiB, and the host
+    // said the same; 20 MiB crosses both ways.
+    let dir = scratch("large-sdk");
+    let sup = Supervisor::start(spec(&dir, "serve", &[]), opts());
+    let peer = running(&sup).await;
+    assert_eq!(peer.max_send_bytes(), protocol::LARGE_MESSAGE_BYTES);
+    let answer = peer
+        .call("testext.echo", &big_params(twenty_mib))
+        .await
+        .unwrap();
+    assert_eq!(answer["blob"].as_str().map(str::len), Some(twenty_mib));
+    sup.stop().await;
+
+    // Not on the SDK and silent about it: the spec's 16 MiB. A larger request is
+    // refused unsent with an error naming the limit, and the extension serves on.
+    let dir = scratch("large-spec");
+    let sup = Supervisor::start(spec(&dir, "spec_bound", &[]), opts());
+    let peer = running(&sup).await;
+    assert_eq!(peer.max_send_bytes(), protocol::MAX_MESSAGE_BYTES);
+    let e = peer
+        .call("testext.echo", &big_params(twenty_mib))
+        .await
+        .unwrap_err();
+    match &e {
+        protocol::CallError::TooLarge { limit, .. } => {
+            assert_eq!(*limit, protocol::MAX_MESSAGE_BYTES)
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(e.to_string().contains("16777216"), "{e}");
+    let small = peer.call("testext.echo", &json!({"still": "here"})).await;
+    assert_eq!(small.unwrap(), json!({"still": "here"}));
+    assert_eq!(sup.restarts(), 0);
+    sup.stop().await;
+}

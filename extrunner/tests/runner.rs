@@ -508,3 +508,71 @@ async fn an_extensions_kv_calls_reach_storaged_through_its_scoped_host() {
 
     assert!(daemon.sigterm_and_wait().await.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_too_large_for_an_extension_is_refused_naming_its_limit_and_it_serves_on() {
+    let s = Scratch::new("large");
+    let installed = s.join("etc").join("extensions");
+    // testext, on the SDK: reads 64 MiB. plainext, written by hand: says nothing,
+    // so it is sent at most the spec's 16 MiB.
+    install_testext(&installed);
+    let plain = installed.join("plainext");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::copy(TESTEXT, plain.join("oc-test-extension")).unwrap();
+    write_package(
+        &installed,
+        "plainext",
+        &json!({"protocol": [1], "name": "plainext", "version": "0.1.0",
+                "command": ["oc-test-extension", "spec_bound"]}),
+    );
+    start_broker(&s.join("bus.sock"));
+    let _storaged = start_storaged(&s);
+    let notify_path = s.join("notify.sock");
+    let notify = tokio::net::UnixDatagram::bind(&notify_path).unwrap();
+    let _daemon = start_extrunner(&s, Some(&notify_path));
+    wait_ready(&notify).await;
+    let bus = client(&s);
+    let twenty_mib = 20 * 1024 * 1024;
+    let big = json!({"blob": "x".repeat(twenty_mib)});
+
+    let echoed = call(
+        &bus,
+        "ext.call",
+        json!({"name": "testext", "method": "testext.echo", "params": big}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(echoed["blob"].as_str().map(str::len), Some(twenty_mib));
+
+    let err = call(
+        &bus,
+        "ext.call",
+        json!({"name": "plainext", "method": "plainext.echo", "params": big}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(code_of(&err), Some("invalid"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("16777216-byte message limit of `plainext`"),
+        "{err}"
+    );
+    match &err {
+        CallError::Rpc(e) => {
+            let (size, limit) = e.too_large_of().expect("data.too_large");
+            assert_eq!(limit, 16_777_216);
+            assert!(size > limit);
+        }
+        other => panic!("{other:?}"),
+    }
+    let small = call(
+        &bus,
+        "ext.call",
+        json!({"name": "plainext", "method": "plainext.echo", "params": {"still": "here"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(small, json!({"still": "here"}));
+    let list = call(&bus, "ext.list", json!({})).await.unwrap();
+    assert_eq!(ext(&list, "plainext")["restarts"], 0, "{list}");
+}

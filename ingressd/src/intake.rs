@@ -101,12 +101,39 @@ pub fn answer_of(r: HttpAnswer) -> Answer {
     }
 }
 
-/// What a failed `ext.webhook` is answered: never a 2xx.
-pub fn failure(owner: &str, e: CallError) -> Result<Answer, IntakeError> {
+/// The 413 of a body of `body_len` bytes that crosses as a message of `size` bytes,
+/// over the `limit` of the hop that refused it (the owning extension's, or the bus's):
+/// redelivering cannot help, so it is not a 503.
+fn too_large(owner: &str, body_len: usize, size: u64, limit: u64) -> Answer {
+    tracing::warn!(OC_EXTENSION = %owner, body_len, size, limit, "a delivery too large for the message limit");
+    Answer::text(
+        413,
+        format!(
+            "this body of {body_len} bytes is too large for `{owner}`: it crosses base64-encoded \
+             in a message of {size} bytes, over the {limit}-byte message limit \
+             (max_message_bytes) of the extension or the bus; an extension that does not say \
+             it reads larger messages takes bodies up to about 12 MiB\n"
+        ),
+    )
+}
+
+/// What a failed `ext.webhook` for a body of `body_len` bytes is answered: never a
+/// 2xx.
+pub fn failure(owner: &str, body_len: usize, e: CallError) -> Result<Answer, IntakeError> {
     let unavailable = IntakeError::Unavailable {
         retry_after_s: RETRY_AFTER_S,
     };
     match e {
+        CallError::TooLarge { size, limit } => Ok(too_large(
+            owner,
+            body_len,
+            u64::try_from(size).unwrap_or(u64::MAX),
+            u64::try_from(limit).unwrap_or(u64::MAX),
+        )),
+        CallError::Rpc(err) if err.too_large_of().is_some() => {
+            let (size, limit) = err.too_large_of().unwrap_or_default();
+            Ok(too_large(owner, body_len, size, limit))
+        }
         CallError::Rpc(err) => match err.app_code() {
             Some(c) if c == Code::Overloaded.as_str() => {
                 // Calls queue for their place on each hop; this is a stated bound on
@@ -147,6 +174,7 @@ pub fn failure(owner: &str, e: CallError) -> Result<Answer, IntakeError> {
 impl Intake for BusIntake {
     fn deliver(&self, mut d: Delivery) -> BoxFuture<'_, Result<Answer, IntakeError>> {
         Box::pin(async move {
+            let body_len = d.body.len();
             let request = handle_params(&mut d);
             let call = WebhookCall {
                 name: &d.owner,
@@ -163,7 +191,7 @@ impl Intake for BusIntake {
                     }
                     Ok(answer_of(a.response))
                 }
-                Err(e) => failure(&d.owner, e),
+                Err(e) => failure(&d.owner, body_len, e),
             }
         })
     }
@@ -328,5 +356,41 @@ pub async fn follow_routes(bus: Bus, routes: Arc<Routes>, service: Service) {
             _ = changed.notified() => {}
             _ = tokio::time::sleep(retry) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_too_large_for_a_hop_is_413_naming_the_limit_not_503() {
+        let body_len = 20 * 1024 * 1024;
+        // extrunner's refusal: too large for the owning extension.
+        let refused = RpcError::too_large(
+            27_962_000,
+            protocol::MAX_MESSAGE_BYTES,
+            "the `webhook.handle` request is too large",
+        );
+        let a = failure("plain", body_len, CallError::Rpc(refused))
+            .unwrap_or_else(|e| panic!("answered {e}"));
+        assert_eq!(a.status, 413);
+        let text = String::from_utf8_lossy(&a.body).into_owned();
+        assert!(text.contains("16777216-byte message limit"), "{text}");
+        assert!(text.contains("20971520 bytes"), "{text}");
+        // ingressd's own bus call.
+        let a = failure(
+            "plain",
+            body_len,
+            CallError::TooLarge {
+                size: 70_000_000,
+                limit: protocol::LARGE_MESSAGE_BYTES,
+            },
+        )
+        .unwrap_or_else(|e| panic!("answered {e}"));
+        assert_eq!(a.status, 413);
+        // Any other `invalid` is not a 413.
+        let other = RpcError::new(Code::Invalid, "something else");
+        assert!(failure("plain", body_len, CallError::Rpc(other)).is_err());
     }
 }

@@ -240,6 +240,7 @@ fn outcome_of(status: u16) -> &'static str {
         200..=299 => "accepted",
         401 | 403 => "bad_signature",
         404 | 405 => "no_route",
+        413 => "too_large",
         400..=499 => "refused",
         503 => "unavailable",
         _ => "failed",

@@ -32,8 +32,17 @@ mod framing;
 mod serve;
 use framing::{read_loop, write_loop};
 
-/// At most this many bytes a message (16 MiB), not counting the newline.
+/// At most this many bytes a message (16 MiB), not counting the newline: the spec's
+/// bound, and the floor every peer must take. A peer is sent no larger message unless
+/// it said it reads more ([`Peer::set_max_send_bytes`]).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// The larger bound (64 MiB) of the connections that carry webhook bodies and the
+/// events made of them: the bus (both sides are ours) and an extension that said, in
+/// `initialize`, that it reads messages this large (ours, built on the SDK, do). A
+/// body up to ingressd's 25 MiB limit crosses base64-encoded (33.4 MiB) inside one
+/// message, and the extension's answer carries its parsed payload (about 25 MiB
+/// more when it also returns the raw body): neither fits in 16 MiB, both in 64 MiB.
+pub const LARGE_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many requests served at once per side.
 pub const MAX_INFLIGHT: usize = 64;
 /// At most this many calls wait for a place on the wire, per connection.
@@ -57,8 +66,13 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub struct Options {
     /// A name for logs ("extension github", "bus peer 12").
     pub name: String,
-    /// At most this many bytes a message.
+    /// At most this many bytes a message read from the peer.
     pub max_message_bytes: usize,
+    /// At most this many bytes a message sent to the peer (what it is known to
+    /// read): a larger request fails [`CallError::TooLarge`] unsent, a larger answer
+    /// becomes an error answer. Raised on a live connection with
+    /// [`Peer::set_max_send_bytes`] once the peer says it reads more.
+    pub max_send_bytes: usize,
     /// At most this many requests served at once; the next is answered `overloaded`.
     pub max_inflight: usize,
     /// At most this many bytes of answers queued for a peer that does not read
@@ -77,6 +91,7 @@ impl Default for Options {
         Options {
             name: "peer".into(),
             max_message_bytes: MAX_MESSAGE_BYTES,
+            max_send_bytes: MAX_MESSAGE_BYTES,
             max_inflight: MAX_INFLIGHT,
             max_queued_bytes: 4 * MAX_MESSAGE_BYTES,
             max_waiting_calls: MAX_WAITING_CALLS,
@@ -93,6 +108,41 @@ impl Options {
             ..Options::default()
         }
     }
+
+    /// [`LARGE_MESSAGE_BYTES`] both ways, and room for four such messages queued:
+    /// for a connection whose two sides are both ours (the bus).
+    pub fn large(name: impl Into<String>) -> Self {
+        Options {
+            name: name.into(),
+            max_message_bytes: LARGE_MESSAGE_BYTES,
+            max_send_bytes: LARGE_MESSAGE_BYTES,
+            max_inflight: MAX_INFLIGHT,
+            max_queued_bytes: 4 * LARGE_MESSAGE_BYTES,
+            max_waiting_calls: MAX_WAITING_CALLS,
+            max_waiting_bytes: MAX_WAITING_BYTES,
+        }
+    }
+
+    /// Reads up to [`LARGE_MESSAGE_BYTES`], but sends at most [`MAX_MESSAGE_BYTES`]
+    /// until the peer says in `initialize` that it reads more: for the connection
+    /// between extrunner and an extension, seen from either side.
+    pub fn negotiated(name: impl Into<String>) -> Self {
+        Options {
+            max_send_bytes: MAX_MESSAGE_BYTES,
+            ..Options::large(name)
+        }
+    }
+}
+
+/// The send bound for a peer that declared `declared` bytes in `initialize`
+/// (`max_message_bytes`): the spec's [`MAX_MESSAGE_BYTES`] when it declared nothing
+/// (or less, which the spec does not allow), at most [`LARGE_MESSAGE_BYTES`].
+pub fn agreed_message_bytes(declared: Option<u64>) -> usize {
+    declared
+        .map_or(MAX_MESSAGE_BYTES, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        })
+        .clamp(MAX_MESSAGE_BYTES, LARGE_MESSAGE_BYTES)
 }
 
 /// A cancellation signal shared by a canceller and the work it cancels.
@@ -252,6 +302,8 @@ struct Inner {
     waiting_bytes: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
     queued_bytes: AtomicUsize,
+    /// The current send bound (starts as `opts.max_send_bytes`).
+    send_limit: AtomicUsize,
     written: Notify,
     closed: watch::Sender<Option<Arc<CloseReason>>>,
     /// Set once the writer has stopped (flushed and shut down, or aborted).
@@ -300,7 +352,9 @@ where
     let (closed, _) = watch::channel(None);
     let (writer_done, _) = watch::channel(false);
     let window = Arc::new(Semaphore::new(opts.max_inflight.max(1)));
+    let send_limit = AtomicUsize::new(opts.max_send_bytes);
     let inner = Arc::new(Inner {
+        send_limit,
         opts,
         window,
         waiting: AtomicUsize::new(0),
@@ -445,7 +499,7 @@ impl Peer {
             method,
             params,
         })?;
-        let limit = inner.opts.max_message_bytes;
+        let limit = inner.send_limit();
         if line.len() - 1 > limit {
             return Err(CallError::TooLarge {
                 size: line.len() - 1,
@@ -515,10 +569,11 @@ impl Peer {
             method,
             params,
         })?;
-        if line.len() - 1 > inner.opts.max_message_bytes {
+        let limit = inner.send_limit();
+        if line.len() - 1 > limit {
             return Err(CallError::TooLarge {
                 size: line.len() - 1,
-                limit: inner.opts.max_message_bytes,
+                limit,
             });
         }
         inner.send_reply(line);
@@ -538,6 +593,17 @@ impl Peer {
             return Ok(false);
         }
         self.notify(method, params).map(|()| true)
+    }
+
+    /// The most bytes a message sent to the peer may have now.
+    pub fn max_send_bytes(&self) -> usize {
+        self.inner.send_limit()
+    }
+
+    /// Send the peer messages of up to `bytes` from now on: it said it reads them
+    /// (see [`agreed_message_bytes`]).
+    pub fn set_max_send_bytes(&self, bytes: usize) {
+        self.inner.send_limit.store(bytes, Ordering::SeqCst);
     }
 
     /// Bytes queued for the peer and not yet written.
@@ -732,6 +798,10 @@ impl Inner {
             _ = deadline => Err(CallError::Timeout(timeout.unwrap_or_default())),
             _ = closed.wait_for(Option::is_some) => Err(CallError::Transport(self.close_reason())),
         }
+    }
+
+    fn send_limit(&self) -> usize {
+        self.send_limit.load(Ordering::SeqCst)
     }
 
     fn close_reason(&self) -> Arc<CloseReason> {

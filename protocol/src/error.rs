@@ -170,6 +170,26 @@ impl RpcError {
         RpcError::internal()
     }
 
+    /// `invalid`: a message of `size` bytes would exceed the `limit`-byte message
+    /// bound of the peer it was for, so it was not sent. `data.too_large` carries
+    /// both numbers, so that a caller (ingressd: 413) can tell it from other refusals.
+    pub fn too_large(size: usize, limit: usize, message: impl Into<String>) -> Self {
+        RpcError {
+            code: APP_ERROR,
+            message: message.into(),
+            data: Some(json!({
+                "code": Code::Invalid.as_str(),
+                "too_large": {"size": size, "limit": limit},
+            })),
+        }
+    }
+
+    /// The size and the limit of a [`RpcError::too_large`].
+    pub fn too_large_of(&self) -> Option<(u64, u64)> {
+        let t = self.data.as_ref()?.get("too_large")?;
+        Some((t.get("size")?.as_u64()?, t.get("limit")?.as_u64()?))
+    }
+
     /// `internal` with no detail.
     pub fn internal() -> Self {
         RpcError::new(Code::Internal, "internal error")

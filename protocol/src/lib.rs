@@ -15,8 +15,9 @@ pub mod version;
 pub mod wire;
 
 pub use conn::{
-    connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken, FnHandler, Handler,
-    NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD, IN_TRANSACTION_DEADLINE,
-    LSP_CANCEL_METHOD, MAX_INFLIGHT, MAX_MESSAGE_BYTES,
+    agreed_message_bytes, connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken,
+    FnHandler, Handler, NoHandler, Options, Peer, Reply, Request, CANCEL_METHOD,
+    IN_TRANSACTION_DEADLINE, LARGE_MESSAGE_BYTES, LSP_CANCEL_METHOD, MAX_INFLIGHT,
+    MAX_MESSAGE_BYTES,
 };
 pub use error::{CallError, CloseReason, Code, RpcError};

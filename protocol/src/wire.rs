@@ -818,6 +818,10 @@ pub struct InitializeParams {
     /// The config file's directory, against which relative config paths resolve.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub config_dir: String,
+    /// The largest message the host reads, when it reads more than the spec's 16 MiB
+    /// (an addition: absent means 16 MiB). The extension may answer up to this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u64>,
 }
 
 impl InitializeParams {
@@ -839,6 +843,12 @@ pub struct InitializeResult {
     pub protocol_version: u32,
     /// The manifest, raw JSON.
     pub manifest: Value,
+    /// The largest message the extension reads, when it reads more than the spec's
+    /// 16 MiB (an addition: absent means 16 MiB). The host then sends it up to this
+    /// (at most [`crate::LARGE_MESSAGE_BYTES`]), so a webhook body over about 12 MiB
+    /// reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u64>,
 }
 
 /// The extension's KV layout versions, in `configure`.

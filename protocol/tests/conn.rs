@@ -694,3 +694,30 @@ async fn a_cancelled_call_frees_its_place_on_both_sides_at_once() {
         assert_eq!(within(a.call("echo", &json!(3))).await.unwrap(), json!(3));
     }
 }
+
+#[test]
+fn the_agreed_bound_is_the_spec_floor_unless_the_peer_said_more_and_at_most_64_mib() {
+    use protocol::{agreed_message_bytes, LARGE_MESSAGE_BYTES, MAX_MESSAGE_BYTES};
+    assert_eq!(agreed_message_bytes(None), MAX_MESSAGE_BYTES);
+    assert_eq!(agreed_message_bytes(Some(1024)), MAX_MESSAGE_BYTES);
+    assert_eq!(agreed_message_bytes(Some(32 << 20)), 32 << 20);
+    assert_eq!(agreed_message_bytes(Some(u64::MAX)), LARGE_MESSAGE_BYTES);
+}
+
+#[tokio::test]
+async fn a_request_over_the_peers_bound_is_refused_unsent_until_the_bound_is_raised() {
+    let (ar, bw) = tokio::io::duplex(1 << 20);
+    let (br, aw) = tokio::io::duplex(1 << 20);
+    let caller = connect(ar, aw, NoHandler, Options::negotiated("caller"));
+    let _server = connect(br, bw, echo_handler(), Options::negotiated("server"));
+    let big = json!("x".repeat(20 << 20));
+    match caller.call("echo", &big).await {
+        Err(CallError::TooLarge { limit, .. }) => assert_eq!(limit, protocol::MAX_MESSAGE_BYTES),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    caller.set_max_send_bytes(protocol::LARGE_MESSAGE_BYTES);
+    // The server reads 64 MiB but answers at most 16 MiB until told otherwise: the
+    // echo is refused on its side, as an error that names the limit.
+    let e = caller.call("echo", &big).await.unwrap_err();
+    assert!(e.to_string().contains("16777216-byte message limit"), "{e}");
+}

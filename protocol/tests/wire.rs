@@ -242,10 +242,12 @@ fn every_typed_method_round_trips() {
             container_dirs: BTreeMap::from([("docker".into(), "/s/containers/docker".into())]),
             container_host: "host-1".into(),
             config_dir: "/etc/open-conduit".into(),
+            max_message_bytes: Some(64 << 20),
         },
         InitializeResult {
             protocol_version: 1,
             manifest: json!({"name": "notes", "version": "1.0.0", "protocol": [1]}),
+            max_message_bytes: Some(64 << 20),
         },
     ));
     add(round_trip(

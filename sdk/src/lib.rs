@@ -504,8 +504,16 @@ impl Served {
         if let Some(hook) = &self.ext.initialize {
             hook(&params);
         }
+        let host_reads = params.get("max_message_bytes").and_then(Value::as_u64);
+        request
+            .peer
+            .set_max_send_bytes(protocol::agreed_message_bytes(host_reads));
         self.state.store(READY, Ordering::SeqCst);
-        Ok(json!({ "protocol_version": version, "manifest": self.ext.manifest }))
+        Ok(json!({
+            "protocol_version": version,
+            "manifest": self.ext.manifest,
+            "max_message_bytes": protocol::LARGE_MESSAGE_BYTES,
+        }))
     }
 }
 
@@ -547,7 +555,10 @@ pub async fn serve_fds(
         reader,
         writer,
         served,
-        Options::named(format!("host of {name}")),
+        // Reads up to 64 MiB (and says so in the initialize answer), so a webhook
+        // body up to ingressd's 25 MiB reaches it; sends more than 16 MiB only to a
+        // host whose initialize says it reads more.
+        Options::negotiated(format!("host of {name}")),
     );
     tokio::select! {
         reason = peer.finished(FLUSH_LIMIT) => return Ok(reason),

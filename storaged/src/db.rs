@@ -18,6 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+/// The largest event payload (32 MiB of JSON text): a webhook body up to ingressd's
+/// 25 MiB limit, parsed by its extension and written again, is kept whole (written
+/// again it is no longer than the body, except for numbers such as `1e5` that come
+/// back longer: hence the room). Pages of events are bounded in bytes besides
+/// ([`crate::events::MAX_EVENTS_PAGE_BYTES`]), so one such event still crosses.
+pub const MAX_PAYLOAD_BYTES: usize = 32 * 1024 * 1024;
+
 /// The bounds of the store. Every one has an error that names it.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -53,7 +60,7 @@ impl Default for Limits {
             max_group: 256,
             max_queued_writes: 4096,
             readers: 4,
-            max_payload_bytes: 1024 * 1024,
+            max_payload_bytes: MAX_PAYLOAD_BYTES,
             max_value_bytes: 1024 * 1024,
             max_key_bytes: 512,
             max_batch: 1000,

@@ -33,6 +33,10 @@ pub const MAX_FIELD_BYTES: usize = 1024;
 pub const MAX_KEYS_PER_EVENT: usize = 256;
 /// The page size of the reads when the request names none.
 pub const DEFAULT_PAGE: usize = 100;
+/// The most payload bytes one page of `store.events` or `store.work_events` carries
+/// (at least one event): a page stays within the bus's 64 MiB message even when one
+/// event is as large as the largest webhook body.
+pub const MAX_EVENTS_PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// The window of the per-chain derivation rate, in ms.
 pub const DERIVED_WINDOW_MS: i64 = 60_000;
 
@@ -434,7 +438,8 @@ fn prepare(
         item: nonempty(&input.item),
         item_version: nonempty(&input.item_version),
         schema: nonempty(&input.schema),
-        payload: input.payload.clone(),
+        // The payload stays where it is (it may be 25 MiB): it is read from `input`.
+        payload: Value::Null,
         keys: input.keys.clone(),
         occurred_at: nonempty(&input.occurred_at),
         parent_id: nonempty(&input.parent_id),
@@ -485,7 +490,7 @@ fn prepare(
             "max_key_bytes",
         )?;
     }
-    let payload_text = serde_json::to_string(&ev.payload)
+    let payload_text = serde_json::to_string(&input.payload)
         .map_err(|e| StoreError::invalid(format!("payload: {e}")))?;
     if payload_text.len() > limits.max_payload_bytes {
         return Err(StoreError::invalid(format!(
@@ -537,7 +542,8 @@ fn prepare(
         }
     };
     let signature = util::digest(
-        util::canonical(&json!({
+        util::canonical_with(
+            &json!({
             "scope_id": ev.scope_id,
             "type": ev.event_type,
             "source": ev.source,
@@ -545,10 +551,13 @@ fn prepare(
             "item": ev.item,
             "item_version": ev.item_version,
             "schema": ev.schema,
-            "payload": ev.payload,
+            "payload": Value::Null,
             "keys": ev.keys,
             "parent_id": ev.parent_id,
-        }))
+            }),
+            "payload",
+            &input.payload,
+        )
         .as_bytes(),
     );
     // Identity.
@@ -947,14 +956,15 @@ fn finish_event(
     Ok(e)
 }
 
-fn event_by_seq(conn: &Connection, seq: i64) -> Result<Option<StoredEvent>, StoreError> {
-    let row = conn
+type EventRow = (StoredEvent, String, String);
+
+fn event_row_by_seq(conn: &Connection, seq: i64) -> Result<Option<EventRow>, StoreError> {
+    Ok(conn
         .prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE seq = ?1"
         ))?
         .query_row([seq], row_to_event)
-        .optional()?;
-    row.map(finish_event).transpose()
+        .optional()?)
 }
 
 fn page_limit(limits: &Limits, limit: Option<u32>) -> Result<usize, StoreError> {
@@ -1018,11 +1028,20 @@ fn merge_first(sources: Vec<Vec<i64>>, limit: usize) -> Vec<i64> {
     all.into_iter().take(limit).collect()
 }
 
+/// A page of the events `seqs` in order, cut short before the one that would take
+/// its payloads past [`MAX_EVENTS_PAGE_BYTES`] (never before the first): the cursor
+/// then resumes at the event cut off.
 fn page(conn: &Connection, seqs: Vec<i64>, after: i64) -> Result<EventsPageResponse, StoreError> {
     let mut events = Vec::with_capacity(seqs.len());
+    let mut bytes = 0usize;
     for seq in seqs {
-        if let Some(e) = event_by_seq(conn, seq)? {
-            events.push(e);
+        if let Some(row) = event_row_by_seq(conn, seq)? {
+            let len = row.1.len();
+            if !events.is_empty() && bytes + len > MAX_EVENTS_PAGE_BYTES {
+                break;
+            }
+            bytes += len;
+            events.push(finish_event(row)?);
         }
     }
     let next_after = events.last().map_or(after, |e| e.seq);

@@ -28,40 +28,58 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// JSON with object keys sorted at every level, so equal values encode equally.
 pub fn canonical(v: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String((*k).clone()).to_string());
-                    out.push(':');
-                    if let Some(val) = map.get(*k) {
-                        write(val, out);
+    let mut out = String::new();
+    write_canonical(v, &mut out, None);
+    out
+}
+
+/// [`canonical`] of the object `v` with its top-level `key` holding `value`
+/// instead, so a large value (an event's payload) is encoded where it lies rather
+/// than copied into `v` first.
+pub fn canonical_with(v: &Value, key: &str, value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out, Some((key, value)));
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String, replace: Option<(&str, &Value)>) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}", Value::String((*k).clone()));
+                out.push(':');
+                match replace {
+                    Some((key, value)) if key == k.as_str() => write_canonical(value, out, None),
+                    _ => {
+                        if let Some(val) = map.get(*k) {
+                            write_canonical(val, out, None);
+                        }
                     }
                 }
-                out.push('}');
             }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
                 }
-                out.push(']');
+                write_canonical(item, out, None);
             }
-            other => out.push_str(&other.to_string()),
+            out.push(']');
+        }
+        // Written in place: a 25 MiB string is not copied into a temporary first.
+        other => {
+            let _ = write!(out, "{other}");
         }
     }
-    let mut out = String::new();
-    write(v, &mut out);
-    out
 }
 
 /// A new random id with a prefix (`evt_…`), 128 bits from the OS.
@@ -107,6 +125,17 @@ mod tests {
         assert_eq!(
             canonical(&a),
             r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn canonical_with_is_canonical_of_the_value_in_place() {
+        let payload = json!({"z": "é\n\"", "a": [1.5, null, {"k": true}]});
+        let with = json!({"type": "t", "payload": payload.clone(), "keys": ["k"]});
+        let without = json!({"type": "t", "payload": null, "keys": ["k"]});
+        assert_eq!(
+            canonical_with(&without, "payload", &payload),
+            canonical(&with)
         );
     }
 

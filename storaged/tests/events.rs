@@ -910,3 +910,68 @@ async fn dispatch_decodes_serves_and_refuses() {
     assert_eq!(page["next_after"], out["events"][0]["seq"]);
     f.close();
 }
+
+#[tokio::test]
+async fn a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one() {
+    let f = Fixture::new("page-bytes", Limits::default());
+    // Three events of 5 MiB: no two fit in one page's byte bound (8 MiB); and one
+    // of 20 MiB, alone over it, still comes back whole in a page of its own.
+    let five = "x".repeat(5 * 1024 * 1024);
+    let mut inputs = Vec::new();
+    for i in 0..3 {
+        let mut e = ev("s", Some(&format!("d{i}")));
+        e.payload = json!({"blob": five, "i": i});
+        inputs.push(e);
+    }
+    let mut big = ev("s", Some("big"));
+    big.payload = json!({"blob": "y".repeat(20 * 1024 * 1024)});
+    inputs.push(big);
+    let mut small = ev("s", Some("small"));
+    small.payload = json!({"n": 1});
+    inputs.push(small);
+    f.accept(inputs).await.unwrap();
+
+    let mut after = 0;
+    let mut pages = Vec::new();
+    loop {
+        let page = f
+            .store
+            .events(EventsListRequest {
+                after,
+                limit: Some(100),
+                scopes: None,
+            })
+            .await
+            .unwrap();
+        if page.events.is_empty() {
+            break;
+        }
+        after = page.next_after;
+        pages.push(
+            page.events
+                .iter()
+                .map(|e| e.delivery_id.clone().unwrap_or_default())
+                .collect::<Vec<_>>(),
+        );
+        let bytes: usize = page
+            .events
+            .iter()
+            .map(|e| e.payload.to_string().len())
+            .sum();
+        assert!(
+            page.events.len() == 1 || bytes <= storaged::events::MAX_EVENTS_PAGE_BYTES,
+            "a page of {bytes} bytes"
+        );
+    }
+    assert_eq!(
+        pages,
+        vec![
+            vec!["d0"],
+            vec!["d1"],
+            vec!["d2"],
+            vec!["big"],
+            vec!["small"]
+        ]
+    );
+    f.close();
+}

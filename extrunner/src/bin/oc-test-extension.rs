@@ -7,7 +7,10 @@
 //!   `fork_stubborn_child` (serves, after starting a grandchild that ignores
 //!   SIGTERM), `silent` (never answers anything), `foreign_version` (a
 //!   hand-written JSON-RPC loop that answers `initialize` with protocol version 7,
-//!   which no host offers).
+//!   which no host offers), `spec_bound` (the same loop answering version 1 and
+//!   `testext.echo`, saying nothing of larger messages: the spec's 16 MiB bound).
+//!
+//! The mode may also be the first argument (a package's `command`).
 //!
 //! Methods: `testext.echo` (its params), `testext.env` (its environment as an
 //! object), `testext.crash` (exits 3 without answering), `testext.pid` (its pid,
@@ -77,8 +80,10 @@ fn hang_up() -> usize {
     replaced
 }
 
-/// Serve `initialize` by hand, choosing version 7 whatever the host offers.
-fn foreign_version() -> i32 {
+/// Serve by hand, not on the SDK: `initialize` answered with `version` whatever the
+/// host offers and no `max_message_bytes` (so the spec's 16 MiB bound), an empty
+/// `configure` and `shutdown`, and `<anything>.echo`.
+fn hand_written(version: u32) -> i32 {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -86,13 +91,19 @@ fn foreign_version() -> i32 {
         return 1;
     };
     rt.block_on(async {
-        let handler = protocol::FnHandler(|request: protocol::Request| async move {
+        let handler = protocol::FnHandler(move |request: protocol::Request| async move {
             match request.method.as_str() {
                 "initialize" => {
+                    // The package's own manifest file when it has one (the host
+                    // compares the two), else testext's.
+                    let text = std::fs::read_to_string(protocol::manifest::MANIFEST_FILE)
+                        .unwrap_or_else(|_| MANIFEST.to_owned());
                     let manifest: Value =
-                        serde_json::from_str(MANIFEST).map_err(protocol::RpcError::unauthored)?;
-                    Ok(json!({"protocol_version": 7, "manifest": manifest}))
+                        serde_json::from_str(&text).map_err(protocol::RpcError::unauthored)?;
+                    Ok(json!({"protocol_version": version, "manifest": manifest}))
                 }
+                "configure" | "shutdown" => Ok(json!({})),
+                m if m.ends_with(".echo") => request.params_value(),
                 other => Err(protocol::RpcError::method_not_found(other)),
             }
         });
@@ -115,7 +126,10 @@ fn run() -> i32 {
     if let Ok(link) = std::fs::read_link(Path::new("/proc/self/fd/1")) {
         let _ = STDOUT_LINK.set(link);
     }
-    let mut mode = std::env::var("OC_TEST_MODE").unwrap_or_else(|_| "serve".into());
+    let mut mode = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("OC_TEST_MODE").ok())
+        .unwrap_or_else(|| "serve".into());
     if mode == "crash_on_start" {
         let flipped = std::env::var_os("OC_TEST_FLIP_FILE")
             .is_some_and(|f| std::path::Path::new(&f).exists());
@@ -132,7 +146,10 @@ fn run() -> i32 {
         }
     }
     if mode == "foreign_version" {
-        return foreign_version();
+        return hand_written(7);
+    }
+    if mode == "spec_bound" {
+        return hand_written(1);
     }
     let manifest = if mode == "wrong_manifest" {
         OTHER_MANIFEST

@@ -85,6 +85,9 @@ enum ReadError {
     Io(std::io::Error),
 }
 
+/// The largest line buffer a connection keeps between messages.
+const KEPT_READ_BUFFER: usize = 1024 * 1024;
+
 /// Read one line into `buf` (without the newline), refusing a line over `max`
 /// without buffering more of it than `max`.
 async fn read_line<R: AsyncRead + Unpin>(
@@ -92,6 +95,11 @@ async fn read_line<R: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<bool, ReadError> {
+    if buf.capacity() > KEPT_READ_BUFFER {
+        // A large message came before: do not hold its size for the connection's
+        // life (the bus's connections are long, and may see a 64 MiB line once).
+        *buf = Vec::with_capacity(4096);
+    }
     buf.clear();
     loop {
         let avail = r.fill_buf().await.map_err(ReadError::Io)?;

@@ -98,7 +98,7 @@ impl Responder {
         if !lock(&self.inner.serving).contains_key(&self.key) {
             return;
         }
-        let max = self.inner.opts.max_message_bytes;
+        let max = self.inner.send_limit();
         let line = match &result {
             Ok(value) => encode(&OutResult {
                 jsonrpc: "2.0",
