@@ -70,7 +70,12 @@ fn text<'a>(v: &'a Value, k: &str) -> &'a str {
 fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
     bus_call(bus, method, params).map_err(|e| {
         if e.contains("No such file") || e.contains("Connection refused") {
-            format!("{e}\nis the suite running? (`open-conduit up`, or `systemctl start open-conduit.target`; --bus or OPEN_CONDUIT_BUS name another socket)")
+            let up_bus = crate::up::default_state().join("run/bus.sock");
+            format!(
+                "{e}\nis the suite running? No suite answers on {}. `open-conduit up` serves {} (with its default state), the package {DEFAULT_BUS}; --bus or OPEN_CONDUIT_BUS name another socket",
+                bus.display(),
+                up_bus.display()
+            )
         } else {
             e
         }

@@ -291,6 +291,17 @@ fn configure_entry(
 /// How long a `webhook.handle` may take.
 pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A redelivery of what was kept already: a JSON object answer says so with
+/// `"duplicate": true` (any other answer is left as the extension gave it).
+fn mark_duplicate(response: &mut HttpAnswer) {
+    if let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(&response.body) {
+        body.insert("duplicate".into(), Value::Bool(true));
+        if let Ok(bytes) = serde_json::to_vec(&body) {
+            response.body = bytes;
+        }
+    }
+}
+
 /// The answer of `ext.webhook`: the extension's HTTP answer, sent only once the
 /// deliveries it carried are durable, and what each delivery is now.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -928,8 +939,12 @@ impl Runner {
         for e in deliveries.iter_mut().flat_map(|d| d.events.iter_mut()) {
             e.payload.data = Value::Null;
         }
+        let mut response = result.response;
+        if !deliveries.is_empty() && deliveries.iter().all(|d| !d.added) {
+            mark_duplicate(&mut response);
+        }
         Ok(WebhookAnswer {
-            response: result.response,
+            response,
             deliveries,
             sources,
         })

@@ -45,10 +45,14 @@ fn signed_deliveries_are_kept_once_and_everything_else_gets_its_answer() {
     assert_eq!(events[0]["type"], "webhook.delivery");
     assert_eq!(events[0]["keys"], json!(["webhook:demo/ci:7"]));
 
-    // The same delivery again: the same answer, nothing added.
+    // The same delivery again: the same answer, said to be a duplicate, nothing added.
     let again = deliver(&suite, "d-1", body).unwrap();
     assert_eq!(again.status, 200);
-    assert_eq!(again.body, first.body);
+    let mut expected: Value = serde_json::from_slice(&first.body).unwrap();
+    assert!(expected.get("duplicate").is_none(), "{expected}");
+    expected["duplicate"] = json!(true);
+    let again_body: Value = serde_json::from_slice(&again.body).unwrap();
+    assert_eq!(again_body, expected);
     assert_eq!(hook_events(&suite).len(), 1);
 
     // A bad signature: 401, nothing added.
