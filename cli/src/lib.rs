@@ -8,6 +8,7 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod man;
 pub mod mcp;
 pub mod up;
 
@@ -219,28 +220,10 @@ pub enum Command {
     },
 }
 
-/// Write `open-conduit.1` and one page per subcommand (`open-conduit-work-show.1`, …).
+/// Write `open-conduit.1` and one page per subcommand (`open-conduit-work-show.1`, …):
+/// see [`man`].
 pub fn man_pages(dir: &std::path::Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let cmd = <Cli as clap::CommandFactory>::command();
-    let mut written = 0;
-    let mut stack = vec![(String::from("open-conduit"), cmd)];
-    while let Some((name, cmd)) = stack.pop() {
-        let cmd = cmd.name(name.clone());
-        let mut page = Vec::new();
-        clap_mangen::Man::new(cmd.clone())
-            .render(&mut page)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let path = dir.join(format!("{name}.1"));
-        std::fs::write(&path, page).map_err(|e| format!("{}: {e}", path.display()))?;
-        written += 1;
-        for sub in cmd.get_subcommands() {
-            if sub.get_name() == "help" {
-                continue;
-            }
-            stack.push((format!("{name}-{}", sub.get_name()), sub.clone()));
-        }
-    }
+    let written = man::write_pages(dir)?;
     println!("{written} man pages in {}", dir.display());
     Ok(())
 }

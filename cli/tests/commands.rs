@@ -31,6 +31,39 @@ fn completions_and_man_pages_come_from_the_same_definitions() {
         "{page}"
     );
     assert!(dir.join("open-conduit-up.1").exists());
+    // The synopsis as it is typed, the version in the footer (.TH's source).
+    assert!(page.contains("\\fBopen\\-conduit work show\\fR"), "{page}");
+    let version = concat!("\"open-conduit ", env!("CARGO_PKG_VERSION"), "\"");
+    // The main commands' pages say what --help does not.
+    for name in [
+        "open-conduit",
+        "open-conduit-up",
+        "open-conduit-status",
+        "open-conduit-doctor",
+        "open-conduit-config",
+        "open-conduit-work",
+    ] {
+        let page = std::fs::read_to_string(dir.join(format!("{name}.1"))).unwrap();
+        let th = page.lines().find(|l| l.starts_with(".TH ")).unwrap();
+        assert!(th.contains(version), "{name}: {th}");
+        for section in [
+            ".SH DESCRIPTION",
+            ".SH FILES",
+            ".SH ENVIRONMENT",
+            ".SH \"EXIT STATUS\"",
+            ".SH EXAMPLES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(page.contains(section), "{name} has no {section}");
+        }
+        assert!(
+            !page.contains("open\\-conduit\\-up\\fR ["),
+            "{name}: {page}"
+        );
+    }
+    let up = std::fs::read_to_string(dir.join("open-conduit-up.1")).unwrap();
+    assert!(up.contains("\\fBopen\\-conduit up\\fR"), "{up}");
+    assert!(up.contains("OC_LOG"), "{up}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
