@@ -411,6 +411,100 @@ fn a_first_turn_reads_its_context_and_its_declared_outcome_completes_the_work() 
     assert_eq!(r["usage"]["output_tokens"], json!(10 * calls), "{r}");
 }
 
+/// The second delivery on the Work's key resumes the session (`--resume`, the first
+/// turn's messages are in the second's requests), and the second turn's usage is its
+/// own, not the difference from the first's.
+#[test]
+fn a_second_turn_resumes_the_session_and_reports_its_own_usage() {
+    let Some(cli) = the_cli() else { return };
+    let plan = Plan {
+        declare: "handoff",
+        state: "building",
+        limited: false,
+    };
+    let setup = started(&cli, "claude-cli-resume", plan, json!({}), false);
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "r-1", br#"{"number": 2}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    ended_executions(&setup, &work, 1);
+    let first_calls = setup.api.messages().len();
+    setup.turn.store(2, Ordering::SeqCst);
+    assert_eq!(
+        deliver(suite, "r-2", br#"{"number": 2}"#).unwrap().status,
+        200
+    );
+    let ex = ended_executions(&setup, &work, 2);
+    let segs = segments(suite);
+    assert!(
+        segs.iter().any(|s| s["launched"] == "resume"),
+        "the second turn resumed: {}",
+        debug(&setup)
+    );
+    assert!(
+        segs.iter()
+            .all(|s| s["decision"]["handoff_reason"].is_null()),
+        "{segs:#?}"
+    );
+    let msgs = setup.api.messages();
+    let second: Vec<&Request> = msgs[first_calls..]
+        .iter()
+        .filter(|m| m.tools().iter().any(|t| t == "StructuredOutput"))
+        .collect();
+    assert!(
+        second
+            .first()
+            .is_some_and(|m| m.text().contains("I read the Work.")),
+        "the resumed session carries the first turn: {}",
+        debug(&setup)
+    );
+    let r = result_of(ex.iter().max_by_key(|e| e["attempt"].as_u64()).unwrap());
+    let n = second.len() as u64;
+    assert_eq!(r["usage"]["input_tokens"], json!(2000 * n), "{r}");
+    assert_eq!(r["usage"]["output_tokens"], json!(20 * n), "{r}");
+}
+
+/// With `permission_mode: acceptEdits` the toolbelt is still allowed: read_context
+/// and declare_outcome run, and the Work takes the declared outcome.
+#[test]
+fn accept_edits_keeps_the_toolbelt() {
+    let Some(cli) = the_cli() else { return };
+    let plan = Plan {
+        declare: "completed",
+        state: "building",
+        limited: false,
+    };
+    let setup = started(
+        &cli,
+        "claude-cli-accept",
+        plan,
+        json!({"permission_mode": "acceptEdits"}),
+        false,
+    );
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "a-1", br#"{"number": 3}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    ended_executions(&setup, &work, 1);
+    let msgs = setup.api.messages();
+    for step in ["rc", "do"] {
+        let m = msgs
+            .iter()
+            .find(|m| answered(m).as_deref() == Some(step))
+            .unwrap_or_else(|| panic!("no {step} result: {}", debug(&setup)));
+        assert!(!failed(m), "{step} was refused: {}", m.text());
+    }
+    wait_for("the Work completed", || {
+        let s = work_state(suite, &work);
+        (s == "completed" || s == "failed").then_some(())
+    });
+    assert_eq!(work_state(suite, &work), "completed", "{}", debug(&setup));
+}
+
 /// A 429 from the API is a usage limit: the attempt fails as limited, and the Work's
 /// retry waits for the reset (unknown here: the executor's default delay).
 #[test]

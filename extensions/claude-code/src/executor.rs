@@ -8,7 +8,7 @@
 //! inject input into them and close their stdin when the result arrives.
 
 use crate::config::{self, ClaudeConfig};
-use crate::continuity::{self, Continuity, Decision, Kind, Totals, TurnEnd};
+use crate::continuity::{self, Continuity, Decision, Kind, TurnEnd, TurnUsage};
 use crate::env::{self as envs, ToolbeltClient};
 use crate::prompt::{self, Shape};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
@@ -75,6 +75,8 @@ const WORDS: rundir::Words = rundir::Words {
     default_grace_s: GRACE_S,
 };
 const KV_RETRIES: usize = 8;
+/// The permission rule that allows every tool of the toolbelt's MCP server.
+pub const TOOLBELT_RULE: &str = "mcp__open-conduit";
 
 /// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -773,7 +775,13 @@ impl ClaudeCode {
             Kind::Fresh => argv.extend(["--session-id".into(), decision.session.clone()]),
         }
         if let Some(m) = &mcp {
-            argv.extend(["--mcp-config".into(), m.display().to_string()]);
+            // The toolbelt's tools are always allowed, whatever the permission mode.
+            argv.extend([
+                "--mcp-config".into(),
+                m.display().to_string(),
+                "--allowedTools".into(),
+                TOOLBELT_RULE.into(),
+            ]);
         }
         if cfg.strict_mcp {
             argv.push("--strict-mcp-config".into());
@@ -1326,6 +1334,23 @@ impl ClaudeCode {
             }
         };
 
+        // A turn whose toolbelt call claude refused is no success: what it declared
+        // (or could not) is not what the agent meant.
+        let (outcome, error) = if !turn.toolbelt_denied.is_empty() && outcome != Outcome::Failed {
+            reason = "toolbelt_denied".into();
+            state = None;
+            (
+                Outcome::Failed,
+                format!(
+                    "claude refused the toolbelt ({}) under permission_mode {:?}",
+                    turn.toolbelt_denied.join(", "),
+                    cfg.as_ref().map_or("", |c| c.permission_mode.as_str())
+                ),
+            )
+        } else {
+            (outcome, error)
+        };
+
         // Continuity, once per segment, before the result is recorded.
         let segment_key = format!("{id}/{}", info.segment);
         let session = if turn.session_id.is_empty() {
@@ -1333,10 +1358,7 @@ impl ClaudeCode {
         } else {
             turn.session_id.clone()
         };
-        let totals = turn.result.as_ref().map(|r| Totals {
-            tokens: r.usage,
-            cost_usd: r.cost_usd.unwrap_or(0.0),
-        });
+        let reported = turn.result.as_ref().map(stream::ResultLine::reported);
         let mut attach = vec![info.binary.clone(), "--resume".into(), session.clone()];
         if let Some(c) = &cfg {
             attach.extend(attach_limits(c));
@@ -1344,7 +1366,8 @@ impl ClaudeCode {
         let end = TurnEnd {
             segment: segment_key,
             session,
-            totals,
+            reported,
+            fresh: info.launched == Kind::Fresh,
             state: state.clone(),
             note,
             context_tokens: turn.context_tokens(),
@@ -1409,6 +1432,7 @@ impl ClaudeCode {
                 "cache_read": delta.tokens.cache_read,
                 "cache_creation": delta.tokens.cache_creation,
             },
+            "cost_usd": delta.cost_usd,
             "limited": retry_hint.is_some(),
             "injected": {"accepted": injected.len(), "consumed": consumed.len()},
             "artifacts": Value::Object(named),
@@ -1768,7 +1792,7 @@ async fn persist(
 
 /// Applies a finished segment to the Work's continuity, once; answers the
 /// per-turn delta (the same every time).
-async fn apply_turn(host: &Host, work_id: &str, end: &TurnEnd) -> Result<Totals, RpcError> {
+async fn apply_turn(host: &Host, work_id: &str, end: &TurnEnd) -> Result<TurnUsage, RpcError> {
     let key = continuity::key(work_id);
     for _ in 0..KV_RETRIES {
         let got = host
