@@ -532,3 +532,39 @@ fn a_429_is_read_as_a_usage_limit() {
     });
     assert!(retry_at > protocol::time::now_ms(), "{retry_at}");
 }
+
+/// The API key comes from a connection's secret through `secret_env`: claude sends
+/// it, and no file of the state directory (segment.json, logs, artifacts, KV)
+/// holds it.
+#[test]
+fn a_secret_env_key_reaches_claude_and_is_written_nowhere() {
+    let Some(cli) = the_cli() else { return };
+    let plan = Plan {
+        declare: "completed",
+        state: "finished",
+        limited: false,
+    };
+    let setup = started(&cli, "claude-cli-secret", plan, json!({}), true);
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "s-1", br#"{"number": 5}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    let ex = ended_executions(&setup, &work, 1);
+    let r = result_of(&ex[0]);
+    assert_ne!(ex[0]["state"], "failed", "{r}\n{}", debug(&setup));
+    let msgs = setup.api.messages();
+    assert!(!msgs.is_empty(), "{}", debug(&setup));
+    assert!(
+        msgs.iter().all(|m| m.header("x-api-key") == Some(API_KEY)),
+        "claude sends the secret's key"
+    );
+    wait_for("the Work completed", || {
+        (work_state(suite, &work) == "completed").then_some(())
+    });
+    let leaked: Vec<PathBuf> = files_containing(&suite.dir.join("state"), API_KEY.as_bytes());
+    assert!(leaked.is_empty(), "the key is written in {leaked:#?}");
+    let leaked = files_containing(&suite.dir.join("logs"), API_KEY.as_bytes());
+    assert!(leaked.is_empty(), "the key is written in {leaked:#?}");
+}
