@@ -191,7 +191,10 @@ fn started(cli: &Path, name: &str, plan: Plan, config: Value, secret: bool) -> S
         &["--toolbelt-dir", tbdir.to_str().unwrap()],
     );
     suite.start_all().unwrap();
-    let work_dir = suite.dir.join("work");
+    // A `dir_name` in `config` names the working directory under the suite's.
+    let work_dir = suite
+        .dir
+        .join(config["dir_name"].as_str().unwrap_or("work"));
     let config_dir = suite.dir.join("claude-config");
     std::fs::create_dir_all(&work_dir).unwrap();
     let mut env = json!({
@@ -221,7 +224,7 @@ fn started(cli: &Path, name: &str, plan: Plan, config: Value, secret: bool) -> S
     }
     binding["config"]["env"] = env;
     if let (Some(b), Some(extra)) = (binding["config"].as_object_mut(), config.as_object()) {
-        for (k, v) in extra {
+        for (k, v) in extra.iter().filter(|(k, _)| *k != "dir_name") {
             b.insert(k.clone(), v.clone());
         }
     }
@@ -412,7 +415,8 @@ fn a_first_turn_reads_its_context_and_its_declared_outcome_completes_the_work() 
 }
 
 /// The second delivery on the Work's key resumes the session (`--resume`, the first
-/// turn's messages are in the second's requests), and the second turn's usage is its
+/// turn's messages are in the second's requests), in a working directory whose
+/// project folder Claude Code cuts and hashes, and the second turn's usage is its
 /// own, not the difference from the first's.
 #[test]
 fn a_second_turn_resumes_the_session_and_reports_its_own_usage() {
@@ -422,7 +426,16 @@ fn a_second_turn_resumes_the_session_and_reports_its_own_usage() {
         state: "building",
         limited: false,
     };
-    let setup = started(&cli, "claude-cli-resume", plan, json!({}), false);
+    // A working directory whose Claude Code project folder is cut and hashed (over
+    // 200 UTF-16 units) and has a character outside the Basic Multilingual Plane.
+    let dir_name = format!("work-\u{1F600}-{}", "x".repeat(200));
+    let setup = started(
+        &cli,
+        "claude-cli-resume",
+        plan,
+        json!({ "dir_name": dir_name }),
+        false,
+    );
     let suite = &setup.suite;
     assert_eq!(
         deliver(suite, "r-1", br#"{"number": 2}"#).unwrap().status,

@@ -413,21 +413,89 @@ pub fn apply(c: &mut Continuity, end: &TurnEnd) -> (TurnUsage, bool) {
     (delta, true)
 }
 
-/// The path of a session's transcript: `<config>/projects/<cwd with every
-/// character but ASCII letters and digits as ->/<session>.jsonl`.
+/// The longest project folder name Claude Code writes whole (in UTF-16 units);
+/// a longer one is cut to it and given `-<hash>`.
+pub const MAX_PROJECT_NAME: usize = 200;
+/// The most entries of `<config>/projects` a transcript lookup reads.
+pub const MAX_PROJECT_DIRS: usize = 10_000;
+
+/// Claude Code's project folder name for a working directory, as it derives it
+/// (in JavaScript, over UTF-16 code units): every unit but an ASCII letter or digit
+/// as `-` (so a character outside the Basic Multilingual Plane, two units, is two
+/// dashes); a name over [`MAX_PROJECT_NAME`] units is cut to it and followed by `-`
+/// and the base-36 absolute value of the directory's 32-bit Java-style string hash.
+pub fn project_name(cwd: &str) -> String {
+    let units: Vec<u16> = cwd.encode_utf16().collect();
+    let name: String = units
+        .iter()
+        .map(|u| match char::from_u32(u32::from(*u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= MAX_PROJECT_NAME {
+        return name;
+    }
+    let mut h: i32 = 0;
+    for u in &units {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(*u));
+    }
+    format!(
+        "{}-{}",
+        &name[..MAX_PROJECT_NAME],
+        base36(i64::from(h).unsigned_abs())
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The path of a session's transcript as Claude Code names it:
+/// `<config>/projects/<project_name(cwd)>/<session>.jsonl`.
 pub fn transcript_path(
     config_dir: &std::path::Path,
     cwd: &str,
     session: &str,
 ) -> std::path::PathBuf {
-    let project: String = cwd
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
     config_dir
         .join("projects")
-        .join(project)
+        .join(project_name(cwd))
         .join(format!("{session}.jsonl"))
+}
+
+/// Where a session's transcript is: the derived path when it exists, else the
+/// `<session>.jsonl` of any project folder (a version that names folders otherwise),
+/// reading at most [`MAX_PROJECT_DIRS`] entries. `None` when there is none.
+pub fn find_transcript(
+    config_dir: &std::path::Path,
+    cwd: &str,
+    session: &str,
+) -> Option<std::path::PathBuf> {
+    let derived = transcript_path(config_dir, cwd, session);
+    if derived.is_file() {
+        return Some(derived);
+    }
+    let file = format!("{session}.jsonl");
+    if session.is_empty() || session.contains('/') || session.starts_with('.') {
+        return None;
+    }
+    std::fs::read_dir(config_dir.join("projects"))
+        .ok()?
+        .take(MAX_PROJECT_DIRS)
+        .flatten()
+        .map(|e| e.path().join(&file))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -648,5 +716,54 @@ mod tests {
             p,
             std::path::PathBuf::from("/h/.claude/projects/-work-a-b-c/s1.jsonl")
         );
+    }
+
+    /// As Claude Code 2.1.332 named them (seen in its projects folder).
+    #[test]
+    fn transcript_paths_of_long_and_astral_directories() {
+        let at = |cwd: &str| {
+            transcript_path(std::path::Path::new("/c"), cwd, "s")
+                .display()
+                .to_string()
+        };
+        let long = format!("/tmp/ccx/{}", "d".repeat(230));
+        assert_eq!(
+            at(&long),
+            format!("/c/projects/-tmp-ccx-{}-borema/s.jsonl", "d".repeat(191))
+        );
+        assert_eq!(
+            at("/tmp/ccx/e\u{1F600}x"),
+            "/c/projects/-tmp-ccx-e--x/s.jsonl"
+        );
+        assert_eq!(
+            at("/tmp/ccx/\u{e9}_\u{fc}"),
+            "/c/projects/-tmp-ccx----/s.jsonl"
+        );
+        let exactly = format!("/{}", "a".repeat(199));
+        assert_eq!(
+            at(&exactly),
+            format!("/c/projects/-{}/s.jsonl", "a".repeat(199))
+        );
+    }
+
+    #[test]
+    fn a_transcript_is_found_by_its_session_whatever_its_folder() {
+        let dir = std::env::temp_dir().join(format!("oc-cc-transcripts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let odd = dir.join("projects/some-other-naming");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join("s-9.jsonl"), "{}\n").unwrap();
+        assert_eq!(
+            find_transcript(&dir, "/w/\u{1F600}", "s-9"),
+            Some(odd.join("s-9.jsonl"))
+        );
+        assert_eq!(find_transcript(&dir, "/w", "s-8"), None);
+        assert_eq!(find_transcript(&dir, "/w", "../x"), None);
+        let long = format!("/w/{}", "x".repeat(300));
+        let derived = transcript_path(&dir, &long, "s-7");
+        std::fs::create_dir_all(derived.parent().unwrap()).unwrap();
+        std::fs::write(&derived, "{}\n").unwrap();
+        assert_eq!(find_transcript(&dir, &long, "s-7"), Some(derived));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

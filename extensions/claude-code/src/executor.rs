@@ -708,19 +708,22 @@ impl ClaudeCode {
         let cwd_text = cwd.display().to_string();
         let (decision, note) = self
             .decide(host, &req, &cfg, segment, force_resume, |s| {
-                continuity::transcript_path(&config_dir, &cwd_text, s).exists()
+                continuity::find_transcript(&config_dir, &cwd_text, s).is_some()
             })
             .await?;
         if std::env::var(FAULT_ENV).as_deref() == Ok("after_decision") {
             eprintln!("claude-code: {FAULT_ENV}=after_decision: exiting before the launch");
             std::process::exit(86);
         }
-        let transcript = continuity::transcript_path(&config_dir, &cwd_text, &decision.session);
-        let launched = if decision.kind == Kind::Fresh && transcript.exists() {
+        let found = continuity::find_transcript(&config_dir, &cwd_text, &decision.session);
+        let launched = if decision.kind == Kind::Fresh && found.is_some() {
             Kind::Resume
         } else {
             decision.kind
         };
+        let transcript = found.unwrap_or_else(|| {
+            continuity::transcript_path(&config_dir, &cwd_text, &decision.session)
+        });
         let mcp = if has_toolbelt(&req) {
             let io = |e: std::io::Error| internal(format!("writing the MCP config: {e}"));
             write_token(&token_file, &req.toolbelt.token).map_err(io)?;

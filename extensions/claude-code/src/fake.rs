@@ -6,8 +6,8 @@
 //! `rate_limit_event`, a `result` with this process's `usage`, the session's
 //! `total_cost_usd` and `modelUsage`, the turn's `model_usage_since_last_result`
 //! and `structured_output`, as 2.1.332 writes them), writes the session's transcript at
-//! `<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<cwd with non-alphanumerics as
-//! ->/<session>.jsonl` and keeps the session's cumulative totals next to it.
+//! `<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<project folder>/<session>.jsonl`
+//! (named as Claude Code names it, [`crate::continuity::project_name`]) and keeps the session's cumulative totals next to it.
 //!
 //! With `--mcp-config`, when the `open-conduit` server's command exists, it
 //! starts it over stdio and performs `initialize`, `notifications/initialized`,
@@ -241,12 +241,7 @@ pub fn run() -> i32 {
         Ok(d) if !d.is_empty() => PathBuf::from(d),
         _ => PathBuf::from(var("HOME")).join(".claude"),
     };
-    let project: String = cwd
-        .display()
-        .to_string()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let project = crate::continuity::project_name(&cwd.display().to_string());
     let projects = config_dir.join("projects").join(project);
     let (session, resumed) = match (&args.resume, &args.session_id) {
         (Some(s), _) => (s.clone(), true),
