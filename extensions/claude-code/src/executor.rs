@@ -14,13 +14,14 @@ use crate::prompt::{self, Shape};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
 use crate::stream;
 use protocol::wire::{
-    clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
-    ExecutorAttachParams, ExecutorAttachResult, ExecutorForgetParams, ExecutorForgetResult,
-    ExecutorInjectParams, ExecutorInjectResult, ExecutorInterruptParams, ExecutorInterruptResult,
-    ExecutorRecoverParams, ExecutorRecoverResult, ExecutorResumeParams, ExecutorResumeResult,
-    ExecutorRunParams, ExecutorRunResult, ExecutorStopParams, ExecutorStopResult,
-    ExecutorWaitParams, ExecutorWaitResult, KvCommitParams, KvDelete, KvPut, Outcome, Payload,
-    RetryHint, RunRequest, SecretResolveParams, Usage, ValidateParams, ValidateResult,
+    clip_line, validate_kind, ArtifactCreateParams, CheckRunParams, CheckRunResult, Diagnostic,
+    ExecutionPersistRecoveryParams, ExecutorAttachParams, ExecutorAttachResult,
+    ExecutorForgetParams, ExecutorForgetResult, ExecutorInjectParams, ExecutorInjectResult,
+    ExecutorInterruptParams, ExecutorInterruptResult, ExecutorRecoverParams, ExecutorRecoverResult,
+    ExecutorResumeParams, ExecutorResumeResult, ExecutorRunParams, ExecutorRunResult,
+    ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, KvCommitParams,
+    KvDelete, KvPut, Outcome, Payload, RetryHint, RunRequest, SecretResolveParams, Usage,
+    ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
@@ -290,6 +291,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         Ok(c) => {
             result.describe.push(c.describe());
             result.warnings = c.warnings();
+            result.warnings.extend(c.root_problem(is_root()));
         }
         Err(e) => result.diagnostics.push(Diagnostic {
             code: "invalid_config".to_string(),
@@ -298,6 +300,40 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         }),
     }
     result
+}
+
+/// Whether this process (and so every segment it starts) runs as root: the
+/// owner of `/proc/self` is the effective user.
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `check.run` for the check `claude-code` (doctor): warns, with the fix, when
+/// this executor runs as root, where the default `permission_mode` fails every turn
+/// (a binding with `IS_SANDBOX=1` in its env, or another mode, is fine).
+pub fn check(p: &CheckRunParams, root: bool) -> CheckRunResult {
+    if p.check != EXECUTOR {
+        return CheckRunResult {
+            status: "warn".into(),
+            code: "unknown_check".into(),
+            detail: format!("no check named {:?}", p.check),
+            ..CheckRunResult::default()
+        };
+    }
+    if root {
+        return CheckRunResult {
+            status: "warn".into(),
+            code: "root_bypass_permissions".into(),
+            detail: format!("the executor runs as root: {}", config::ROOT_BYPASS),
+            ..CheckRunResult::default()
+        };
+    }
+    CheckRunResult {
+        status: "ok".into(),
+        detail: "the executor does not run as root".into(),
+        ..CheckRunResult::default()
+    }
 }
 
 /// A fresh session ID: a random (version 4) UUID.
@@ -1974,11 +2010,50 @@ mod tests {
         let v = validate(&ValidateParams {
             kind: "executor".into(),
             type_name: "claude-code".into(),
-            config: json!({"handoff_share": 0.2}),
+            config: json!({"handoff_share": 0.2, "permission_mode": "acceptEdits"}),
             ..ValidateParams::default()
         });
         assert!(v.diagnostics.is_empty());
         assert_eq!(v.warnings.len(), 1);
+    }
+
+    /// As root, config check warns that the default permission mode fails every
+    /// turn, with the fix; IS_SANDBOX=1 or another mode does not.
+    #[test]
+    fn config_check_and_doctor_say_when_root_makes_every_turn_fail() {
+        let warned = |config: Value| {
+            validate(&ValidateParams {
+                kind: "executor".into(),
+                type_name: "claude-code".into(),
+                config,
+                ..ValidateParams::default()
+            })
+            .warnings
+            .iter()
+            .any(|w| w.contains("fails every turn as root") && w.contains("IS_SANDBOX=1"))
+        };
+        assert_eq!(warned(json!({})), is_root());
+        assert_eq!(
+            warned(json!({"permission_mode": "bypassPermissions"})),
+            is_root()
+        );
+        assert!(!warned(json!({"env": {"IS_SANDBOX": "1"}})));
+        assert!(!warned(json!({"permission_mode": "acceptEdits"})));
+        let p = CheckRunParams {
+            check: "claude-code".into(),
+            ..CheckRunParams::default()
+        };
+        let c = check(&p, true);
+        assert_eq!(
+            (c.status.as_str(), c.code.as_str()),
+            ("warn", "root_bypass_permissions")
+        );
+        assert!(
+            c.detail.contains("run Open Conduit as a non-root user"),
+            "{}",
+            c.detail
+        );
+        assert_eq!(check(&p, false).status, "ok");
     }
 
     #[test]
