@@ -7,7 +7,8 @@
 //! the Work.
 //!
 //! Without the installed CLI each test says why on stderr and skips, unless
-//! `OC_REQUIRE_PEERS=1` (as `.ci/run` sets), under which it fails.
+//! `OC_REQUIRE_PEERS=1` (as `.ci/run` sets), under which it fails. `OC_CLAUDE_CLI`
+//! names another `claude` to run them against (another version).
 //!
 //! claude refuses `--dangerously-skip-permissions` (what `bypassPermissions` is) as
 //! root unless `IS_SANDBOX=1`: the bindings here set it, since CI runs as root
@@ -28,8 +29,12 @@ use std::time::{Duration, Instant};
 /// The API key the bindings give claude (through `env`, or a secret).
 const API_KEY: &str = "sk-ant-test-0c0nduit-key-8f3a2b";
 
+/// The pinned CLI, or the one `OC_CLAUDE_CLI` names (to try another version).
 fn claude_cli() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("claude-cli/node_modules/.bin/claude")
+    match std::env::var_os("OC_CLAUDE_CLI") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("claude-cli/node_modules/.bin/claude"),
+    }
 }
 
 /// The installed CLI, or `None` after saying why (or a panic under

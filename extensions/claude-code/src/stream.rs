@@ -296,7 +296,12 @@ pub fn parse(out: &str, err: &str, now_ms: i64) -> Turn {
                     .as_ref()
                     .is_some_and(|s| s.as_u64() == Some(429) || s.as_str() == Some("429"));
                 let text_limit = limit_in_text(&r.text, now_ms);
-                if r.is_error && (limited_status || line.contains("usage_limit_reached")) {
+                // 2.1.100 says a 429 only in the text: `API Error: 429 {..."rate_limit_error"...}`.
+                let limited_text =
+                    r.text.starts_with("API Error: 429") || r.text.contains("\"rate_limit_error\"");
+                if r.is_error
+                    && (limited_status || limited_text || line.contains("usage_limit_reached"))
+                {
                     let from_text = text_limit.and_then(|l| l.reset_ms);
                     t.limit = Some(merge(
                         t.limit,
@@ -485,6 +490,12 @@ not json at all
         let unknown = r#"{"type":"result","is_error":true,"result":"usage_limit_reached","api_error_status":429}"#;
         assert_eq!(
             parse(unknown, "", NOW).limit,
+            Some(Limit { reset_ms: None })
+        );
+        // As 2.1.100 reports a 429: in the text only.
+        let old_429 = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of requests has exceeded your rate limit\"}}","total_cost_usd":0}"#;
+        assert_eq!(
+            parse(old_429, "", NOW).limit,
             Some(Limit { reset_ms: None })
         );
         let ok = r#"{"type":"result","is_error":false,"result":"I read about rate limits"}"#;
