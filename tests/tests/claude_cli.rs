@@ -409,6 +409,12 @@ fn a_first_turn_reads_its_context_and_its_declared_outcome_completes_the_work() 
         Some(API_KEY),
         "the binding's key reaches the API"
     );
+    // The key given in the binding's env is in no segment.json.
+    let recorded: Vec<PathBuf> = files_containing(&suite.dir.join("state"), API_KEY.as_bytes())
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "segment.json"))
+        .collect();
+    assert!(recorded.is_empty(), "the key is recorded in {recorded:#?}");
     // Usage: each model call of turn 1 reported 1000 input and 10 output tokens.
     assert_eq!(setup.turn.load(Ordering::SeqCst), 1);
     let calls = msgs

@@ -323,7 +323,8 @@ impl ClaudeCode {
             decision: decision.clone(),
             launched,
             cwd: cwd_text.clone(),
-            config: req.config.clone(),
+            // Never a credential the binding's env holds in plain text.
+            config: envs::redacted_config(&req.config),
             binary: binary.display().to_string(),
             model,
             transcript: transcript.display().to_string(),
