@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The API key the bindings give claude (through `env`, or a secret).
@@ -101,6 +101,32 @@ struct Plan {
     state: &'static str,
     /// Answer every message request with a 429 instead.
     limited: bool,
+    /// Hold the answer after read_context until the gate opens.
+    gate: Option<Arc<Gate>>,
+}
+
+/// A gate the script waits at (bounded), and the test opens.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cond: Condvar,
+    reached: AtomicU64,
+}
+
+impl Gate {
+    fn wait(&self) {
+        self.reached.fetch_add(1, Ordering::SeqCst);
+        let open = self.open.lock().unwrap();
+        let _ = self
+            .cond
+            .wait_timeout_while(open, HANG * 2, |o| !*o)
+            .unwrap();
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cond.notify_all();
+    }
 }
 
 /// The script: each turn reads its context, declares `plan.declare`, gives the status
@@ -141,14 +167,19 @@ impl Turns {
                 "mcp__open-conduit__read_context",
                 json!({}),
             )],
-            Some("rc") => vec![
-                Reply::text("I read the Work."),
-                Reply::tool_use(
-                    &id("do"),
-                    "mcp__open-conduit__declare_outcome",
-                    json!({"outcome": self.plan.declare, "summary": format!("turn {n} declared")}),
-                ),
-            ],
+            Some("rc") => {
+                if let Some(g) = &self.plan.gate {
+                    g.wait();
+                }
+                vec![
+                    Reply::text("I read the Work."),
+                    Reply::tool_use(
+                        &id("do"),
+                        "mcp__open-conduit__declare_outcome",
+                        json!({"outcome": self.plan.declare, "summary": format!("turn {n} declared")}),
+                    ),
+                ]
+            }
             Some("do") => vec![Reply::tool_use(
                 &id("so"),
                 "StructuredOutput",
@@ -374,6 +405,7 @@ fn a_first_turn_reads_its_context_and_its_declared_outcome_completes_the_work() 
         declare: "completed",
         state: "building",
         limited: false,
+        gate: None,
     };
     let setup = started(&cli, "claude-cli-first", plan, json!({}), false);
     let suite = &setup.suite;
@@ -436,6 +468,7 @@ fn a_second_turn_resumes_the_session_and_reports_its_own_usage() {
         declare: "handoff",
         state: "building",
         limited: false,
+        gate: None,
     };
     // A working directory whose Claude Code project folder is cut and hashed (over
     // 200 UTF-16 units) and has a character outside the Basic Multilingual Plane.
@@ -499,6 +532,7 @@ fn accept_edits_keeps_the_toolbelt() {
         declare: "completed",
         state: "building",
         limited: false,
+        gate: None,
     };
     let setup = started(
         &cli,
@@ -538,6 +572,7 @@ fn a_429_is_read_as_a_usage_limit() {
         declare: "completed",
         state: "finished",
         limited: true,
+        gate: None,
     };
     let setup = started(&cli, "claude-cli-429", plan, json!({}), false);
     let suite = &setup.suite;
@@ -567,6 +602,7 @@ fn a_secret_env_key_reaches_claude_and_is_written_nowhere() {
         declare: "completed",
         state: "finished",
         limited: false,
+        gate: None,
     };
     let setup = started(&cli, "claude-cli-secret", plan, json!({}), true);
     let suite = &setup.suite;
@@ -591,4 +627,81 @@ fn a_secret_env_key_reaches_claude_and_is_written_nowhere() {
     assert!(leaked.is_empty(), "the key is written in {leaked:#?}");
     let leaked = files_containing(&suite.dir.join("logs"), API_KEY.as_bytes());
     assert!(leaked.is_empty(), "the key is written in {leaked:#?}");
+}
+
+/// An event delivered while a turn runs is injected into the real claude's stdin,
+/// taken in and echoed, and consumed with the turn: the Work completes with one
+/// attempt, and the model saw the event.
+#[test]
+fn an_event_delivered_mid_turn_is_injected_into_the_real_cli_and_consumed() {
+    let Some(cli) = the_cli() else { return };
+    let gate = Arc::new(Gate::default());
+    let plan = Plan {
+        declare: "completed",
+        state: "finished",
+        limited: false,
+        gate: Some(Arc::clone(&gate)),
+    };
+    let setup = started(&cli, "claude-cli-inject", plan, json!({}), false);
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "j-1", br#"{"number": 8, "text": "first"}"#)
+            .unwrap()
+            .status,
+        200
+    );
+    let work = the_work(suite);
+    // The model call after read_context is held: the turn is running.
+    wait_for("the held call", || {
+        (gate.reached.load(Ordering::SeqCst) > 0).then_some(())
+    });
+    assert_eq!(
+        deliver(
+            suite,
+            "j-2",
+            br#"{"number": 8, "text": "arrived-mid-turn"}"#
+        )
+        .unwrap()
+        .status,
+        200
+    );
+    let injected = wait_for("the injection", || {
+        files_containing(&suite.dir.join("state"), b"")
+            .into_iter()
+            .find(|p| p.file_name().is_some_and(|n| n == "injected.jsonl"))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
+    });
+    gate.open();
+    let ex = ended_executions(&setup, &work, 1);
+    wait_for("the Work settled", || {
+        let s = work_state(suite, &work);
+        (s == "completed" || s == "failed").then_some(())
+    });
+    let all = suite
+        .call("store.executions", json!({ "work_id": work }))
+        .unwrap();
+    assert_eq!(
+        all["executions"].as_array().unwrap().len(),
+        1,
+        "no second attempt: {all}\n{}",
+        debug(&setup)
+    );
+    let data = &result_of(&ex[0])["data"]["data"];
+    assert_eq!(
+        data["injected"],
+        json!({"accepted": 1, "consumed": 1}),
+        "{data}\n{}\ninjected: {}",
+        debug(&setup),
+        std::fs::read_to_string(&injected).unwrap_or_default()
+    );
+    assert!(
+        setup
+            .api
+            .messages()
+            .iter()
+            .any(|m| m.text().contains("arrived-mid-turn")),
+        "the model saw the injected event: {}",
+        debug(&setup)
+    );
+    assert_eq!(work_state(suite, &work), "completed");
 }
