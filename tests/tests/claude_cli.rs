@@ -103,6 +103,8 @@ struct Plan {
     limited: bool,
     /// Hold the answer after read_context until the gate opens.
     gate: Option<Arc<Gate>>,
+    /// Start with a `wait` whose `timeout_s` is -1 (then the status).
+    bad_wait: bool,
 }
 
 /// A gate the script waits at (bounded), and the test opens.
@@ -162,6 +164,17 @@ impl Turns {
             return Reply::message(vec![Reply::text("ok")], input, output);
         }
         let blocks = match answered(req).as_deref() {
+            None if self.plan.bad_wait => vec![Reply::tool_use(
+                &id("bw"),
+                "mcp__open-conduit__wait",
+                json!({"description": "a bad wait", "timeout_s": -1}),
+            )],
+            Some("bw") => vec![Reply::tool_use(
+                &id("so"),
+                "StructuredOutput",
+                json!({"state": self.plan.state, "summary": format!("turn {n}"),
+                       "handoff": format!("after turn {n}")}),
+            )],
             None => vec![Reply::tool_use(
                 &id("rc"),
                 "mcp__open-conduit__read_context",
@@ -406,6 +419,7 @@ fn a_first_turn_reads_its_context_and_its_declared_outcome_completes_the_work() 
         state: "building",
         limited: false,
         gate: None,
+        bad_wait: false,
     };
     let setup = started(&cli, "claude-cli-first", plan, json!({}), false);
     let suite = &setup.suite;
@@ -469,6 +483,7 @@ fn a_second_turn_resumes_the_session_and_reports_its_own_usage() {
         state: "building",
         limited: false,
         gate: None,
+        bad_wait: false,
     };
     // A working directory whose Claude Code project folder is cut and hashed (over
     // 200 UTF-16 units) and has a character outside the Basic Multilingual Plane.
@@ -533,6 +548,7 @@ fn accept_edits_keeps_the_toolbelt() {
         state: "building",
         limited: false,
         gate: None,
+        bad_wait: false,
     };
     let setup = started(
         &cli,
@@ -573,6 +589,7 @@ fn a_429_is_read_as_a_usage_limit() {
         state: "finished",
         limited: true,
         gate: None,
+        bad_wait: false,
     };
     let setup = started(&cli, "claude-cli-429", plan, json!({}), false);
     let suite = &setup.suite;
@@ -603,6 +620,7 @@ fn a_secret_env_key_reaches_claude_and_is_written_nowhere() {
         state: "finished",
         limited: false,
         gate: None,
+        bad_wait: false,
     };
     let setup = started(&cli, "claude-cli-secret", plan, json!({}), true);
     let suite = &setup.suite;
@@ -641,6 +659,7 @@ fn an_event_delivered_mid_turn_is_injected_into_the_real_cli_and_consumed() {
         state: "finished",
         limited: false,
         gate: Some(Arc::clone(&gate)),
+        bad_wait: false,
     };
     let setup = started(&cli, "claude-cli-inject", plan, json!({}), false);
     let suite = &setup.suite;
@@ -704,4 +723,52 @@ fn an_event_delivered_mid_turn_is_injected_into_the_real_cli_and_consumed() {
         debug(&setup)
     );
     assert_eq!(work_state(suite, &work), "completed");
+}
+
+/// A toolbelt call whose argument breaks the tool's published schema (`wait` with
+/// `timeout_s: -1`) is a tool error naming the field, as the model sees it, and
+/// parks nothing.
+#[test]
+fn a_bad_tool_argument_is_a_tool_error_naming_the_field() {
+    let Some(cli) = the_cli() else { return };
+    let plan = Plan {
+        declare: "completed",
+        state: "finished",
+        limited: false,
+        gate: None,
+        bad_wait: true,
+    };
+    let setup = started(&cli, "claude-cli-badarg", plan, json!({}), false);
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "b-1", br#"{"number": 9}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    ended_executions(&setup, &work, 1);
+    let msgs = setup.api.messages();
+    let after = msgs
+        .iter()
+        .find(|m| answered(m).as_deref() == Some("bw"))
+        .unwrap_or_else(|| panic!("no wait result: {}", debug(&setup)));
+    assert!(failed(after), "the bad wait was accepted: {}", after.text());
+    assert!(
+        after
+            .text()
+            .contains("timeout_s: expected at least 1, got -1"),
+        "{}",
+        after.text()
+    );
+    wait_for("the Work settled", || {
+        let s = work_state(suite, &work);
+        (s != "running" && s != "pending").then_some(s)
+    });
+    assert_eq!(work_state(suite, &work), "completed", "{}", debug(&setup));
+    let waits = suite
+        .call("store.waits", json!({ "work_id": work }))
+        .unwrap();
+    assert!(
+        waits["waits"].as_array().is_none_or(Vec::is_empty),
+        "{waits}"
+    );
 }
