@@ -180,43 +180,9 @@ pub fn instructions(g: Option<&Guidance>) -> String {
     text
 }
 
-fn schema(properties: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": properties, "required": required})
-}
-
-/// The tools, as `tools/list` answers them.
+/// The tools, as `tools/list` answers them ([`tb::tools`]).
 pub fn tools() -> Value {
-    let rid = json!({"type": "string", "description": "Repeat it on a retry: the first call's answer comes back and nothing runs twice."});
-    json!([
-        {"name": tb::TOOL_READ_CONTEXT,
-         "description": "The Work you are on (its title, keys, context) and the events that brought you here, oldest first.",
-         "inputSchema": schema(json!({}), &[])},
-        {"name": tb::TOOL_EMIT,
-         "description": "Record an event of type agent.<something>, derived from this Work's latest event.",
-         "inputSchema": schema(json!({"type": {"type": "string"}, "payload": {"type": "object"},
-                                      "keys": {"type": "array", "items": {"type": "string"}},
-                                      "request_id": rid}), &["type"])},
-        {"name": tb::TOOL_CREATE_WORK,
-         "description": "Ask for new Work in this scope (on your binding unless you name another).",
-         "inputSchema": schema(json!({"title": {"type": "string"}, "binding": {"type": "string"},
-                                      "keys": {"type": "array", "items": {"type": "string"}},
-                                      "context": {"type": "object"}, "request_id": rid}), &["title"])},
-        {"name": tb::TOOL_WAIT,
-         "description": "Park this Work until an event on its keys (or the keys you give), or a timeout, wakes it; then end your turn.",
-         "inputSchema": schema(json!({"description": {"type": "string"},
-                                      "keys": {"type": "array", "items": {"type": "string"}},
-                                      "types": {"type": "array", "items": {"type": "string"}},
-                                      "timeout_s": {"type": "integer", "minimum": 1},
-                                      "due_at": {"type": "string", "description": "RFC 3339"}}), &["description"])},
-        {"name": tb::TOOL_DECLARE_OUTCOME,
-         "description": "Say how this turn ended: completed (the Work is done), handoff (keep it open for its next event) or failed.",
-         "inputSchema": schema(json!({"outcome": {"type": "string", "enum": ["completed", "handoff", "failed"]},
-                                      "summary": {"type": "string"}}), &["outcome"])},
-        {"name": tb::TOOL_CALL,
-         "description": "Run an operation this Work is granted (see the Operations list).",
-         "inputSchema": schema(json!({"operation": {"type": "string"}, "input": {"type": "object"},
-                                      "request_id": rid}), &["operation"])},
-    ])
+    tb::tools()
 }
 
 fn fresh_request_id() -> String {
@@ -276,9 +242,12 @@ pub fn answer(client: Option<&Client>, msg: &Value) -> Option<Value> {
         "tools/call" => {
             let name = msg["params"]["name"].as_str().unwrap_or_default();
             let arguments = msg["params"]["arguments"].clone();
-            match client {
-                Some(c) => Ok(tool_result(c, name, arguments)),
-                None => Ok(json!({"isError": true, "content": [{"type": "text",
+            // Every argument is held to the schema the tool publishes, before any call.
+            match (tb::check_input(name, &arguments), client) {
+                (Err(why), _) => Ok(json!({"isError": true,
+                    "content": [{"type": "text", "text": format!("invalid: {why}")}]})),
+                (Ok(()), Some(c)) => Ok(tool_result(c, name, arguments)),
+                (Ok(()), None) => Ok(json!({"isError": true, "content": [{"type": "text",
                     "text": format!("setup: {} and {} must name the toolbelt", tb::ENV_ENDPOINT, tb::ENV_TOKEN_FILE)}]})),
             }
         }
@@ -360,6 +329,45 @@ mod tests {
         .is_none());
         let a = answer(None, &json!({"jsonrpc": "2.0", "id": 2, "method": "nope"})).unwrap();
         assert_eq!(a["error"]["code"], -32601);
+    }
+
+    #[test]
+    fn a_bad_argument_is_a_tool_error_naming_the_field() {
+        let call = |name: &str, arguments: Value| {
+            answer(
+                None,
+                &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                        "params": {"name": name, "arguments": arguments}}),
+            )
+            .unwrap()
+        };
+        for (name, arguments, field) in [
+            (
+                "wait",
+                json!({"description": "d", "timeout_s": -1}),
+                "timeout_s",
+            ),
+            (
+                "wait",
+                json!({"description": "d", "timeout_s": "5"}),
+                "timeout_s",
+            ),
+            (
+                "emit",
+                json!({"type": "agent.x", "payload": "text"}),
+                "payload",
+            ),
+        ] {
+            let a = call(name, arguments);
+            assert_eq!(a["result"]["isError"], true, "{a}");
+            let text = a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                text.starts_with(&format!("invalid: {field}: expected")),
+                "{text}"
+            );
+        }
     }
 
     #[test]

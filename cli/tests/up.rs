@@ -441,6 +441,27 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let no_suite = cli(Path::new("/nonexistent/bus.sock"), &["doctor"]);
     assert_eq!(no_suite.0, 1, "{no_suite:?}");
     assert!(no_suite.1.contains("fail bus"), "{no_suite:?}");
+    // doctor runs the claude-code executor's check: as root (as `up` often is) the
+    // default permission mode fails every turn, and it says so with the fix.
+    let doctor = cli(&bus, &["doctor"]);
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap();
+    let line = doctor
+        .1
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("claude-code"))
+        .unwrap_or_else(|| panic!("no claude-code check: {doctor:?}"))
+        .to_owned();
+    if root {
+        assert!(
+            line.contains("warn") && line.contains("fails every turn as root"),
+            "{doctor:?}"
+        );
+        assert!(line.contains("IS_SANDBOX=1"), "{doctor:?}");
+    } else {
+        assert!(line.contains("ok"), "{doctor:?}");
+    }
     let work_id = done[0]["id"].as_str().unwrap().to_owned();
     let list = cli(&bus, &["work", "list"]);
     assert!(list.0 == 0 && list.1.contains(&work_id), "{list:?}");

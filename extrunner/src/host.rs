@@ -1019,7 +1019,7 @@ impl Scoped<'_> {
             return Err(RpcError::new(
                 Code::Unauthorized,
                 format!(
-                    "connection {:?} in scope {:?} is not bound to {:?}'s entries",
+                    "connection {:?} in scope {:?} is not bound to {:?}'s entries or its executors' bindings",
                     p.connection,
                     p.scope_id,
                     self.name()

@@ -194,7 +194,7 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                     m.provides
                         .executors
                         .iter()
-                        .map(|x| serde_json::json!({"name": x.name, "pool": x.pool}))
+                        .map(|x| serde_json::json!({"name": x.name, "pool": x.pool, "inject": x.labels.inject}))
                         .collect()
                 })
                 .unwrap_or_default();

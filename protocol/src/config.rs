@@ -377,7 +377,8 @@ impl Config {
 
     /// What the extension of `manifest` is configured with: its entries (of the types it
     /// declares) in enabled scopes, those in disabled scopes apart, the connections those
-    /// entries name when of a connection type it declares, and the public URL.
+    /// entries name when of a connection type it declares, the connections the bindings
+    /// of its executors name (and their scopes), and the public URL.
     pub fn for_extension(&self, manifest: &Manifest, generation: &str) -> ExtensionConfig {
         let types: BTreeSet<&str> = manifest
             .provides
@@ -423,6 +424,30 @@ impl Config {
                     out.params.entries.push(entry);
                 } else {
                     out.params.disabled.push(entry);
+                }
+            }
+        }
+        // An executor's bindings: the connection each names (whatever its type: the
+        // operator named it for this binding, e.g. for claude-code's `secret_env`), in
+        // an enabled scope, so the executor may resolve its secrets (docs/decisions.md).
+        let executors: BTreeSet<&str> = manifest
+            .provides
+            .executors
+            .iter()
+            .map(|x| x.name.as_str())
+            .collect();
+        for scope in self.scopes.iter().filter(|s| s.enabled) {
+            for b in &scope.bindings {
+                let ours = b["executor"]
+                    .as_str()
+                    .is_some_and(|x| executors.contains(x));
+                let connection = b["connection"].as_str().unwrap_or_default();
+                if !ours || connection.is_empty() || self.connection(connection).is_none() {
+                    continue;
+                }
+                named.insert(connection.to_owned());
+                if !out.scopes.contains(&scope.id) {
+                    out.scopes.push(scope.id.clone());
                 }
             }
         }
@@ -528,6 +553,32 @@ mod tests {
         assert_eq!(e.params.connections[0].secrets, vec!["secret".to_owned()]);
         assert_eq!(e.params.public_url, "https://x.example");
         assert_eq!(e.params.generation, "g1");
+    }
+
+    #[test]
+    fn an_executor_gets_the_connections_its_bindings_name() {
+        let m = crate::manifest::parse_manifest(
+            br#"{"protocol":[1],"name":"cc","version":"1","command":["x"],
+            "provides":{"executors":[{"name":"cc"}]}}"#,
+        )
+        .unwrap();
+        let mut d = doc();
+        d["connections"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "key", "type": "anthropic", "secret_refs": {"api_key": "env:K"}}));
+        d["scopes"][0]["bindings"] = json!([
+            {"name": "agent", "executor": "cc", "connection": "key"},
+            {"name": "other", "executor": "shell", "connection": "gh"}
+        ]);
+        let c = Config::parse(&d).unwrap();
+        let e = c.for_extension(&m, "g1");
+        assert_eq!(e.scopes, vec!["a".to_owned()]);
+        assert_eq!(e.connections, vec!["key".to_owned()]);
+        assert!(e.params.entries.is_empty());
+        // Before: an executor had no entries, so nothing at all.
+        let e = c.for_extension(&manifest(), "g1");
+        assert_eq!(e.connections, vec!["c1".to_owned()]);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! file on every call, so a token replaced on adoption is picked up at once.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// The toolbelt socket's path, for a client (`open-conduit mcp`).
@@ -143,8 +143,212 @@ pub fn input_fields(schema: &Value) -> Vec<String> {
         .collect()
 }
 
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// The built-in tools with the JSON Schemas of their inputs, as `tools/list`
+/// publishes them (`name`, `description`, `inputSchema`); [`check_input`] holds
+/// every call to them.
+pub fn tools() -> Value {
+    let rid = json!({"type": "string", "description": "Repeat it on a retry: the first call's answer comes back and nothing runs twice."});
+    json!([
+        {"name": TOOL_READ_CONTEXT,
+         "description": "The Work you are on (its title, keys, context) and the events that brought you here, oldest first.",
+         "inputSchema": object_schema(json!({}), &[])},
+        {"name": TOOL_EMIT,
+         "description": "Record an event of type agent.<something>, derived from this Work's latest event.",
+         "inputSchema": object_schema(json!({"type": {"type": "string"}, "payload": {"type": "object"},
+                                      "keys": {"type": "array", "items": {"type": "string"}},
+                                      "request_id": rid}), &["type"])},
+        {"name": TOOL_CREATE_WORK,
+         "description": "Ask for new Work in this scope (on your binding unless you name another).",
+         "inputSchema": object_schema(json!({"title": {"type": "string"}, "binding": {"type": "string"},
+                                      "keys": {"type": "array", "items": {"type": "string"}},
+                                      "context": {"type": "object"}, "request_id": rid}), &["title"])},
+        {"name": TOOL_WAIT,
+         "description": "Park this Work until an event on its keys (or the keys you give), or a timeout, wakes it; then end your turn.",
+         "inputSchema": object_schema(json!({"description": {"type": "string"},
+                                      "keys": {"type": "array", "items": {"type": "string"}},
+                                      "types": {"type": "array", "items": {"type": "string"}},
+                                      "timeout_s": {"type": "integer", "minimum": 1},
+                                      "due_at": {"type": "string", "description": "RFC 3339"}}), &["description"])},
+        {"name": TOOL_DECLARE_OUTCOME,
+         "description": "Say how this turn ended: completed (the Work is done), handoff (keep it open for its next event) or failed.",
+         "inputSchema": object_schema(json!({"outcome": {"type": "string", "enum": ["completed", "handoff", "failed"]},
+                                      "summary": {"type": "string"}}), &["outcome"])},
+        {"name": TOOL_CALL,
+         "description": "Run an operation this Work is granted (see the Operations list).",
+         "inputSchema": object_schema(json!({"operation": {"type": "string"}, "input": {"type": "object"},
+                                      "request_id": rid}), &["operation"])},
+    ])
+}
+
+/// Checks a built-in tool's input (`null` reads as `{}`) against the schema it
+/// publishes ([`tools`]): the type, `required`, `properties`, `items`, `enum` and
+/// `minimum` keywords those schemas use. The error names the field by its path
+/// (`timeout_s`, `keys[2]`). An unknown tool passes (the caller refuses it).
+pub fn check_input(tool: &str, input: &Value) -> Result<(), String> {
+    let all = tools();
+    let Some(schema) = all
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == tool)
+        .map(|t| &t["inputSchema"])
+    else {
+        return Ok(());
+    };
+    let empty = json!({});
+    let input = if input.is_null() { &empty } else { input };
+    check_value(schema, input, "")
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn check_value(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    let name = if at.is_empty() { "the input" } else { at };
+    let shown = |v: &Value| {
+        let t = v.to_string();
+        if t.len() > 60 {
+            let cut = (0..=60).rev().find(|i| t.is_char_boundary(*i)).unwrap_or(0);
+            format!("{}…", &t[..cut])
+        } else {
+            t
+        }
+    };
+    if let Some(t) = schema["type"].as_str() {
+        let ok = match t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "boolean" => v.is_boolean(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            _ => true,
+        };
+        if !ok {
+            return Err(format!(
+                "{name}: expected {}, got {} ({})",
+                match t {
+                    "object" | "array" | "integer" => format!("an {t}"),
+                    other => format!("a {other}"),
+                },
+                kind_of(v),
+                shown(v)
+            ));
+        }
+    }
+    if let Some(options) = schema["enum"].as_array() {
+        if !options.contains(v) {
+            let list: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+            return Err(format!(
+                "{name}: expected one of {}, got {}",
+                list.join(", "),
+                shown(v)
+            ));
+        }
+    }
+    if let (Some(min), Some(n)) = (schema["minimum"].as_f64(), v.as_f64()) {
+        if n < min {
+            return Err(format!("{name}: expected at least {min}, got {}", shown(v)));
+        }
+    }
+    if let Some(o) = v.as_object() {
+        for r in schema["required"].as_array().into_iter().flatten() {
+            if let Some(r) = r.as_str() {
+                if !o.contains_key(r) {
+                    return Err(format!("{}: required", join(at, r)));
+                }
+            }
+        }
+        if let Some(props) = schema["properties"].as_object() {
+            for (k, sub) in props {
+                if let Some(x) = o.get(k) {
+                    check_value(sub, x, &join(at, k))?;
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            check_value(items, x, &format!("{name}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+fn join(at: &str, field: &str) -> String {
+    if at.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{at}.{field}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tool_inputs_are_held_to_their_published_schemas() {
+        use serde_json::json;
+        let bad =
+            |tool: &str, input: serde_json::Value| super::check_input(tool, &input).unwrap_err();
+        assert_eq!(
+            bad("wait", json!({"description": "d", "timeout_s": -1})),
+            "timeout_s: expected at least 1, got -1"
+        );
+        assert_eq!(
+            bad("wait", json!({"description": "d", "timeout_s": "5"})),
+            "timeout_s: expected an integer, got a string (\"5\")"
+        );
+        assert_eq!(
+            bad("wait", json!({"description": "d", "timeout_s": 1.5})),
+            "timeout_s: expected an integer, got a number (1.5)"
+        );
+        assert_eq!(bad("wait", json!({})), "description: required");
+        assert_eq!(
+            bad("emit", json!({"type": "agent.x", "payload": "text"})),
+            "payload: expected an object, got a string (\"text\")"
+        );
+        assert_eq!(
+            bad("emit", json!({"type": "agent.x", "keys": ["a", 2]})),
+            "keys[1]: expected a string, got an integer (2)"
+        );
+        assert_eq!(
+            bad("declare_outcome", json!({"outcome": "done"})),
+            "outcome: expected one of \"completed\", \"handoff\", \"failed\", got \"done\""
+        );
+        assert_eq!(
+            bad("call", json!("x")),
+            "the input: expected an object, got a string (\"x\")"
+        );
+        for (tool, ok) in [
+            (
+                "wait",
+                json!({"description": "d", "timeout_s": 60, "keys": ["k"]}),
+            ),
+            ("emit", json!({"type": "agent.x", "payload": {"a": 1}})),
+            ("read_context", serde_json::Value::Null),
+            (
+                "declare_outcome",
+                json!({"outcome": "handoff", "summary": "s"}),
+            ),
+            ("no_such_tool", json!(1)),
+        ] {
+            assert_eq!(super::check_input(tool, &ok), Ok(()), "{tool}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -2023,9 +2023,9 @@ pub struct Usage {
     /// Cache-creation tokens.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub cache_creation_tokens: u64,
-    /// Cost in USD.
-    #[serde(default)]
-    pub cost_usd: f64,
+    /// Cost in USD; absent when the executor cannot know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// `executor.wait` (H→E): observe a run until it ends; cancelling it cancels the

@@ -739,7 +739,7 @@ fn every_typed_method_round_trips() {
                 output_tokens: 20,
                 cached_tokens: 5,
                 cache_creation_tokens: 1,
-                cost_usd: 0.25,
+                cost_usd: Some(0.25),
             }),
             artifacts: vec!["art_1".into()],
         },

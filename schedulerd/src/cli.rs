@@ -89,6 +89,8 @@ async fn start_loop(starter: Starter, wakes: Arc<Wakes>) {
             }
         }
         sweeps = sweeps.wrapping_add(1);
+        // Events routed to running attempts go into them first.
+        starter.inject_routed().await;
         match starter.pass().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(attempts = n, "started"),

@@ -179,6 +179,8 @@ pub struct Knowledge {
     pub types: HashMap<String, String>,
     /// Executor → the extension declaring it, and its pool (`""` or `jobs`).
     pub executors: HashMap<String, (String, String)>,
+    /// The executors that advertise `inject`.
+    pub injectable: std::collections::HashSet<String>,
     /// Each extension's tasks: (extension, task, interval in seconds).
     pub tasks: Vec<(String, String, u64)>,
 }
@@ -188,7 +190,14 @@ pub struct Knowledge {
 pub struct Router {
     bus: Bus,
     knowledge: Arc<RwLock<Knowledge>>,
+    /// Events routed to a Work whose attempt was running, to inject into it:
+    /// (Work, event seq), at most [`MAX_INJECTIONS`].
+    injections: Arc<std::sync::Mutex<std::collections::VecDeque<(String, i64)>>>,
 }
+
+/// The most routed events waiting to be injected into running attempts; past it an
+/// event is left for the Work's next attempt.
+pub const MAX_INJECTIONS: usize = 1024;
 
 fn store_err(method: &str, e: CallError) -> RouteError {
     RouteError::Store(format!("{method}: {e}"))
@@ -200,7 +209,25 @@ impl Router {
         Router {
             bus,
             knowledge: Arc::default(),
+            injections: Arc::default(),
         }
+    }
+
+    /// The events routed to running attempts since the last call, oldest first.
+    pub fn take_injections(&self) -> Vec<(String, i64)> {
+        match self.injections.lock() {
+            Ok(mut q) => q.drain(..).collect(),
+            Err(p) => p.into_inner().drain(..).collect(),
+        }
+    }
+
+    fn queue_injection(&self, work_id: &str, seq: i64) {
+        let mut q = self.injections.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() >= MAX_INJECTIONS {
+            tracing::warn!(OC_WORK_ID = %work_id, seq, "{MAX_INJECTIONS} injections wait already (max_injections); the event waits for the Work's next attempt");
+            return;
+        }
+        q.push_back((work_id.to_owned(), seq));
     }
 
     /// What it knows, to replace.
@@ -249,6 +276,7 @@ impl Router {
         let mut handlers = HashMap::new();
         let mut types = HashMap::new();
         let mut executors = HashMap::new();
+        let mut injectable = std::collections::HashSet::new();
         let mut tasks = Vec::new();
         let mut operations = HashMap::new();
         for e in r["extensions"].as_array().into_iter().flatten() {
@@ -278,6 +306,9 @@ impl Router {
                 if let Some(n) = x["name"].as_str() {
                     let pool = x["pool"].as_str().unwrap_or_default().to_owned();
                     executors.insert(n.to_owned(), (name.to_owned(), pool));
+                    if x["inject"] == true {
+                        injectable.insert(n.to_owned());
+                    }
                 }
             }
             for t in e["types"].as_array().into_iter().flatten() {
@@ -290,6 +321,7 @@ impl Router {
             k.handlers = handlers;
             k.types = types;
             k.executors = executors;
+            k.injectable = injectable;
             k.tasks = tasks;
             k.operations = operations;
             k.handlers_loaded = true;
@@ -623,6 +655,12 @@ impl Router {
             for ev in &events {
                 let answer = self.route(ev).await?;
                 routed += 1;
+                // An event for a Work whose attempt runs goes to that attempt too.
+                if answer["work_state"] == "running" && answer["created"] != true {
+                    if let Some(w) = answer["work_id"].as_str() {
+                        self.queue_injection(w, ev.seq);
+                    }
+                }
                 stats.note(ev, &answer);
             }
         }

@@ -5,7 +5,8 @@
 //!   verdict and reason, and the outcome), writing nothing;
 //! - `sched.interrupt {work_id, reason?}`, `sched.stop {work_id, reason?}`,
 //!   `sched.inject {work_id, inputs}`: the executor's control on the Work's running
-//!   attempt (`conflict` when it has none);
+//!   attempt (`conflict` when it has none); `inputs` are Events or IDs of the Work's
+//!   input events, each injected as its own `executor.inject {event}`;
 //! - `sched.status {}`: what the router has done (routed, created, unmatched, the last
 //!   event, and why it is held up, if it is), the configuration generation it routes
 //!   by, and the route handlers it knows.

@@ -386,6 +386,8 @@ impl Toolbelt {
                 format!("the input is over {} bytes", tb::MAX_INPUT_BYTES),
             ));
         }
+        // The input is held to the schema the tool publishes (`tools/list`).
+        tb::check_input(&p.tool, &p.input).map_err(|why| refuse(Code::Invalid, why))?;
         if p.request_id.len() > 200 || p.request_id.contains('/') {
             return Err(refuse(
                 Code::Invalid,

@@ -1457,6 +1457,11 @@ pub struct AttemptSettleRequest {
     /// `waiting`: the Wait it declares.
     #[serde(default)]
     pub wait: Option<SettleWait>,
+    /// IDs of events the attempt consumed while it ran (injected into it and taken
+    /// in): pending inputs of its Work, done with this attempt whatever its outcome,
+    /// so no further attempt starts for them.
+    #[serde(default)]
+    pub consumed: Vec<String>,
 }
 
 /// Result of `store.attempt_settle`.
@@ -1520,8 +1525,17 @@ pub fn attempt_settle(
         _ => {}
     }
 
+    check_list("consumed", &req.consumed, limits)?;
     let f = fence(conn, &req.execution_id, req.epoch)?;
     let work_id = f.work_id;
+    for id in &req.consumed {
+        conn.execute(
+            "UPDATE work_inputs SET state = 'done', attempt_id = ?1 \
+             WHERE work_id = ?2 AND state = 'pending' \
+             AND seq = (SELECT seq FROM events WHERE id = ?3)",
+            params![req.execution_id, work_id, id],
+        )?;
+    }
     let now_ms = util::now_ms();
     let now = util::rfc3339(now_ms);
     let mut wait_id = None;

@@ -889,3 +889,51 @@ async fn reads_are_paged_and_bounded() {
     assert!(rest.executions[0].id > running.executions[1].id);
     t.close();
 }
+
+/// An event routed to a Work while its attempt runs, and consumed by that attempt
+/// (injected and taken in), is done with it: the Work settles without pending input,
+/// so no further attempt starts for it. An input it did not consume stays pending.
+#[tokio::test]
+async fn inputs_an_attempt_consumed_while_it_ran_are_done_with_it() {
+    let t = TestStore::new("settle-consumed");
+    let s = &t.store;
+    for seq in 1..=3 {
+        t.event(seq, "s1", "x", &["k"]).await;
+    }
+    let w = s
+        .route_decide(create(1, &["k"]))
+        .await
+        .unwrap()
+        .work_id
+        .unwrap();
+    let a = s.attempt_start(start(&w, 60_000)).await.unwrap();
+    assert_eq!(a.inputs, [1]);
+    let during = s.route_decide(attach(2, &w)).await.unwrap();
+    assert_eq!(during.work_state.as_deref(), Some("running"));
+    let mut done = settle(&a.execution_id, a.epoch, "completed");
+    done.consumed = vec!["evt_2".into()];
+    let r = s.attempt_settle(done).await.unwrap();
+    assert_eq!(r.work_state, "completed");
+    assert!(r.pending.is_empty(), "{:?}", r.pending);
+    let inputs = s.work_inputs(req(json!({"work_id": w}))).await.unwrap();
+    assert_eq!(
+        inputs
+            .inputs
+            .iter()
+            .map(|i| (i.seq, i.state.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "done"), (2, "done")]
+    );
+
+    // Not consumed: it stays pending for the next attempt.
+    let b = s.attempt_start(start(&w, 60_000));
+    assert!(b.await.is_err(), "nothing pending to start for");
+    s.route_decide(attach(3, &w)).await.unwrap();
+    let a = s.attempt_start(start(&w, 60_000)).await.unwrap();
+    assert_eq!(a.inputs, [3]);
+    let mut other = settle(&a.execution_id, a.epoch, "handoff");
+    other.consumed = vec!["evt_1".into()];
+    let r = s.attempt_settle(other).await.unwrap();
+    assert_eq!(r.work_state, "idle");
+    t.close();
+}

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 pub mod agent;
 pub mod feed;
+pub mod messages;
 pub mod pause;
 
 /// How long anything here may take before a test calls it hung. Nothing measures time.

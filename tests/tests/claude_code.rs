@@ -351,3 +351,90 @@ fn a_running_turn_outlives_sigkill_of_the_claude_code_extension_and_is_launched_
         .unwrap();
     });
 }
+
+fn injected_ids(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "injected.jsonl") {
+                out.extend(
+                    records(&p)
+                        .iter()
+                        .filter_map(|r| r["id"].as_str().map(str::to_owned)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// An event routed to a Work while its turn runs is injected into that turn (the
+/// executor advertises inject), echoed by claude and consumed with the turn: the Work
+/// completes with one attempt and no further one starts for it. `sched.inject` with
+/// the event's ID reaches the executor too (and writes nothing twice).
+#[test]
+fn an_event_during_a_turn_is_injected_consumed_and_starts_no_second_attempt() {
+    let hold = std::env::temp_dir().join(format!("oc-claude-inject-{}", std::process::id()));
+    let _ = std::fs::remove_file(&hold);
+    let (suite, rec) = started_with(
+        "claude-inject",
+        json!({"FAKE_CLAUDE_HOLD": hold, "FAKE_CLAUDE_STATE": "finished"}),
+    );
+    assert_eq!(
+        deliver(&suite, "i-1", br#"{"number": 6}"#).unwrap().status,
+        200
+    );
+    let work_id = the_work(&suite);
+    wait_for("the launch", || (launches(&rec) == 1).then_some(()));
+    assert_eq!(
+        deliver(&suite, "i-2", br#"{"number": 6}"#).unwrap().status,
+        200
+    );
+    let state = suite.dir.join("state");
+    let id = wait_for("the injection", || injected_ids(&state).into_iter().next());
+    let answer = suite
+        .call(
+            "sched.inject",
+            json!({"work_id": work_id, "inputs": [id.clone()]}),
+        )
+        .unwrap_or_else(|e| panic!("sched.inject: {e}"));
+    assert!(answer["answers"].is_array(), "{answer}");
+    std::fs::write(&hold, "go").unwrap();
+    wait_for("the Work completed", || {
+        let s = work_state(&suite, &work_id);
+        (s == "completed" || s == "failed").then_some(())
+    });
+    let ex = suite
+        .call("store.executions", json!({ "work_id": work_id }))
+        .unwrap();
+    assert_eq!(work_state(&suite, &work_id), "completed", "{ex}");
+    assert_eq!(
+        ex["executions"].as_array().unwrap().len(),
+        1,
+        "no second attempt for the consumed event: {ex}"
+    );
+    let data = &ex["executions"][0]["result"]["data"]["data"];
+    assert_eq!(
+        data["injected"],
+        json!({"accepted": 1, "consumed": 1}),
+        "{ex}"
+    );
+    assert_eq!(injected_ids(&state), [id], "written once");
+    let inputs = suite
+        .call("store.work_inputs", json!({ "work_id": work_id }))
+        .unwrap();
+    assert!(
+        inputs["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["state"] == "done"),
+        "{inputs}"
+    );
+    assert_eq!(launches(&rec), 1, "one launch only: {:#?}", records(&rec));
+    let _ = std::fs::remove_file(&hold);
+}

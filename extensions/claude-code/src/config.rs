@@ -124,6 +124,9 @@ struct Raw {
     models: Option<Vec<String>>,
 }
 
+/// What `config check` and `doctor` say about `bypassPermissions` as root.
+pub const ROOT_BYPASS: &str = "permission_mode bypassPermissions (the default) fails every turn as root: claude refuses --dangerously-skip-permissions with root/sudo privileges; run Open Conduit as a non-root user (the packaged service does), or set IS_SANDBOX=1 in the binding's env when the machine is a disposable sandbox, or choose another permission_mode (acceptEdits keeps the toolbelt)";
+
 /// The binding's config, checked, with its defaults applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaudeConfig {
@@ -196,6 +199,15 @@ impl ClaudeConfig {
             );
         }
         out
+    }
+
+    /// Why this config fails every turn when the executor runs as root, with the
+    /// fix: claude refuses `--dangerously-skip-permissions` (what
+    /// `bypassPermissions` is) with root privileges unless `IS_SANDBOX=1`.
+    pub fn root_problem(&self, root: bool) -> Option<String> {
+        let sandbox = self.env.get("IS_SANDBOX").is_some_and(|v| v == "1");
+        (root && self.permission_mode == "bypassPermissions" && !sandbox)
+            .then(|| ROOT_BYPASS.to_string())
     }
 
     /// One line saying what the config runs.

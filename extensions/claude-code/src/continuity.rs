@@ -28,32 +28,94 @@ pub struct Totals {
     pub cost_usd: f64,
 }
 
-impl Totals {
-    /// This turn's share of `now` (the session's totals as reported at the end
-    /// of the turn), given the totals before it. A resumed session reports
-    /// cumulative totals; totals that went backwards (a fork) are left as
-    /// reported.
-    pub fn delta(&self, now: &Totals) -> Totals {
-        let t = &now.tokens;
-        let p = &self.tokens;
-        let backwards = t.input < p.input
-            || t.output < p.output
-            || t.cache_read < p.cache_read
-            || t.cache_creation < p.cache_creation
-            || now.cost_usd + 1e-12 < self.cost_usd;
-        if backwards {
-            return *now;
-        }
-        Totals {
-            tokens: Tokens {
-                input: t.input - p.input,
-                output: t.output - p.output,
-                cache_read: t.cache_read - p.cache_read,
-                cache_creation: t.cache_creation - p.cache_creation,
+/// One turn's usage: its tokens, and its cost when it can be known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnUsage {
+    /// Tokens.
+    #[serde(default)]
+    pub tokens: Tokens,
+    /// Cost in USD; `None` when the stream does not say it for this turn.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// What a segment's `result` line reports about usage, as read ([`crate::stream`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Reported {
+    /// `usage`: this process's tokens (every version seen reports it per process).
+    pub usage: Tokens,
+    /// `total_cost_usd`: this process's cost in older versions (2.1.100), the
+    /// session's cumulative cost in current ones (2.1.332).
+    pub total_cost_usd: Option<f64>,
+    /// `modelUsage` summed over models: per process or cumulative, like
+    /// `total_cost_usd`.
+    pub model_usage: Option<Totals>,
+    /// `model_usage_since_last_result` summed over models: this turn's, exactly
+    /// (current versions only).
+    pub since_last_result: Option<Totals>,
+}
+
+fn round_usd(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+/// This turn's usage from what its segment reported, whichever way the version
+/// reports: `session_cost` is the session's cumulative cost before the turn as far
+/// as continuity knows it (`None` when it does not), `fresh` whether the segment was
+/// the session's first process. Answers the turn's usage and the session's
+/// cumulative cost after it (when known).
+///
+/// * `model_usage_since_last_result`, when present, is the turn's, tokens and cost.
+/// * Otherwise the tokens are `usage` (per process, and a segment is one process),
+///   and the cost is `total_cost_usd` when it is this process's: a fresh session's
+///   first process, or `modelUsage`'s tokens equal to `usage`'s (both per
+///   process). When `modelUsage` is cumulative (its tokens exceed `usage`'s), the
+///   cost is the difference from `session_cost`, or unknown without it.
+pub fn turn_usage(
+    r: &Reported,
+    session_cost: Option<f64>,
+    fresh: bool,
+) -> (TurnUsage, Option<f64>) {
+    let cumulative_after = |turn: Option<f64>| -> Option<f64> {
+        match (r.model_usage, r.total_cost_usd) {
+            (Some(m), Some(total)) if m.tokens != r.usage && !fresh => Some(total),
+            _ => match (session_cost.or(fresh.then_some(0.0)), turn) {
+                (Some(before), Some(t)) => Some(round_usd(before + t)),
+                _ => None,
             },
-            cost_usd: ((now.cost_usd - self.cost_usd) * 1e9).round() / 1e9,
         }
+    };
+    if let Some(t) = r.since_last_result {
+        let cost = Some(round_usd(t.cost_usd));
+        let after = match (r.model_usage, r.total_cost_usd) {
+            (Some(_), Some(total)) => Some(total),
+            _ => cumulative_after(cost),
+        };
+        return (
+            TurnUsage {
+                tokens: t.tokens,
+                cost_usd: cost,
+            },
+            after,
+        );
     }
+    let per_process = fresh || r.model_usage.is_some_and(|m| m.tokens == r.usage);
+    let cost = if per_process {
+        r.total_cost_usd.map(round_usd)
+    } else if let (Some(_), Some(total), Some(before)) =
+        (r.model_usage, r.total_cost_usd, session_cost)
+    {
+        (total + 1e-12 >= before).then(|| round_usd(total - before))
+    } else {
+        None
+    };
+    (
+        TurnUsage {
+            tokens: r.usage,
+            cost_usd: cost,
+        },
+        cumulative_after(cost),
+    )
 }
 
 /// Resume the session or start a fresh one.
@@ -92,7 +154,7 @@ pub struct Applied {
     /// `<execution>/<segment>`.
     pub segment: String,
     /// The per-turn usage it applied.
-    pub delta: Totals,
+    pub delta: TurnUsage,
 }
 
 /// The record.
@@ -119,9 +181,14 @@ pub struct Continuity {
     /// The session's context when the last turn ended.
     #[serde(default)]
     pub context_tokens: u64,
-    /// The session's cumulative totals.
+    /// The session's cumulative totals (its cost as far as known: `None` once a
+    /// turn's cost could not be known).
     #[serde(default)]
     pub totals: Totals,
+    /// Whether `totals.cost_usd` is the session's cumulative cost (records from
+    /// before this field: not known).
+    #[serde(default)]
+    pub cost_known: bool,
     /// The decision of the segment in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<Decision>,
@@ -247,6 +314,7 @@ pub fn record_decision(c: &mut Continuity, d: &Decision) {
         }
         c.session = d.session.clone();
         c.totals = Totals::default();
+        c.cost_known = true;
         c.context_tokens = 0;
     }
     c.in_flight = Some(d.clone());
@@ -259,8 +327,10 @@ pub struct TurnEnd {
     pub segment: String,
     /// The session the segment ran.
     pub session: String,
-    /// The session's totals as the result reported them, when it did.
-    pub totals: Option<Totals>,
+    /// What the result reported about usage, when a result arrived.
+    pub reported: Option<Reported>,
+    /// The segment was the session's first process.
+    pub fresh: bool,
     /// The state, when the turn ended with a status.
     pub state: Option<String>,
     /// The handoff note the status wrote, when it wrote one.
@@ -278,21 +348,30 @@ pub struct TurnEnd {
 /// Applies a finished segment, once: a segment already applied changes
 /// nothing and answers the delta it applied then. Returns the per-turn delta
 /// and whether the record changed.
-pub fn apply(c: &mut Continuity, end: &TurnEnd) -> (Totals, bool) {
+pub fn apply(c: &mut Continuity, end: &TurnEnd) -> (TurnUsage, bool) {
     if let Some(a) = c.applied.iter().find(|a| a.segment == end.segment) {
         return (a.delta, false);
     }
-    let mut delta = Totals::default();
+    let mut delta = TurnUsage::default();
     if end.session == c.session || c.session.is_empty() {
-        if let Some(now) = end.totals {
-            delta = c.totals.delta(&now);
-            c.totals = now;
+        if let Some(r) = &end.reported {
+            let before = c.cost_known.then_some(c.totals.cost_usd);
+            let (turn, after) = turn_usage(r, before, end.fresh);
+            delta = turn;
+            let t = &mut c.totals.tokens;
+            t.input += turn.tokens.input;
+            t.output += turn.tokens.output;
+            t.cache_read += turn.tokens.cache_read;
+            t.cache_creation += turn.tokens.cache_creation;
+            c.totals.cost_usd = after.unwrap_or(0.0);
+            c.cost_known = after.is_some();
         }
         if end.lost_session {
             if !c.session.is_empty() {
                 c.past_sessions.push(std::mem::take(&mut c.session));
             }
             c.totals = Totals::default();
+            c.cost_known = true;
             c.context_tokens = 0;
         } else {
             if c.session.is_empty() {
@@ -305,9 +384,9 @@ pub fn apply(c: &mut Continuity, end: &TurnEnd) -> (Totals, bool) {
                 c.attach = end.attach.clone();
             }
         }
-    } else if let Some(now) = end.totals {
-        // A segment of a session no longer current: its own totals only.
-        delta = now;
+    } else if let Some(r) = &end.reported {
+        // A segment of a session no longer current: what it says of itself only.
+        delta = turn_usage(r, None, end.fresh).0;
     }
     if let Some(state) = &end.state {
         c.turns += 1;
@@ -334,21 +413,89 @@ pub fn apply(c: &mut Continuity, end: &TurnEnd) -> (Totals, bool) {
     (delta, true)
 }
 
-/// The path of a session's transcript: `<config>/projects/<cwd with every
-/// character but ASCII letters and digits as ->/<session>.jsonl`.
+/// The longest project folder name Claude Code writes whole (in UTF-16 units);
+/// a longer one is cut to it and given `-<hash>`.
+pub const MAX_PROJECT_NAME: usize = 200;
+/// The most entries of `<config>/projects` a transcript lookup reads.
+pub const MAX_PROJECT_DIRS: usize = 10_000;
+
+/// Claude Code's project folder name for a working directory, as it derives it
+/// (in JavaScript, over UTF-16 code units): every unit but an ASCII letter or digit
+/// as `-` (so a character outside the Basic Multilingual Plane, two units, is two
+/// dashes); a name over [`MAX_PROJECT_NAME`] units is cut to it and followed by `-`
+/// and the base-36 absolute value of the directory's 32-bit Java-style string hash.
+pub fn project_name(cwd: &str) -> String {
+    let units: Vec<u16> = cwd.encode_utf16().collect();
+    let name: String = units
+        .iter()
+        .map(|u| match char::from_u32(u32::from(*u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= MAX_PROJECT_NAME {
+        return name;
+    }
+    let mut h: i32 = 0;
+    for u in &units {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(*u));
+    }
+    format!(
+        "{}-{}",
+        &name[..MAX_PROJECT_NAME],
+        base36(i64::from(h).unsigned_abs())
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The path of a session's transcript as Claude Code names it:
+/// `<config>/projects/<project_name(cwd)>/<session>.jsonl`.
 pub fn transcript_path(
     config_dir: &std::path::Path,
     cwd: &str,
     session: &str,
 ) -> std::path::PathBuf {
-    let project: String = cwd
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
     config_dir
         .join("projects")
-        .join(project)
+        .join(project_name(cwd))
         .join(format!("{session}.jsonl"))
+}
+
+/// Where a session's transcript is: the derived path when it exists, else the
+/// `<session>.jsonl` of any project folder (a version that names folders otherwise),
+/// reading at most [`MAX_PROJECT_DIRS`] entries. `None` when there is none.
+pub fn find_transcript(
+    config_dir: &std::path::Path,
+    cwd: &str,
+    session: &str,
+) -> Option<std::path::PathBuf> {
+    let derived = transcript_path(config_dir, cwd, session);
+    if derived.is_file() {
+        return Some(derived);
+    }
+    let file = format!("{session}.jsonl");
+    if session.is_empty() || session.contains('/') || session.starts_with('.') {
+        return None;
+    }
+    std::fs::read_dir(config_dir.join("projects"))
+        .ok()?
+        .take(MAX_PROJECT_DIRS)
+        .flatten()
+        .map(|e| e.path().join(&file))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -416,39 +563,110 @@ mod tests {
         assert_eq!(d(&no_note, &def, true, cold).kind, Kind::Resume);
     }
 
+    fn tokens(input: u64, output: u64) -> Tokens {
+        Tokens {
+            input,
+            output,
+            ..Tokens::default()
+        }
+    }
+
+    fn totals(input: u64, output: u64, cost_usd: f64) -> Totals {
+        Totals {
+            tokens: tokens(input, output),
+            cost_usd,
+        }
+    }
+
+    /// Three turns of one session, 4,000 input tokens and $0.02 each, as each
+    /// version reports them: every turn's usage is its own (12,000 in all).
     #[test]
-    fn per_turn_deltas() {
-        let before = Totals {
-            tokens: Tokens {
-                input: 10,
-                output: 5,
-                cache_read: 100,
-                cache_creation: 20,
-            },
-            cost_usd: 0.5,
+    fn per_turn_usage_whichever_way_the_version_reports() {
+        let per_turn = totals(4000, 100, 0.02);
+        // 2.1.332: usage per process; total_cost_usd and modelUsage cumulative;
+        // model_usage_since_last_result the turn's.
+        let current = |n: u64| Reported {
+            usage: per_turn.tokens,
+            total_cost_usd: Some(0.02 * n as f64),
+            model_usage: Some(totals(4000 * n, 100 * n, 0.02 * n as f64)),
+            since_last_result: Some(per_turn),
         };
-        let now = Totals {
-            tokens: Tokens {
-                input: 15,
-                output: 9,
-                cache_read: 300,
-                cache_creation: 20,
-            },
-            cost_usd: 0.75,
+        // 2.1.100: everything per process.
+        let old = |_n: u64| Reported {
+            usage: per_turn.tokens,
+            total_cost_usd: Some(0.02),
+            model_usage: Some(per_turn),
+            since_last_result: None,
         };
-        let delta = before.delta(&now);
-        assert_eq!(
-            delta.tokens,
-            Tokens {
-                input: 5,
-                output: 4,
-                cache_read: 200,
-                cache_creation: 0
+        // A version between: cumulative modelUsage and cost, no since-last-result.
+        let between = |n: u64| Reported {
+            since_last_result: None,
+            ..current(n)
+        };
+        for (name, report) in [
+            ("current", &current as &dyn Fn(u64) -> Reported),
+            ("old", &old),
+            ("between", &between),
+        ] {
+            let mut c = Continuity::default();
+            let mut sum = 0;
+            for n in 1..=3u64 {
+                let dec = decide(
+                    &c,
+                    &cfg(json!({})),
+                    n > 1,
+                    0,
+                    "ex",
+                    1,
+                    &n.to_string(),
+                    || "s".to_string(),
+                );
+                record_decision(&mut c, &dec);
+                let end = TurnEnd {
+                    segment: format!("ex/{n}"),
+                    session: "s".into(),
+                    reported: Some(report(n)),
+                    fresh: n == 1,
+                    state: Some("building".into()),
+                    note: Some("note".into()),
+                    ..TurnEnd::default()
+                };
+                let (turn, changed) = apply(&mut c, &end);
+                assert!(changed);
+                assert_eq!(turn.tokens, per_turn.tokens, "{name} turn {n}");
+                let cost = turn
+                    .cost_usd
+                    .unwrap_or_else(|| panic!("{name} turn {n}: no cost"));
+                assert!((cost - 0.02).abs() < 1e-9, "{name} turn {n}: {cost}");
+                sum += turn.tokens.input;
             }
-        );
-        assert!((delta.cost_usd - 0.25).abs() < 1e-9);
-        // Backwards (a fork): left as reported.
-        assert_eq!(now.delta(&before), before);
+            assert_eq!(sum, 12_000, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_cost_that_cannot_be_known_is_unknown() {
+        // Cumulative modelUsage on a resumed session whose earlier cost is not known
+        // (a record from before, or an attached session's).
+        let r = Reported {
+            usage: tokens(4000, 100),
+            total_cost_usd: Some(0.06),
+            model_usage: Some(totals(12000, 300, 0.06)),
+            since_last_result: None,
+        };
+        let (turn, after) = turn_usage(&r, None, false);
+        assert_eq!(turn.tokens, tokens(4000, 100));
+        assert_eq!(turn.cost_usd, None);
+        assert_eq!(after, Some(0.06));
+        // No modelUsage and no way to tell: unknown, never the session's total.
+        let r = Reported {
+            usage: tokens(4000, 100),
+            total_cost_usd: Some(0.06),
+            model_usage: None,
+            since_last_result: None,
+        };
+        assert_eq!(turn_usage(&r, Some(0.04), false).0.cost_usd, None);
+        assert_eq!(turn_usage(&r, None, true).0.cost_usd, Some(0.06));
     }
 
     #[test]
@@ -459,13 +677,12 @@ mod tests {
         let end = TurnEnd {
             segment: "ex/1".into(),
             session: "new".into(),
-            totals: Some(Totals {
-                tokens: Tokens {
-                    input: 7,
-                    ..Tokens::default()
-                },
-                cost_usd: 0.1,
+            reported: Some(Reported {
+                usage: tokens(7, 0),
+                total_cost_usd: Some(0.1),
+                ..Reported::default()
             }),
+            fresh: true,
             state: Some("building".into()),
             note: Some("n".into()),
             context_tokens: 50,
@@ -499,5 +716,54 @@ mod tests {
             p,
             std::path::PathBuf::from("/h/.claude/projects/-work-a-b-c/s1.jsonl")
         );
+    }
+
+    /// As Claude Code 2.1.332 named them (seen in its projects folder).
+    #[test]
+    fn transcript_paths_of_long_and_astral_directories() {
+        let at = |cwd: &str| {
+            transcript_path(std::path::Path::new("/c"), cwd, "s")
+                .display()
+                .to_string()
+        };
+        let long = format!("/tmp/ccx/{}", "d".repeat(230));
+        assert_eq!(
+            at(&long),
+            format!("/c/projects/-tmp-ccx-{}-borema/s.jsonl", "d".repeat(191))
+        );
+        assert_eq!(
+            at("/tmp/ccx/e\u{1F600}x"),
+            "/c/projects/-tmp-ccx-e--x/s.jsonl"
+        );
+        assert_eq!(
+            at("/tmp/ccx/\u{e9}_\u{fc}"),
+            "/c/projects/-tmp-ccx----/s.jsonl"
+        );
+        let exactly = format!("/{}", "a".repeat(199));
+        assert_eq!(
+            at(&exactly),
+            format!("/c/projects/-{}/s.jsonl", "a".repeat(199))
+        );
+    }
+
+    #[test]
+    fn a_transcript_is_found_by_its_session_whatever_its_folder() {
+        let dir = std::env::temp_dir().join(format!("oc-cc-transcripts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let odd = dir.join("projects/some-other-naming");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join("s-9.jsonl"), "{}\n").unwrap();
+        assert_eq!(
+            find_transcript(&dir, "/w/\u{1F600}", "s-9"),
+            Some(odd.join("s-9.jsonl"))
+        );
+        assert_eq!(find_transcript(&dir, "/w", "s-8"), None);
+        assert_eq!(find_transcript(&dir, "/w", "../x"), None);
+        let long = format!("/w/{}", "x".repeat(300));
+        let derived = transcript_path(&dir, &long, "s-7");
+        std::fs::create_dir_all(derived.parent().unwrap()).unwrap();
+        std::fs::write(&derived, "{}\n").unwrap();
+        assert_eq!(find_transcript(&dir, &long, "s-7"), Some(derived));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -50,6 +50,22 @@ pub fn dropped(name: &str) -> bool {
         || credential_like(&upper)
 }
 
+/// The binding config as a segment records it (`segment.json`): the values of its
+/// `env` whose names look like credentials (`ANTHROPIC_API_KEY` among them)
+/// replaced by `<redacted>`.
+pub fn redacted_config(config: &serde_json::Value) -> serde_json::Value {
+    let mut c = config.clone();
+    if let Some(env) = c.get_mut("env").and_then(serde_json::Value::as_object_mut) {
+        for (name, value) in env.iter_mut() {
+            let upper = name.to_ascii_uppercase();
+            if credential_like(&upper) {
+                *value = serde_json::Value::String("<redacted>".into());
+            }
+        }
+    }
+    c
+}
+
 /// A name that looks like a credential.
 pub fn credential_like(upper: &str) -> bool {
     ["_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_CREDENTIALS"]
@@ -186,6 +202,20 @@ pub fn find_program(program: &str, env: &BTreeMap<String, String>) -> Option<std
         .filter(|d| !d.is_empty())
         .map(|d| Path::new(d).join(program))
         .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    #[test]
+    fn a_recorded_config_holds_no_credential() {
+        let c = serde_json::json!({"model": "m", "env": {"ANTHROPIC_API_KEY": "sk-1",
+            "GH_TOKEN": "t", "ANTHROPIC_BASE_URL": "http://x"}});
+        let r = super::redacted_config(&c);
+        assert_eq!(r["env"]["ANTHROPIC_API_KEY"], "<redacted>");
+        assert_eq!(r["env"]["GH_TOKEN"], "<redacted>");
+        assert_eq!(r["env"]["ANTHROPIC_BASE_URL"], "http://x");
+        assert_eq!(r["model"], "m");
+    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 //! on stdin, writes stream-json on stdout as the real CLI does (a `system`
 //! `init` line with the session, an `assistant` message with usage, the
 //! echo of each user message under `--replay-user-messages`, an optional
-//! `rate_limit_event`, a `result` with cumulative usage, `total_cost_usd` and
-//! `structured_output`), writes the session's transcript at
-//! `<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<cwd with non-alphanumerics as
-//! ->/<session>.jsonl` and keeps the session's cumulative totals next to it.
+//! `rate_limit_event`, a `result` with this process's `usage`, the session's
+//! `total_cost_usd` and `modelUsage`, the turn's `model_usage_since_last_result`
+//! and `structured_output`, as 2.1.332 writes them), writes the session's transcript at
+//! `<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<project folder>/<session>.jsonl`
+//! (named as Claude Code names it, [`crate::continuity::project_name`]) and keeps the session's cumulative totals next to it.
 //!
 //! With `--mcp-config`, when the `open-conduit` server's command exists, it
 //! starts it over stdio and performs `initialize`, `notifications/initialized`,
@@ -18,7 +19,8 @@
 //! * `FAKE_CLAUDE_MODE`: `ok` (default), `usage_limit`, `lose_session` (says
 //!   "No conversation found with session ID" to a resume), `hang` (never
 //!   ends its turn), `crash` (exits 3 without a result), `error` (a result
-//!   with `is_error`), `wait` (calls the toolbelt's wait), `no_status`.
+//!   with `is_error`), `wait` (calls the toolbelt's wait), `no_status`,
+//!   `denied` (refuses the toolbelt's declare_outcome, as a permission mode does).
 //! * `FAKE_CLAUDE_STATE`: the structured status's state (default `building`).
 //! * `FAKE_CLAUDE_USAGE`: `input,output,cache_read,cache_creation` of the
 //!   turn's one model call (default `100,50,1000,200`).
@@ -239,12 +241,7 @@ pub fn run() -> i32 {
         Ok(d) if !d.is_empty() => PathBuf::from(d),
         _ => PathBuf::from(var("HOME")).join(".claude"),
     };
-    let project: String = cwd
-        .display()
-        .to_string()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let project = crate::continuity::project_name(&cwd.display().to_string());
     let projects = config_dir.join("projects").join(project);
     let (session, resumed) = match (&args.resume, &args.session_id) {
         (Some(s), _) => (s.clone(), true),
@@ -344,12 +341,20 @@ pub fn run() -> i32 {
         "cache_read": n("cache_read") + cache_read, "cache_creation": n("cache_creation") + cache_creation,
         "cost_micro": micro});
     let _ = std::fs::write(&totals_path, totals.to_string());
-    let cumulative = json!({"input_tokens": totals["input"], "output_tokens": totals["output"],
-        "cache_read_input_tokens": totals["cache_read"], "cache_creation_input_tokens": totals["cache_creation"]});
     let cost = micro as f64 / 1_000_000.0;
+    // As Claude Code 2.1.332 reports: `usage` this process's, `total_cost_usd` and
+    // `modelUsage` the session's, `model_usage_since_last_result` this turn's.
+    let model = format!("claude-{}", args.model);
+    let model_usage = json!({&model: {"inputTokens": totals["input"], "outputTokens": totals["output"],
+        "cacheReadInputTokens": totals["cache_read"], "cacheCreationInputTokens": totals["cache_creation"],
+        "costUSD": cost}});
+    let since = json!({&model: {"inputTokens": input, "outputTokens": output,
+        "cacheReadInputTokens": cache_read, "cacheCreationInputTokens": cache_creation,
+        "costUSD": 0.01}});
 
     let mut result = json!({"type": "result", "subtype": "success", "is_error": false, "duration_ms": 1,
-        "num_turns": 1, "result": "turn done", "session_id": session, "total_cost_usd": cost, "usage": cumulative});
+        "num_turns": 1, "result": "turn done", "session_id": session, "total_cost_usd": cost, "usage": usage,
+        "modelUsage": model_usage, "model_usage_since_last_result": since});
     match mode.as_str() {
         "usage_limit" => {
             let reset = var("FAKE_CLAUDE_RATE_LIMIT");
@@ -367,6 +372,15 @@ pub fn run() -> i32 {
             };
             result["result"] = json!(text);
             result["api_error_status"] = json!(429);
+        }
+        "denied" => {
+            // As claude refuses a tool the permission mode does not allow.
+            let tool = "mcp__open-conduit__declare_outcome";
+            emit(
+                &json!({"type": "system", "subtype": "permission_denied", "tool_name": tool, "tool_use_id": "t1", "session_id": session}),
+            );
+            result["permission_denials"] =
+                json!([{"tool_name": tool, "tool_use_id": "t1", "tool_input": {}}]);
         }
         "error" => {
             result["subtype"] = json!("error_during_execution");

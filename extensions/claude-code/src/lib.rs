@@ -31,9 +31,9 @@ pub mod wrapper;
 
 use executor::ClaudeCode;
 use protocol::wire::{
-    ExecutorAttachParams, ExecutorForgetParams, ExecutorInjectParams, ExecutorInterruptParams,
-    ExecutorRecoverParams, ExecutorResumeParams, ExecutorRunParams, ExecutorStopParams,
-    ExecutorWaitParams, ValidateParams,
+    CheckRunParams, ExecutorAttachParams, ExecutorForgetParams, ExecutorInjectParams,
+    ExecutorInterruptParams, ExecutorRecoverParams, ExecutorResumeParams, ExecutorRunParams,
+    ExecutorStopParams, ExecutorWaitParams, ValidateParams,
 };
 
 /// The manifest, `open-conduit-extension.json`.
@@ -70,6 +70,9 @@ pub fn extension(cc: ClaudeCode) -> Result<sdk::Extension, String> {
     let ext = handle!(ext, cc, ExecutorAttachParams, host, attach);
     let ext = ext
         .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(executor::validate(&p)) })
+        .on::<CheckRunParams, _, _>(|_ctx, p| async move {
+            Ok(executor::check(&p, executor::is_root()))
+        })
         .on_migrate(|_ctx, _from, _to| async move { Ok(()) });
     if let Some(e) = ext.errors().first() {
         return Err(e.to_string());
@@ -119,6 +122,7 @@ mod tests {
             "executor.stop",
             "executor.forget",
             "executor.attach",
+            "check.run",
             "kv.get",
             "kv.commit",
         ] {

@@ -3,8 +3,28 @@
 //! is not JSON, or of a type this release does not know, is counted and kept
 //! (it stays in the file), never fatal.
 
+use crate::continuity::{Reported, Totals};
 use crate::prompt;
 use serde_json::Value;
+
+/// The prefix of the toolbelt's tools as claude names them.
+pub const TOOLBELT_PREFIX: &str = "mcp__open-conduit__";
+
+/// A `modelUsage`-like object (`{model: {inputTokens, outputTokens,
+/// cacheReadInputTokens, cacheCreationInputTokens, costUSD}}`) summed over models.
+fn model_totals(v: Option<&Value>) -> Option<Totals> {
+    let models = v?.as_object()?;
+    let mut t = Totals::default();
+    for m in models.values() {
+        let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+        t.tokens.input += n("inputTokens");
+        t.tokens.output += n("outputTokens");
+        t.tokens.cache_read += n("cacheReadInputTokens");
+        t.tokens.cache_creation += n("cacheCreationInputTokens");
+        t.cost_usd += m.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0);
+    }
+    Some(t)
+}
 use std::collections::BTreeSet;
 
 /// Token counts of one model call or of a session's totals.
@@ -51,10 +71,17 @@ pub struct ResultLine {
     pub is_error: bool,
     /// `result`, the final text.
     pub text: String,
-    /// `usage` (cumulative for a resumed session).
+    /// `usage`: this process's tokens.
     pub usage: Tokens,
-    /// `total_cost_usd` (cumulative for a resumed session).
+    /// `total_cost_usd`: this process's cost in older versions, the session's in
+    /// current ones.
     pub cost_usd: Option<f64>,
+    /// `modelUsage`, summed over models.
+    pub model_usage: Option<Totals>,
+    /// `model_usage_since_last_result`, summed over models (this turn's).
+    pub since_last_result: Option<Totals>,
+    /// `permission_denials`: the names of the tools claude refused.
+    pub denied: Vec<String>,
     /// `structured_output`, the turn's status.
     pub structured: Option<Value>,
     /// `api_error_status`.
@@ -91,12 +118,33 @@ pub struct Turn {
     pub lost_session: bool,
     /// Lines that were not JSON or of an unknown type.
     pub unknown_lines: u64,
+    /// The toolbelt's tools claude refused to run (`permission_denied`, or the
+    /// result's `permission_denials`).
+    pub toolbelt_denied: Vec<String>,
     /// A reset the stream stated as a time (`rate_limit_event`,
     /// `api_error_params`), which wins over one read from wording.
     stated_reset: Option<i64>,
 }
 
+impl ResultLine {
+    /// What it says about usage.
+    pub fn reported(&self) -> Reported {
+        Reported {
+            usage: self.usage,
+            total_cost_usd: self.cost_usd,
+            model_usage: self.model_usage,
+            since_last_result: self.since_last_result,
+        }
+    }
+}
+
 impl Turn {
+    fn denied(&mut self, tool: &str) {
+        if tool.starts_with(TOOLBELT_PREFIX) && !self.toolbelt_denied.iter().any(|t| t == tool) {
+            self.toolbelt_denied.push(tool.to_string());
+        }
+    }
+
     /// The context the session ended the turn with (the last main-thread
     /// call's input, cached or not, and output).
     pub fn context_tokens(&self) -> u64 {
@@ -132,13 +180,19 @@ pub fn parse(out: &str, err: &str, now_ms: i64) -> Turn {
             continue;
         };
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "system" => {
-                if v.get("subtype").and_then(Value::as_str) == Some("init") {
+            "system" => match v.get("subtype").and_then(Value::as_str) {
+                Some("init") => {
                     if let Some(s) = v.get("session_id").and_then(Value::as_str) {
                         t.session_id = s.to_string();
                     }
                 }
-            }
+                Some("permission_denied") => {
+                    if let Some(tool) = v.get("tool_name").and_then(Value::as_str) {
+                        t.denied(tool);
+                    }
+                }
+                _ => {}
+            },
             "assistant" => {
                 let msg = v.get("message").cloned().unwrap_or(Value::Null);
                 if let Some(m) = msg.get("model").and_then(Value::as_str) {
@@ -214,7 +268,22 @@ pub fn parse(out: &str, err: &str, now_ms: i64) -> Turn {
                     cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
                     structured: v.get("structured_output").filter(|s| !s.is_null()).cloned(),
                     api_error_status: v.get("api_error_status").filter(|s| !s.is_null()).cloned(),
+                    model_usage: model_totals(v.get("modelUsage")),
+                    since_last_result: model_totals(v.get("model_usage_since_last_result")),
+                    denied: v
+                        .get("permission_denials")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|d| d.get("tool_name").and_then(Value::as_str))
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 };
+                for tool in &r.denied {
+                    t.denied(tool);
+                }
                 if let Some(s) = v.get("session_id").and_then(Value::as_str) {
                     if t.session_id.is_empty() {
                         t.session_id = s.to_string();
@@ -227,7 +296,12 @@ pub fn parse(out: &str, err: &str, now_ms: i64) -> Turn {
                     .as_ref()
                     .is_some_and(|s| s.as_u64() == Some(429) || s.as_str() == Some("429"));
                 let text_limit = limit_in_text(&r.text, now_ms);
-                if r.is_error && (limited_status || line.contains("usage_limit_reached")) {
+                // 2.1.100 says a 429 only in the text: `API Error: 429 {..."rate_limit_error"...}`.
+                let limited_text =
+                    r.text.starts_with("API Error: 429") || r.text.contains("\"rate_limit_error\"");
+                if r.is_error
+                    && (limited_status || limited_text || line.contains("usage_limit_reached"))
+                {
                     let from_text = text_limit.and_then(|l| l.reset_ms);
                     t.limit = Some(merge(
                         t.limit,
@@ -418,6 +492,12 @@ not json at all
             parse(unknown, "", NOW).limit,
             Some(Limit { reset_ms: None })
         );
+        // As 2.1.100 reports a 429: in the text only.
+        let old_429 = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of requests has exceeded your rate limit\"}}","total_cost_usd":0}"#;
+        assert_eq!(
+            parse(old_429, "", NOW).limit,
+            Some(Limit { reset_ms: None })
+        );
         let ok = r#"{"type":"result","is_error":false,"result":"I read about rate limits"}"#;
         assert_eq!(parse(ok, "", NOW).limit, None);
     }
@@ -441,6 +521,29 @@ not json at all
         );
         assert_eq!(reset_time_of_day("soon", NOW), None);
         assert_eq!(reset_time_of_day("7 days", NOW), None);
+    }
+
+    /// As 2.1.332 writes them: a toolbelt call refused under acceptEdits, and the
+    /// result's usage fields.
+    #[test]
+    fn toolbelt_denials_and_usage_fields() {
+        let out = r#"{"type":"system","subtype":"permission_denied","tool_name":"mcp__open-conduit__read_context","tool_use_id":"t1"}
+{"type":"system","subtype":"permission_denied","tool_name":"Bash","tool_use_id":"t2"}
+{"type":"result","subtype":"success","is_error":false,"result":"","usage":{"input_tokens":100,"output_tokens":5},"total_cost_usd":0.001,"modelUsage":{"a":{"inputTokens":200,"outputTokens":10,"costUSD":0.001}},"model_usage_since_last_result":{"a":{"inputTokens":100,"outputTokens":5,"costUSD":0.0005}},"permission_denials":[{"tool_name":"mcp__open-conduit__declare_outcome","tool_use_id":"t3","tool_input":{}}]}"#;
+        let t = parse(out, "", NOW);
+        assert_eq!(
+            t.toolbelt_denied,
+            [
+                "mcp__open-conduit__read_context",
+                "mcp__open-conduit__declare_outcome"
+            ]
+        );
+        let r = t.result.unwrap().reported();
+        assert_eq!(r.usage.input, 100);
+        assert_eq!(r.model_usage.unwrap().tokens.input, 200);
+        let since = r.since_last_result.unwrap();
+        assert_eq!((since.tokens.input, since.tokens.output), (100, 5));
+        assert!((since.cost_usd - 0.0005).abs() < 1e-12);
     }
 
     #[test]

@@ -1,0 +1,689 @@
+//! The `claude-code` executor's methods: run, resume, recover, wait, inject,
+//! interrupt, stop, forget, attach, and validate for its binding config.
+//!
+//! A run is one or more segments (`<runs>/<execution_id>/<n>/`): each is one
+//! detached `claude -p` under the wrapper. What a segment is lives on disk
+//! ([`crate::rundir`]); this process keeps a table of the executions it
+//! started or adopted, holding the stdin of the segments it started, so it can
+//! inject input into them and close their stdin when the result arrives.
+//!
+//! This module holds the shared state, the table, the helpers and `validate`;
+//! the methods are split by concern: `launch` (run, resume, the decision and
+//! the launch), `recover` (adoption), `result` (wait and the result of a
+//! segment) and `controls` (inject, interrupt, stop, forget, attach).
+
+mod controls;
+mod launch;
+mod recover;
+mod result;
+
+use crate::config::{self, ClaudeConfig};
+use crate::continuity::{self, Continuity, Decision, Kind, TurnEnd, TurnUsage};
+use crate::env::{self as envs, ToolbeltClient};
+use crate::prompt::{self, Shape};
+use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use crate::stream;
+use protocol::wire::{
+    clip_line, validate_kind, ArtifactCreateParams, CheckRunParams, CheckRunResult, Diagnostic,
+    ExecutionPersistRecoveryParams, ExecutorAttachParams, ExecutorAttachResult,
+    ExecutorForgetParams, ExecutorForgetResult, ExecutorInjectParams, ExecutorInjectResult,
+    ExecutorInterruptParams, ExecutorInterruptResult, ExecutorRecoverParams, ExecutorRecoverResult,
+    ExecutorResumeParams, ExecutorResumeResult, ExecutorRunParams, ExecutorRunResult,
+    ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, KvCommitParams,
+    KvDelete, KvPut, Outcome, Payload, RetryHint, RunRequest, SecretResolveParams, Usage,
+    ValidateParams, ValidateResult,
+};
+use protocol::{CallError, Code, RpcError};
+use sdk::detached::Launch;
+use sdk::dirs::SharedDirs;
+use sdk::Host;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+
+/// The executor's name.
+pub const EXECUTOR: &str = "claude-code";
+/// The schema of the recovery metadata this executor persists.
+pub const RECOVERY_SCHEMA: &str = "open-conduit.claudecode.recovery.v1";
+/// The outcome data schema of a result whose config could not be read.
+pub const RESULT_SCHEMA: &str = "open-conduit.claudecode.result.v1";
+/// The KV key of the executor-wide usage-limit hold.
+pub const HOLD_KEY: &str = "hold";
+/// Seconds between SIGTERM and SIGKILL for an interrupt, a stop and leftovers.
+pub const GRACE_S: u64 = 10;
+/// Added to a usage limit's reset before the retry.
+pub const LIMIT_GRACE_MS: i64 = 2 * 60_000;
+/// The retry delay of a usage limit whose reset is unknown.
+pub const UNKNOWN_RESET_MS: i64 = 30 * 60_000;
+/// The longest status report kept, in bytes.
+pub const MAX_REPORT_BYTES: usize = 20_000;
+/// The longest summary, in bytes.
+pub const MAX_SUMMARY_BYTES: usize = 200;
+/// The most bytes of each output uploaded as an artifact (first and last halves
+/// beyond it).
+pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+/// How many ended executions the table keeps answering waits for.
+pub const MAX_RETAINED: usize = 256;
+/// Set to `after_decision` in this process's environment, the executor exits
+/// right after it commits a decision and before it launches: the fault
+/// boundary the crash-between-decision-and-launch test drives.
+pub const FAULT_ENV: &str = "OC_CLAUDE_CODE_FAULT";
+const POLL: Duration = Duration::from_millis(50);
+/// How this executor names its segments in what it records.
+const WORDS: rundir::Words = rundir::Words {
+    label: "claude-code",
+    unit: "segment",
+    what: "claude",
+    default_grace_s: GRACE_S,
+};
+const KV_RETRIES: usize = 8;
+/// The permission rule that allows every tool of the toolbelt's MCP server.
+pub const TOOLBELT_RULE: &str = "mcp__open-conduit";
+
+/// The recovery metadata's data (schema [`RECOVERY_SCHEMA`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryData {
+    /// The segment directory (absolute).
+    pub segment_dir: String,
+    /// The nonce the wrapper is (or will be) started with.
+    pub nonce: String,
+    /// The wrapper's pid; 0 before the launch.
+    #[serde(default)]
+    pub pid: i32,
+    /// The epoch the segment was started at.
+    #[serde(default)]
+    pub epoch: u64,
+}
+
+/// What `segment.json` records before the launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentInfo {
+    /// The Execution.
+    pub execution_id: String,
+    /// Its Work.
+    pub work_id: String,
+    /// The segment's name within the Execution.
+    pub segment: String,
+    /// The decision it launched on.
+    pub decision: Decision,
+    /// How it launched (`resume` when a fresh decision's session already had a transcript).
+    pub launched: Kind,
+    /// The working directory.
+    pub cwd: String,
+    /// The binding's executor config.
+    #[serde(default)]
+    pub config: Value,
+    /// The program.
+    pub binary: String,
+    /// The model.
+    pub model: String,
+    /// The session's transcript.
+    pub transcript: String,
+    /// When the segment started (ms).
+    pub started_ms: i64,
+}
+
+#[derive(Debug)]
+struct Run {
+    work_id: String,
+    seq: u64,
+    epoch: AtomicU64,
+    req: Mutex<RunRequest>,
+    launch: Option<Launch>,
+    /// The segment's stdin, while this process holds it.
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// Event IDs written to stdin.
+    injected: Mutex<Vec<String>>,
+    result: tokio::sync::Mutex<Option<ExecutorWaitResult>>,
+    ended: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    runs: HashMap<String, Arc<Run>>,
+    next_seq: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dirs: SharedDirs,
+    exe: Result<PathBuf, String>,
+    table: Mutex<Table>,
+    /// The executor-wide usage-limit hold: until (ms) and the hint's reset_at.
+    hold: Mutex<Option<(i64, String)>>,
+}
+
+/// The executor's state, shared by its handlers (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct ClaudeCode {
+    inner: Arc<Inner>,
+}
+
+fn refuse(code: Code, message: impl Into<String>) -> RpcError {
+    RpcError::new(code, message)
+}
+
+fn not_adoptable(id: &str, why: impl std::fmt::Display) -> RpcError {
+    refuse(
+        Code::NotAdoptable,
+        format!("execution {id} is not adoptable: {why}"),
+    )
+}
+
+fn not_accepting(id: &str, why: &str) -> RpcError {
+    refuse(
+        Code::NotAccepting,
+        format!("execution {id} takes no input: {why}"),
+    )
+}
+
+fn internal(what: impl std::fmt::Display) -> RpcError {
+    refuse(Code::Internal, what.to_string())
+}
+
+fn host_error(what: &str, e: CallError) -> RpcError {
+    match e {
+        CallError::Rpc(e) => e,
+        other => refuse(Code::Unavailable, format!("{what}: {other}")),
+    }
+}
+
+fn check_executor(executor: &str) -> Result<(), RpcError> {
+    if executor.is_empty() || executor == EXECUTOR {
+        return Ok(());
+    }
+    Err(refuse(
+        Code::Invalid,
+        format!("executor `{executor}` is not served here (only `{EXECUTOR}`)"),
+    ))
+}
+
+/// An ID that names a directory: one path component.
+fn check_id(id: &str) -> Result<(), RpcError> {
+    let ok =
+        !id.is_empty() && id.len() <= 255 && id != "." && id != ".." && !id.contains(['/', '\0']);
+    if ok {
+        return Ok(());
+    }
+    Err(refuse(
+        Code::Invalid,
+        "execution_id must be one path component: non-empty, at most 255 bytes, without / or NUL",
+    ))
+}
+
+/// A structured failure with its reason in the data.
+fn failure(schema: &str, reason: &str, error: String) -> ExecutorWaitResult {
+    ExecutorWaitResult {
+        data: Some(Payload {
+            schema: schema.to_string(),
+            data: json!({"reason": reason, "kind": reason}),
+        }),
+        summary: clip_line(&error, MAX_SUMMARY_BYTES),
+        error,
+        ..ExecutorWaitResult::new(Outcome::Failed)
+    }
+}
+
+fn limited_failure(schema: &str, reset_at: &str) -> ExecutorWaitResult {
+    let mut r = failure(
+        schema,
+        "usage_limit",
+        format!("claude hit a usage limit; retry at {reset_at}"),
+    );
+    if let Some(d) = r.data.as_mut() {
+        d.data["limited"] = json!(true);
+        d.data["resets_at"] = json!(reset_at);
+    }
+    r.retry_hint = Some(RetryHint {
+        reset_at: reset_at.to_string(),
+    });
+    r
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Reads a file, bounded: all of it up to `max` bytes; beyond that its first
+/// and last `max / 2` bytes with a marker. A missing file reads as empty.
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len <= max {
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        return Ok(out);
+    }
+    let half = max / 2;
+    let mut out = Vec::new();
+    (&mut f).take(half).read_to_end(&mut out)?;
+    out.extend_from_slice(
+        format!(
+            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
+            len - 2 * half
+        )
+        .as_bytes(),
+    );
+    f.seek(SeekFrom::Start(len - half))?;
+    f.take(half).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Answers `validate` for kind `executor`, type `claude-code`: diagnostics
+/// naming the field (a JSON pointer), warnings about settings that should
+/// change, or a line describing what the config runs.
+pub fn validate(p: &ValidateParams) -> ValidateResult {
+    let mut result = ValidateResult::default();
+    if p.kind != validate_kind::EXECUTOR || p.type_name != EXECUTOR {
+        return result;
+    }
+    match config::parse(&p.config) {
+        Ok(c) => {
+            result.describe.push(c.describe());
+            result.warnings = c.warnings();
+            result.warnings.extend(c.root_problem(is_root()));
+        }
+        Err(e) => result.diagnostics.push(Diagnostic {
+            code: "invalid_config".to_string(),
+            message: e.to_string(),
+            path: e.pointer(),
+        }),
+    }
+    result
+}
+
+/// Whether this process (and so every segment it starts) runs as root: the
+/// owner of `/proc/self` is the effective user.
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `check.run` for the check `claude-code` (doctor): warns, with the fix, when
+/// this executor runs as root, where the default `permission_mode` fails every turn
+/// (a binding with `IS_SANDBOX=1` in its env, or another mode, is fine).
+pub fn check(p: &CheckRunParams, root: bool) -> CheckRunResult {
+    if p.check != EXECUTOR {
+        return CheckRunResult {
+            status: "warn".into(),
+            code: "unknown_check".into(),
+            detail: format!("no check named {:?}", p.check),
+            ..CheckRunResult::default()
+        };
+    }
+    if root {
+        return CheckRunResult {
+            status: "warn".into(),
+            code: "root_bypass_permissions".into(),
+            detail: format!("the executor runs as root: {}", config::ROOT_BYPASS),
+            ..CheckRunResult::default()
+        };
+    }
+    CheckRunResult {
+        status: "ok".into(),
+        detail: "the executor does not run as root".into(),
+        ..CheckRunResult::default()
+    }
+}
+
+/// A fresh session ID: a random (version 4) UUID.
+pub fn new_session_id() -> String {
+    let mut b = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = f.read_exact(&mut b);
+    }
+    if b == [0u8; 16] {
+        let t = protocol::time::now_ms().unsigned_abs() ^ u64::from(std::process::id());
+        b[..8].copy_from_slice(&t.to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// A Work ID as a directory name.
+fn dir_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_string()
+}
+
+/// The JSON schema of the structured status (`--json-schema`). Its
+/// descriptions say only what each state means to Open Conduit.
+pub fn status_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "state": {
+                "type": "string",
+                "enum": ["finished", "building", "review", "help", "done"],
+                "description": "finished: the Work is complete and closes. building: work continues; the Work stays open for its next input. review: something is ready for the owner to look at; the Work stays open. help: you need the owner's answer to go on; the Work stays open. done: your part is done and the owner decides what follows; the Work stays open."
+            },
+            "summary": {"type": "string", "description": "One line saying what this turn did."},
+            "handoff": {"type": "string", "description": "A note for a fresh session continuing this Work: what was done, what is next, where things are."},
+            "report": {"type": "string", "description": "An optional longer write-up of the turn for the operator."}
+        },
+        "required": ["state", "summary", "handoff"]
+    })
+}
+
+impl ClaudeCode {
+    /// An executor whose directories come from `dirs` (filled in by
+    /// `initialize`), launching segments through this process's own executable.
+    pub fn new(dirs: SharedDirs) -> ClaudeCode {
+        let exe = std::env::current_exe().map_err(|e| e.to_string());
+        ClaudeCode {
+            inner: Arc::new(Inner {
+                dirs,
+                exe,
+                table: Mutex::new(Table::default()),
+                hold: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Run>> {
+        self.table().runs.get(id).cloned()
+    }
+
+    fn insert(
+        &self,
+        req: &RunRequest,
+        launch: Option<Launch>,
+        stdin: Option<ChildStdin>,
+        known: Option<ExecutorWaitResult>,
+    ) -> Arc<Run> {
+        let mut t = self.table();
+        let seq = t.next_seq;
+        t.next_seq += 1;
+        let ended = known.is_some();
+        let run = Arc::new(Run {
+            work_id: req.work.id.clone(),
+            seq,
+            epoch: AtomicU64::new(req.epoch),
+            req: Mutex::new(req.clone()),
+            launch,
+            stdin: tokio::sync::Mutex::new(stdin),
+            injected: Mutex::new(Vec::new()),
+            result: tokio::sync::Mutex::new(known),
+            ended: AtomicBool::new(ended),
+        });
+        t.runs.insert(req.execution_id.clone(), Arc::clone(&run));
+        evict(&mut t);
+        run
+    }
+
+    fn known(&self, req: &RunRequest, result: ExecutorWaitResult) {
+        self.insert(req, None, None, Some(result));
+    }
+
+    /// The directory runs live in, absolute.
+    pub fn runs_dir(&self) -> PathBuf {
+        let runs = self
+            .inner
+            .dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .runs();
+        std::path::absolute(&runs).unwrap_or(runs)
+    }
+
+    fn works_dir(&self) -> PathBuf {
+        // The private per-Work directories: `<state_dir>/work`, else `work` beside the
+        // runs directory.
+        let w = {
+            let d = self.inner.dirs.lock().unwrap_or_else(|p| p.into_inner());
+            match &d.state_dir {
+                Some(state) => state.join("work"),
+                None => d
+                    .runs()
+                    .parent()
+                    .map_or_else(|| PathBuf::from("work"), |p| p.join("work")),
+            }
+        };
+        std::path::absolute(&w).unwrap_or(w)
+    }
+
+    /// The directory a Work's sessions run in: the config's `dir`, else a
+    /// private one per Work under the state directory.
+    fn workspace(&self, cfg: &ClaudeConfig, work_id: &str) -> PathBuf {
+        match &cfg.dir {
+            Some(d) => PathBuf::from(d),
+            None => self.works_dir().join(dir_name(work_id)),
+        }
+    }
+
+    fn hold_now(&self, now: i64) -> Option<String> {
+        let mut h = self.inner.hold.lock().unwrap_or_else(|p| p.into_inner());
+        match h.clone() {
+            Some((until, reset_at)) if until > now => Some(reset_at),
+            Some(_) => {
+                *h = None;
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn set_hold(&self, until: i64, reset_at: &str) {
+        let mut h = self.inner.hold.lock().unwrap_or_else(|p| p.into_inner());
+        if h.as_ref().is_none_or(|(u, _)| *u < until) {
+            *h = Some((until, reset_at.to_string()));
+        }
+    }
+
+    /// The hold, in memory or in the KV (another process of this executor
+    /// may have recorded it).
+    async fn hold(&self, host: &Host, now: i64) -> Option<String> {
+        if let Some(r) = self.hold_now(now) {
+            return Some(r);
+        }
+        let got = host.kv_get(HOLD_KEY).await.ok()?;
+        let v = got.value?;
+        let until = v.get("until_ms").and_then(Value::as_i64)?;
+        let reset_at = v.get("reset_at").and_then(Value::as_str)?.to_string();
+        if until > now {
+            self.set_hold(until, &reset_at);
+            return Some(reset_at);
+        }
+        None
+    }
+}
+
+/// The limits an attached session keeps: the built-in tools and strict MCP.
+fn attach_limits(cfg: &ClaudeConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(tools) = &cfg.builtin_tools {
+        out.extend(["--tools".to_string(), tools.join(",")]);
+    }
+    if cfg.strict_mcp {
+        out.push("--strict-mcp-config".into());
+    }
+    out
+}
+
+/// Writes the token to a 0600 file, replacing any earlier one whole.
+fn write_token(path: &Path, token: &str) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the token file has no directory"))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| std::io::Error::other("the token file has no name"))?;
+    rundir::write_atomic(dir, name, token.as_bytes())
+}
+
+/// An execution's segment directories, by number.
+fn segments(exec_dir: &Path) -> Vec<(u64, PathBuf)> {
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(exec_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_str()?.parse::<u64>().ok()?;
+                    Some((n, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn latest_segment(exec_dir: &Path) -> Option<(u64, PathBuf)> {
+    segments(exec_dir).pop()
+}
+
+/// Drops the oldest ended runs beyond [`MAX_RETAINED`].
+fn evict(t: &mut Table) {
+    let mut ended: Vec<(u64, String)> = t
+        .runs
+        .iter()
+        .filter(|(_, r)| r.ended.load(Ordering::SeqCst))
+        .map(|(id, r)| (r.seq, id.clone()))
+        .collect();
+    if ended.len() <= MAX_RETAINED {
+        return;
+    }
+    ended.sort_unstable();
+    let extra = ended.len() - MAX_RETAINED;
+    for (_, id) in ended.into_iter().take(extra) {
+        t.runs.remove(&id);
+    }
+}
+
+fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
+    let current = run.epoch.load(Ordering::SeqCst);
+    if epoch < current {
+        return Err(refuse(
+            Code::Conflict,
+            format!("epoch {epoch} is superseded by {current}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A segment as its directory shows it, when it has a wrapper recorded.
+fn on_disk(dir: &Path) -> Option<Launch> {
+    Launch::on_disk(dir, rundir::WRAP_ARG)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn session_ids_are_uuids() {
+        let a = new_session_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, new_session_id());
+    }
+
+    #[test]
+    fn validate_names_the_field_and_warns() {
+        let v = validate(&ValidateParams {
+            kind: "executor".into(),
+            type_name: "claude-code".into(),
+            config: json!({"handoff_tokens": "many"}),
+            ..ValidateParams::default()
+        });
+        assert_eq!(v.diagnostics.len(), 1);
+        assert_eq!(v.diagnostics[0].path, "/handoff_tokens");
+        let v = validate(&ValidateParams {
+            kind: "executor".into(),
+            type_name: "claude-code".into(),
+            config: json!({"handoff_share": 0.2, "permission_mode": "acceptEdits"}),
+            ..ValidateParams::default()
+        });
+        assert!(v.diagnostics.is_empty());
+        assert_eq!(v.warnings.len(), 1);
+    }
+
+    /// As root, config check warns that the default permission mode fails every
+    /// turn, with the fix; IS_SANDBOX=1 or another mode does not.
+    #[test]
+    fn config_check_and_doctor_say_when_root_makes_every_turn_fail() {
+        let warned = |config: Value| {
+            validate(&ValidateParams {
+                kind: "executor".into(),
+                type_name: "claude-code".into(),
+                config,
+                ..ValidateParams::default()
+            })
+            .warnings
+            .iter()
+            .any(|w| w.contains("fails every turn as root") && w.contains("IS_SANDBOX=1"))
+        };
+        assert_eq!(warned(json!({})), is_root());
+        assert_eq!(
+            warned(json!({"permission_mode": "bypassPermissions"})),
+            is_root()
+        );
+        assert!(!warned(json!({"env": {"IS_SANDBOX": "1"}})));
+        assert!(!warned(json!({"permission_mode": "acceptEdits"})));
+        let p = CheckRunParams {
+            check: "claude-code".into(),
+            ..CheckRunParams::default()
+        };
+        let c = check(&p, true);
+        assert_eq!(
+            (c.status.as_str(), c.code.as_str()),
+            ("warn", "root_bypass_permissions")
+        );
+        assert!(
+            c.detail.contains("run Open Conduit as a non-root user"),
+            "{}",
+            c.detail
+        );
+        assert_eq!(check(&p, false).status, "ok");
+    }
+
+    #[test]
+    fn work_dirs() {
+        assert_eq!(dir_name("w-1"), "w-1");
+        assert_eq!(dir_name("../x/y"), "_x_y");
+    }
+}

@@ -1,0 +1,138 @@
+//! Adopting a segment: `executor.recover` proves a running (or ended) segment is
+//! the one started, by its metadata, nonce and wrapper, and takes it over at the
+//! new epoch. It never launches.
+
+use super::*;
+
+impl ClaudeCode {
+    /// `executor.recover`: adopts a segment from its recovery metadata at the
+    /// new epoch when its result or end is recorded, or its wrapper is alive and
+    /// proves by the nonce to be the one started (replacing the toolbelt token
+    /// file first with the new run's token). A lower epoch, metadata that does
+    /// not match the segment directory, or a dead process with no recorded end
+    /// is `not_adoptable`. Never launches.
+    pub async fn recover(
+        &self,
+        p: ExecutorRecoverParams,
+    ) -> Result<ExecutorRecoverResult, RpcError> {
+        let req = p.run;
+        check_executor(&req.executor)?;
+        check_id(&req.execution_id)?;
+        let id = req.execution_id.as_str();
+        if p.recovery.schema != RECOVERY_SCHEMA {
+            return Err(not_adoptable(
+                id,
+                format!("the recovery metadata is not {RECOVERY_SCHEMA}"),
+            ));
+        }
+        let data: RecoveryData = serde_json::from_value(p.recovery.data.clone())
+            .map_err(|e| not_adoptable(id, format!("the recovery metadata does not read: {e}")))?;
+        if req.epoch < data.epoch {
+            return Err(not_adoptable(
+                id,
+                format!("epoch {} is lower than the run's {}", req.epoch, data.epoch),
+            ));
+        }
+        if let Some(run) = self.get(id) {
+            let current = run.epoch.load(Ordering::SeqCst);
+            if req.epoch < current {
+                return Err(not_adoptable(
+                    id,
+                    format!("epoch {} is lower than the run's {current}", req.epoch),
+                ));
+            }
+            run.epoch.fetch_max(req.epoch, Ordering::SeqCst);
+            return Ok(ExecutorRecoverResult {});
+        }
+        let dir = PathBuf::from(&data.segment_dir);
+        let exec_dir = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let ours = dir.is_absolute()
+            && exec_dir.file_name().and_then(|n| n.to_str()) == Some(id)
+            && exec_dir.parent() == Some(self.runs_dir().as_path());
+        if !ours {
+            return Err(not_adoptable(
+                id,
+                "the segment directory is not this execution's",
+            ));
+        }
+        if !rundir::is_nonce(&data.nonce) {
+            return Err(not_adoptable(id, "the nonce is malformed"));
+        }
+        let spec: Spec =
+            match rundir::read_json(&dir, rundir::SPEC) {
+                Ok(Some(spec)) => spec,
+                Ok(None) => return Err(not_adoptable(
+                    id,
+                    "the segment was never launched (its decision may be taken over by a retry)",
+                )),
+                Err(e) => {
+                    return Err(not_adoptable(
+                        id,
+                        format!("its spec.json does not read: {e}"),
+                    ))
+                }
+            };
+        if spec.nonce != data.nonce || spec.execution_id != id {
+            return Err(not_adoptable(
+                id,
+                "the metadata does not match its segment directory",
+            ));
+        }
+        let adopted: u64 = rundir::read_json::<Value>(&dir, "adopted.json")
+            .ok()
+            .flatten()
+            .and_then(|v| v.get("epoch").and_then(Value::as_u64))
+            .unwrap_or(0);
+        if req.epoch < adopted {
+            return Err(not_adoptable(
+                id,
+                format!("epoch {} is lower than the adoption's {adopted}", req.epoch),
+            ));
+        }
+        if let Ok(Some(result)) = rundir::read_json::<ExecutorWaitResult>(&dir, rundir::RESULT) {
+            self.insert(&req, None, None, Some(result));
+            return Ok(ExecutorRecoverResult {});
+        }
+        let meta = rundir::read_json::<Meta>(&dir, rundir::META).ok().flatten();
+        let pid = match &meta {
+            Some(m) if m.pid != data.pid && data.pid != 0 => {
+                return Err(not_adoptable(
+                    id,
+                    "the metadata does not match its segment directory",
+                ))
+            }
+            Some(m) if m.nonce != data.nonce => {
+                return Err(not_adoptable(
+                    id,
+                    "the metadata does not match its segment directory",
+                ))
+            }
+            Some(m) => m.pid,
+            None => data.pid,
+        };
+        let start = meta.as_ref().map_or(0, |m| m.start);
+        let alive = rundir::wrapper_alive(pid, start, &data.nonce, rundir::WRAP_ARG);
+        let ended = rundir::exists(&dir, rundir::STATUS);
+        if !ended && !alive {
+            return Err(not_adoptable(
+                id,
+                format!("its process {pid} is gone and recorded no end"),
+            ));
+        }
+        if !ended && rundir::exists(&dir, rundir::MCP) && !req.toolbelt.token.is_empty() {
+            write_token(&dir.join(rundir::TOKEN), &req.toolbelt.token)
+                .map_err(|e| internal(format!("replacing the toolbelt token file: {e}")))?;
+        }
+        rundir::write_json(&dir, "adopted.json", &json!({"epoch": req.epoch}))
+            .map_err(|e| internal(format!("recording the adoption: {e}")))?;
+        let launch = Launch {
+            dir,
+            pid,
+            start,
+            nonce: data.nonce,
+            wrap_arg: rundir::WRAP_ARG,
+        };
+        self.insert(&req, Some(launch), None, None);
+        Ok(ExecutorRecoverResult {})
+    }
+}

@@ -1,0 +1,425 @@
+//! A segment's end: `executor.wait` resolves once the end is recorded, then reads
+//! the stream into the result, applies the turn to continuity (once) and uploads
+//! the output as artifacts.
+
+use super::*;
+
+impl ClaudeCode {
+    /// `executor.wait`: resolves once the segment's end is recorded, then
+    /// applies the turn to continuity (once), uploads out.jsonl and err.log as
+    /// artifacts and answers the result. Every wait, and a wait after a
+    /// recover, gets the same result. An unknown execution is `not_found`.
+    pub async fn wait(
+        &self,
+        host: &Host,
+        p: ExecutorWaitParams,
+    ) -> Result<ExecutorWaitResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        let run = self.get(id).ok_or_else(|| {
+            refuse(
+                Code::NotFound,
+                format!("execution {id} is not known to this process: recover it"),
+            )
+        })?;
+        if let Some(r) = run.result.lock().await.clone() {
+            return Ok(r);
+        }
+        let Some(launch) = run.launch.clone() else {
+            return Err(internal(format!(
+                "execution {id} has neither a process nor a result"
+            )));
+        };
+        launch.await_end(WORDS).await;
+        let mut cached = run.result.lock().await;
+        if let Some(r) = cached.clone() {
+            return Ok(r);
+        }
+        run.stdin.lock().await.take();
+        let result = match rundir::read_json::<ExecutorWaitResult>(&launch.dir, rundir::RESULT) {
+            Ok(Some(r)) => r,
+            _ => {
+                let r = self.build_result(host, id, &launch).await?;
+                if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
+                    eprintln!("claude-code: execution {id}: cannot record the result: {e}");
+                }
+                r
+            }
+        };
+        *cached = Some(result.clone());
+        drop(cached);
+        run.ended.store(true, Ordering::SeqCst);
+        evict(&mut self.table());
+        Ok(result)
+    }
+
+    async fn build_result(
+        &self,
+        host: &Host,
+        id: &str,
+        launch: &Launch,
+    ) -> Result<ExecutorWaitResult, RpcError> {
+        let dir = launch.dir.clone();
+        let status = match rundir::read_json::<Status>(&dir, rundir::STATUS) {
+            Ok(Some(s)) => s,
+            Ok(None) => Status {
+                error: "the segment's status is missing".into(),
+                ..Status::default()
+            },
+            Err(e) => Status {
+                error: format!("the segment's status does not read: {e}"),
+                ..Status::default()
+            },
+        };
+        let info: SegmentInfo = rundir::read_json(&dir, rundir::SEGMENT)
+            .ok()
+            .flatten()
+            .ok_or_else(|| internal(format!("execution {id}: segment.json is missing")))?;
+        let cfg = config::parse(&info.config).ok();
+        let schema = cfg
+            .as_ref()
+            .map_or(RESULT_SCHEMA.to_string(), |c| c.status_schema.clone());
+        let structured = cfg.as_ref().is_none_or(|c| c.structured);
+        let read = |name: &'static str| {
+            let path = dir.join(name);
+            async move {
+                tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
+                    .await
+                    .map_err(|e| internal(format!("reading {name}: {e}")))?
+                    .map_err(|e| internal(format!("reading {name}: {e}")))
+            }
+        };
+        let out = read(rundir::STDOUT).await?;
+        let err = read(rundir::STDERR).await?;
+        let now = protocol::time::now_ms();
+        let turn = stream::parse(
+            &String::from_utf8_lossy(&out),
+            &String::from_utf8_lossy(&err),
+            now,
+        );
+        let injected = read_injected(&dir);
+        let consumed: Vec<String> = turn
+            .echoed
+            .iter()
+            .filter(|e| injected.contains(e))
+            .cloned()
+            .collect();
+
+        // The outcome.
+        let mut state: Option<String> = None;
+        let mut note: Option<String> = None;
+        let mut summary = String::new();
+        let mut report: Option<String> = None;
+        let mut reason = String::new();
+        let mut retry_hint = None;
+        let mut resets_at = String::new();
+        let (outcome, error) = if let Some(cause) = status.cause {
+            reason = match cause {
+                Cause::Stop => "stopped".into(),
+                _ => "interrupted".into(),
+            };
+            (
+                Outcome::Failed,
+                status.failure().unwrap_or_else(|| "interrupted".into()),
+            )
+        } else if let Some(limit) = turn.limit {
+            let reset_ms = match limit.reset_ms {
+                Some(r) => r + LIMIT_GRACE_MS,
+                None => now + UNKNOWN_RESET_MS,
+            };
+            resets_at = protocol::time::format_rfc3339_ms(reset_ms);
+            self.set_hold(reset_ms, &resets_at);
+            let hold = KvCommitParams {
+                puts: vec![KvPut {
+                    namespace: String::new(),
+                    key: HOLD_KEY.to_string(),
+                    value: json!({"until_ms": reset_ms, "reset_at": resets_at}),
+                }],
+                ..KvCommitParams::default()
+            };
+            if let Err(e) = host.kv_commit(&hold).await {
+                eprintln!("claude-code: cannot record the usage-limit hold: {e}");
+            }
+            retry_hint = Some(RetryHint {
+                reset_at: resets_at.clone(),
+            });
+            reason = "usage_limit".into();
+            (
+                Outcome::Failed,
+                format!("claude hit a usage limit; retry at {resets_at}"),
+            )
+        } else {
+            match &turn.result {
+                None => {
+                    reason = if turn.lost_session {
+                        "session_missing".into()
+                    } else {
+                        "no_result".into()
+                    };
+                    let mut e = format!("claude ended without a result: {}", status.how());
+                    if turn.lost_session {
+                        e.push_str(&format!(
+                            " (no conversation found with session {})",
+                            info.decision.session
+                        ));
+                    } else if let Some(line) = String::from_utf8_lossy(&err)
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                    {
+                        e.push_str(&format!(": {}", clip_line(line, 300)));
+                    }
+                    (Outcome::Failed, e)
+                }
+                Some(r) if r.is_error => {
+                    reason = if turn.lost_session {
+                        "session_missing".into()
+                    } else {
+                        "error".into()
+                    };
+                    (
+                        Outcome::Failed,
+                        format!("claude reported an error: {}", clip_line(&r.text, 300)),
+                    )
+                }
+                Some(r) if !structured => {
+                    summary = clip_line(&r.text, MAX_SUMMARY_BYTES);
+                    (Outcome::Handoff, String::new())
+                }
+                Some(r) => match r.structured.as_ref().and_then(|s| s.as_object()) {
+                    None => {
+                        reason = "no_status".into();
+                        (
+                            Outcome::Failed,
+                            "the turn ended without a status".to_string(),
+                        )
+                    }
+                    Some(s) => {
+                        let st = s.get("state").and_then(Value::as_str).unwrap_or("");
+                        summary = clip_line(
+                            s.get("summary").and_then(Value::as_str).unwrap_or(""),
+                            MAX_SUMMARY_BYTES,
+                        );
+                        report = s
+                            .get("report")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.is_empty())
+                            .map(|t| clip(t, MAX_REPORT_BYTES));
+                        note = s
+                            .get("handoff")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.trim().is_empty())
+                            .map(str::to_string);
+                        match st {
+                            "finished" => {
+                                state = Some(st.to_string());
+                                (Outcome::Completed, String::new())
+                            }
+                            "building" | "review" | "help" | "done" => {
+                                state = Some(st.to_string());
+                                (Outcome::Handoff, String::new())
+                            }
+                            other => {
+                                reason = "no_status".into();
+                                (
+                                    Outcome::Failed,
+                                    format!(
+                                        "the turn ended with an unknown state `{}`",
+                                        clip_line(other, 40)
+                                    ),
+                                )
+                            }
+                        }
+                    }
+                },
+            }
+        };
+
+        // A turn whose toolbelt call claude refused is no success: what it declared
+        // (or could not) is not what the agent meant.
+        let (outcome, error) = if !turn.toolbelt_denied.is_empty() && outcome != Outcome::Failed {
+            reason = "toolbelt_denied".into();
+            state = None;
+            (
+                Outcome::Failed,
+                format!(
+                    "claude refused the toolbelt ({}) under permission_mode {:?}",
+                    turn.toolbelt_denied.join(", "),
+                    cfg.as_ref().map_or("", |c| c.permission_mode.as_str())
+                ),
+            )
+        } else {
+            (outcome, error)
+        };
+
+        // Continuity, once per segment, before the result is recorded.
+        let segment_key = format!("{id}/{}", info.segment);
+        let session = if turn.session_id.is_empty() {
+            info.decision.session.clone()
+        } else {
+            turn.session_id.clone()
+        };
+        let reported = turn.result.as_ref().map(stream::ResultLine::reported);
+        let mut attach = vec![info.binary.clone(), "--resume".into(), session.clone()];
+        if let Some(c) = &cfg {
+            attach.extend(attach_limits(c));
+        }
+        let end = TurnEnd {
+            segment: segment_key,
+            session,
+            reported,
+            fresh: info.launched == Kind::Fresh,
+            state: state.clone(),
+            note,
+            context_tokens: turn.context_tokens(),
+            ended_ms: now,
+            lost_session: turn.lost_session,
+            attach,
+        };
+        let delta = apply_turn(host, &info.work_id, &end).await?;
+        let usage = turn.result.is_some().then_some(Usage {
+            input_tokens: delta.tokens.input,
+            output_tokens: delta.tokens.output,
+            cached_tokens: delta.tokens.cache_read,
+            cache_creation_tokens: delta.tokens.cache_creation,
+            cost_usd: delta.cost_usd,
+        });
+
+        // Artifacts.
+        let mut artifacts = Vec::new();
+        let mut named = serde_json::Map::new();
+        for (name, media, bytes, label) in [
+            (rundir::STDOUT, "application/x-ndjson", &out, "transcript"),
+            (rundir::STDERR, "text/plain", &err, "log"),
+        ] {
+            if bytes.is_empty() {
+                continue;
+            }
+            let create = ArtifactCreateParams {
+                execution_id: id.to_string(),
+                name: name.to_string(),
+                media_type: media.to_string(),
+                max_bytes: 0,
+            };
+            match host.upload_artifact(&create, bytes).await {
+                Ok(committed) => {
+                    named.insert(label.into(), json!(committed.artifact_id));
+                    artifacts.push(committed.artifact_id);
+                }
+                Err(CallError::Rpc(e)) => {
+                    eprintln!(
+                        "claude-code: execution {id}: the host refused the {name} artifact: {e}"
+                    );
+                }
+                Err(e) => {
+                    return Err(refuse(
+                        Code::Unavailable,
+                        format!("uploading the {name} artifact: {e}"),
+                    ))
+                }
+            }
+        }
+
+        let mut data = json!({
+            "state": state.clone().unwrap_or_default(),
+            "summary": summary,
+            "kind": match info.launched { Kind::Resume => "resume", Kind::Fresh => "fresh" },
+            "models": turn.models.iter().collect::<Vec<_>>(),
+            "model_calls": turn.model_calls,
+            "tool_calls": turn.tool_calls,
+            "tokens": {
+                "input": delta.tokens.input,
+                "output": delta.tokens.output,
+                "cache_read": delta.tokens.cache_read,
+                "cache_creation": delta.tokens.cache_creation,
+            },
+            "cost_usd": delta.cost_usd,
+            "limited": retry_hint.is_some(),
+            "injected": {"accepted": injected.len(), "consumed": consumed.len()},
+            "artifacts": Value::Object(named),
+        });
+        if !reason.is_empty() {
+            data["reason"] = json!(reason);
+        }
+        if !info.decision.handoff_reason.is_empty() {
+            data["handoff_reason"] = json!(info.decision.handoff_reason);
+        }
+        if let Some(r) = report {
+            data["report"] = json!(r);
+        }
+        if !resets_at.is_empty() {
+            data["resets_at"] = json!(resets_at);
+        }
+        if let Some(code) = status.exit_code {
+            data["exit_code"] = json!(code);
+        }
+        if summary_is_empty(&data) && !error.is_empty() {
+            data["summary"] = json!(clip_line(&error, MAX_SUMMARY_BYTES));
+        }
+        let summary = data["summary"].as_str().unwrap_or("").to_string();
+        Ok(ExecutorWaitResult {
+            outcome,
+            data: Some(Payload { schema, data }),
+            summary,
+            error,
+            wait: None,
+            consumed_inputs: consumed,
+            retry_hint,
+            usage,
+            artifacts,
+        })
+    }
+}
+
+fn summary_is_empty(data: &Value) -> bool {
+    data["summary"].as_str().is_none_or(str::is_empty)
+}
+
+/// Applies a finished segment to the Work's continuity, once; answers the
+/// per-turn delta (the same every time).
+async fn apply_turn(host: &Host, work_id: &str, end: &TurnEnd) -> Result<TurnUsage, RpcError> {
+    let key = continuity::key(work_id);
+    for _ in 0..KV_RETRIES {
+        let got = host
+            .kv_get(&key)
+            .await
+            .map_err(|e| host_error("reading continuity", e))?;
+        let mut c: Continuity = got
+            .value
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let (delta, changed) = continuity::apply(&mut c, end);
+        if !changed {
+            return Ok(delta);
+        }
+        let batch = KvCommitParams {
+            checks: vec![got.check("", &key)],
+            puts: vec![KvPut {
+                namespace: String::new(),
+                key: key.clone(),
+                value: json!(c),
+            }],
+            ..KvCommitParams::default()
+        };
+        match host.kv_commit(&batch).await {
+            Ok(_) => return Ok(delta),
+            Err(CallError::Rpc(e)) if e.is(Code::Conflict) => continue,
+            Err(e) => return Err(host_error("applying the turn", e)),
+        }
+    }
+    Err(refuse(
+        Code::Conflict,
+        "continuity kept changing while the turn was applied",
+    ))
+}
+
+fn read_injected(dir: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(dir.join(rundir::INJECTED)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
