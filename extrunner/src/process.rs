@@ -1003,7 +1003,7 @@ impl Supervisor {
             let state = rx.borrow_and_update().clone();
             match state {
                 State::Running => {
-                    if let Some(peer) = self.peer() {
+                    if let Some(peer) = self.peer().filter(|p| !p.is_closed()) {
                         return Ok(peer);
                     }
                 }

@@ -748,7 +748,9 @@ impl Runner {
             err
         };
         let peer = match (&state, sup.peer()) {
-            (State::Running, Some(peer)) => peer,
+            // A connection already closed is an extension that just died: the
+            // supervisor has not seen it yet, and the call waits for the restart.
+            (State::Running, Some(peer)) if !peer.is_closed() => peer,
             // A call in a transaction does not wait (spec: In-transaction calls), and
             // an extension refused or stopped will not come back by itself.
             (State::Refused { .. } | State::Stopped, _) => return Err(not_running(&state, None)),
@@ -795,9 +797,13 @@ impl Runner {
                 } else {
                     tracing::warn!(OC_EXTENSION = %name, %method, %reason, "the extension crashed during a call");
                 }
-                Err(unavailable(format!(
+                let mut err = unavailable(format!(
                     "the extension crashed during the call ({reason})"
-                )))
+                ));
+                if let Some(data) = err.data.as_mut() {
+                    data["crashed"] = json!(true);
+                }
+                Err(err)
             }
             Err(CallError::Timeout(limit)) => Err(unavailable(format!(
                 "`{name}` did not answer `{method}` within {limit:?}"
@@ -901,16 +907,18 @@ impl Runner {
     pub async fn webhook(&self, name: &str, request: &RawValue) -> Result<WebhookAnswer, RpcError> {
         let (e, bus) = self.ingress_entry(name)?;
         // The request goes to the extension as ingressd sent it, undecoded.
-        let reply = self
-            .call(
-                name,
-                "webhook.handle",
-                request,
-                false,
-                WEBHOOK_TIMEOUT,
-                None,
-            )
-            .await?;
+        let begun = tokio::time::Instant::now();
+        let handle = |timeout| self.call(name, "webhook.handle", request, false, timeout, None);
+        let reply = match handle(WEBHOOK_TIMEOUT).await {
+            // webhook.handle only verifies and parses (nothing is kept until the host
+            // accepts), so a call the extension's crash ended is asked again of the
+            // restarted process, within what is left of the deadline.
+            Err(e) if e.data.as_ref().is_some_and(|d| d["crashed"] == true) => {
+                tracing::info!(OC_EXTENSION = %name, "webhook.handle asked again after the extension's crash");
+                handle(WEBHOOK_TIMEOUT.saturating_sub(begun.elapsed())).await?
+            }
+            other => other?,
+        };
         let result: WebhookHandleResult = serde_json::from_str(reply.get()).map_err(|err| {
             RpcError::new(
                 Code::Internal,

@@ -472,7 +472,11 @@ async fn interrupt_kills_the_group_grandchildren_too() {
         .await
         .unwrap();
     let dir = s.run_dir("ex-int");
-    until("the command to be ready", || dir.join("ready").exists()).await;
+    // The command may say it is ready before its wrapper has recorded its group.
+    until("the command to be ready, its group recorded", || {
+        dir.join("ready").exists() && meta(&dir)["pgid"].as_i64().unwrap_or(0) > 0
+    })
+    .await;
     let grandchild: i64 = std::fs::read_to_string(dir.join("grandchild.pid"))
         .unwrap()
         .trim()
@@ -547,7 +551,11 @@ async fn stop_answers_with_evidence_and_forget_cleans_up() {
     .await
     .unwrap();
     let dir = s.run_dir("ex-stop");
-    until("the command to be ready", || dir.join("ready").exists()).await;
+    // The command may say it is ready before its wrapper has recorded its group.
+    until("the command to be ready, its group recorded", || {
+        dir.join("ready").exists() && meta(&dir)["pgid"].as_i64().unwrap_or(0) > 0
+    })
+    .await;
     let pgid = meta(&dir)["pgid"].as_i64().unwrap();
 
     let running = ext
