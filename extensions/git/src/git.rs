@@ -222,7 +222,15 @@ pub async fn reap(track: &Path) -> usize {
             continue;
         }
         let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
-        if let Some(pid) = pid.filter(|p| start_time(*p).as_deref() == Some(start)) {
+        // The group is ended when its leader is the git noted (same start time), or is
+        // gone: while any member of a group lives, Linux hands its number to no new
+        // process, so a number no process holds can only name the old group's
+        // survivors (or nothing). A number reused by a later process is left alone.
+        let ours = |p: &u32| match start_time(*p) {
+            Some(now) => now == start,
+            None => !Path::new(&format!("/proc/{p}")).exists(),
+        };
+        if let Some(pid) = pid.filter(ours) {
             if let Ok(raw) = i32::try_from(pid) {
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(raw),

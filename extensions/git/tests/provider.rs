@@ -735,6 +735,36 @@ async fn kill_mid_acquisition(
     half
 }
 
+/// The process groups of git commands the provider noted under `running/`.
+fn noted_groups(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("running"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The live processes of these process groups.
+fn alive_in(groups: &[String]) -> usize {
+    let mut alive = 0;
+    for proc_entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(stat) = std::fs::read_to_string(proc_entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, after)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        // Fields after the command: state, ppid, pgrp.
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && groups.iter().any(|g| g == fields[2]) {
+            alive += 1;
+        }
+    }
+    alive
+}
+
 #[tokio::test]
 async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_restart() {
     if !have_git() {
@@ -775,6 +805,14 @@ async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_resta
     // 1. Killed, restarted, then reconcile: the half-made worktree is removed; the next
     //    acquisition makes one whole worktree.
     let half = kill_mid_acquisition(&s, &host, &config, "w-1").await;
+    // The killed provider's git died with it, but what that git had started (its own
+    // git children, the filter) lives on in the group.
+    let groups = noted_groups(&s.root());
+    assert!(!groups.is_empty(), "the killed provider's git was noted");
+    eprintln!(
+        "processes left running by the killed provider: {}",
+        alive_in(&groups)
+    );
     let ext = Ext::start(&s, &host, &[]).await;
     let looked = ext
         .call(
@@ -806,6 +844,18 @@ async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_resta
         worktrees(&s.root()),
         Vec::<String>::new(),
         "no worktree entry left"
+    );
+    assert_eq!(
+        alive_in(&groups),
+        0,
+        "what the dead provider left running is ended"
+    );
+    let running: Vec<_> = std::fs::read_dir(s.root().join("running"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        running.is_empty(),
+        "the dead provider's git is ended: {running:?}"
     );
     let w1 = ext
         .acquire("w-1", "work", config.clone(), Value::Null)
