@@ -685,7 +685,7 @@ async fn kill_mid_acquisition(
     let slow = [
         ("GIT_CONFIG_COUNT", "1"),
         ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
-        ("GIT_CONFIG_VALUE_0", "sleep 1; cat"),
+        ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
     ];
     let before = entries(&s.root(), "work");
     let mut ext = Ext::start(s, host, &slow).await;
