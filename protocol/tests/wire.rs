@@ -938,6 +938,79 @@ fn every_typed_method_round_trips() {
         },
     ));
 
+    // Workspaces: resource providers.
+    let workspace = ProvidedResource {
+        reference: "work/demo-1a2b3c4d/w-1-0f0e0d0c".into(),
+        owner: "w-1".into(),
+        mode: "work".into(),
+        dir: "/s/resources/git/work/demo-1a2b3c4d/w-1-0f0e0d0c".into(),
+        env: BTreeMap::from([("GIT_CEILING_DIRECTORIES".into(), "/s/resources/git".into())]),
+        data: json!({"branch": "oc/w-1", "head": "0123abcd"}),
+    };
+    add(round_trip(
+        ProviderAcquireParams {
+            resource_type: "git".into(),
+            owner: "w-1".into(),
+            mode: "work".into(),
+            params: json!({"branch": "fix-12"}),
+            config: json!({"repository": "https://example.com/r.git"}),
+            scope_id: "acme".into(),
+            binding: "agent".into(),
+            host_env: BTreeMap::from([("HTTPS_PROXY".into(), "http://proxy:3128".into())]),
+        },
+        workspace.clone(),
+    ));
+    add(round_trip(
+        ProviderLookupParams {
+            resource_type: "git".into(),
+            reference: workspace.reference.clone(),
+            config: json!({"repository": "https://example.com/r.git"}),
+        },
+        workspace.clone(),
+    ));
+    let note = ResourceNote {
+        reference: workspace.reference.clone(),
+        owner: "w-1".into(),
+        dir: workspace.dir.clone(),
+        reason: "half-made".into(),
+    };
+    add(round_trip(
+        ProviderReconcileParams {
+            resource_type: "git".into(),
+            pass_id: "p-1".into(),
+        },
+        ProviderReconcileResult {
+            resources: vec![workspace.clone()],
+            removed: vec![note.clone()],
+        },
+    ));
+    add(round_trip(
+        ProviderSweepParams {
+            resource_type: "git".into(),
+            pass_id: "p-2".into(),
+            grace_s: 3600,
+            remove_dirty: true,
+        },
+        ProviderSweepResult {
+            removed: vec![note.clone()],
+            kept: vec![note],
+            pruned: vec!["demo-1a2b3c4d: worktree prune, gc --auto".into()],
+        },
+    ));
+    add(round_trip(
+        ProviderOwnerStatusParams {
+            pass_id: "p-2".into(),
+            owners: vec!["w-1".into(), "w-2".into()],
+        },
+        ProviderOwnerStatusResult {
+            owners: vec![OwnerStatus {
+                owner: "w-1".into(),
+                status: owner_status::CLOSED.into(),
+                closed_at: "2026-12-01T09:00:00Z".into(),
+            }],
+        },
+    ));
+
     // Tunnels.
     add(round_trip(
         TunnelRunParams {

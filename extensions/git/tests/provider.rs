@@ -1,0 +1,1006 @@
+#![allow(clippy::unwrap_used)]
+//! The real `oc-git-extension` binary as a child process, driven over its stdin and
+//! stdout as the host drives it (`initialize` with `resource_dirs`, `provider.*`), with
+//! the host's `provider.owner_status` served here. Real git on real repositories the
+//! tests make, over `file://`, `git daemon` on 127.0.0.1 and a refusing HTTP server;
+//! real SIGKILLs. Nothing here measures time: the timeouts only guard against hangs.
+
+use protocol::{connect, CallError, FnHandler, Options, Peer, Request, RpcError};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+const EXE: &str = env!("CARGO_BIN_EXE_oc-git-extension");
+/// Only against hangs.
+const HANG: Duration = Duration::from_secs(120);
+
+async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(HANG, f).await.expect("hung")
+}
+
+/// Whether real git is here; the tests skip with a reason when it is not.
+fn have_git() -> bool {
+    let ok = std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no `git` on PATH (install Debian's git package)");
+    }
+    ok
+}
+
+/// Environment that keeps the user's and the system's git config out.
+const ISOLATE: &[(&str, &str)] = &[
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+];
+
+/// `git <args>` in `dir`, which must succeed; answers stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .envs(ISOLATE.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("oc-git-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn root(&self) -> PathBuf {
+        self.0.join("resources").join("git")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A bare repository `<scratch>/origin.git`: `main` with three commits (a.txt,
+/// dir/b.txt) and `feature` with one more (feature.txt). `extra` files go in the
+/// first commit.
+fn make_origin(scratch: &Path, extra: &[(&str, &str)]) -> PathBuf {
+    let src = scratch.join("src");
+    std::fs::create_dir_all(src.join("dir")).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(src.join("a.txt"), "one\n").unwrap();
+    for (name, text) in extra {
+        std::fs::write(src.join(name), text).unwrap();
+    }
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "first"]);
+    std::fs::write(src.join("dir/b.txt"), "two\n").unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "second"]);
+    std::fs::write(src.join("a.txt"), "one, again\n").unwrap();
+    git(&src, &["commit", "-q", "-am", "third"]);
+    git(&src, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(src.join("feature.txt"), "feature\n").unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "feature"]);
+    git(&src, &["checkout", "-q", "main"]);
+    let origin = scratch.join("origin.git");
+    git(
+        scratch,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            src.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+    origin
+}
+
+fn file_url(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// The host side: owner statuses to answer, and what was asked.
+#[derive(Default)]
+struct HostState {
+    statuses: Mutex<HashMap<String, (String, String)>>,
+    asked: Mutex<Vec<Value>>,
+}
+
+async fn serve_host(state: Arc<HostState>, request: Request) -> Result<Value, RpcError> {
+    match request.method.as_str() {
+        "provider.owner_status" => {
+            let p: protocol::wire::ProviderOwnerStatusParams = request.params()?;
+            state
+                .asked
+                .lock()
+                .unwrap()
+                .push(serde_json::to_value(&p).unwrap());
+            let statuses = state.statuses.lock().unwrap();
+            let owners: Vec<Value> = p
+                .owners
+                .iter()
+                .map(|o| {
+                    let (status, closed_at) = statuses
+                        .get(o)
+                        .cloned()
+                        .unwrap_or(("unknown".into(), String::new()));
+                    json!({"owner": o, "status": status, "closed_at": closed_at})
+                })
+                .collect();
+            Ok(json!({ "owners": owners }))
+        }
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+struct Ext {
+    child: Child,
+    peer: Peer,
+}
+
+impl Ext {
+    async fn start(scratch: &Scratch, host: &Arc<HostState>, env: &[(&str, &str)]) -> Ext {
+        let mut child = Command::new(EXE)
+            .current_dir(&scratch.0)
+            .envs(ISOLATE.iter().copied())
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let state = Arc::clone(host);
+        let handler = FnHandler(move |request: Request| serve_host(Arc::clone(&state), request));
+        let peer = connect(stdout, stdin, handler, Options::named("git provider"));
+        let init = within(peer.call(
+            "initialize",
+            &json!({
+                "protocol_versions": [1],
+                "host": {"name": "test-host", "version": "0"},
+                "state_dir": scratch.0.join("state").to_str().unwrap(),
+                "resource_dirs": {"git": scratch.root().to_str().unwrap()},
+            }),
+        ))
+        .await
+        .unwrap();
+        assert_eq!(init["protocol_version"], 1);
+        let file: Value = serde_json::from_str(oc_git::MANIFEST).unwrap();
+        assert_eq!(init["manifest"], file);
+        Ext { child, peer }
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        within(self.peer.call(method, &params)).await
+    }
+
+    async fn acquire(
+        &self,
+        owner: &str,
+        mode: &str,
+        config: Value,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        self.call(
+            "provider.acquire",
+            json!({"type": "git", "owner": owner, "mode": mode, "config": config,
+                   "params": params, "scope_id": "acme", "binding": "agent"}),
+        )
+        .await
+    }
+
+    fn kill(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    }
+}
+
+/// The app code and `data.what` of a failed call.
+fn code_of(e: &CallError) -> (String, String) {
+    let rpc = e
+        .rpc()
+        .unwrap_or_else(|| panic!("not an authored error: {e}"));
+    let data = rpc.data.clone().unwrap_or(Value::Null);
+    (
+        data["code"].as_str().unwrap_or("").to_string(),
+        data["what"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+fn dir_of(v: &Value) -> PathBuf {
+    PathBuf::from(v["dir"].as_str().unwrap())
+}
+
+/// The cache's worktrees other than the bare cache itself.
+fn worktrees(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for cache in std::fs::read_dir(root.join("cache")).unwrap() {
+        let cache = cache.unwrap().path();
+        let list = git(&cache, &["worktree", "list", "--porcelain"]);
+        for block in list.split("\n\n") {
+            if block.trim().is_empty() || block.lines().any(|l| l == "bare") {
+                continue;
+            }
+            out.push(block.lines().next().unwrap_or("").to_string());
+        }
+    }
+    out
+}
+
+/// Every entry under `<root>/<mode>/*/`.
+fn entries(root: &Path, mode: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(keys) = std::fs::read_dir(root.join(mode)) else {
+        return out;
+    };
+    for key in keys {
+        for e in std::fs::read_dir(key.unwrap().path()).unwrap() {
+            out.push(e.unwrap().file_name().to_string_lossy().into_owned());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn two_works_get_their_own_worktrees_and_a_second_acquire_answers_the_same() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("work");
+    let origin = make_origin(&s.0, &[]);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": file_url(&origin)});
+
+    let w1 = ext
+        .acquire("w-1", "", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let w2 = ext
+        .acquire("w-2", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(w1["mode"], "work", "work is the default mode");
+    let (d1, d2) = (dir_of(&w1), dir_of(&w2));
+    assert_ne!(d1, d2);
+    assert_ne!(w1["data"]["branch"], w2["data"]["branch"]);
+    for d in [&d1, &d2] {
+        assert!(d.starts_with(s.root()));
+        assert_eq!(
+            std::fs::read_to_string(d.join("a.txt")).unwrap(),
+            "one, again\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("dir/b.txt")).unwrap(),
+            "two\n"
+        );
+        assert!(!d.join("feature.txt").exists());
+        // A worktree: .git is a file pointing into the cache.
+        assert!(d.join(".git").is_file());
+    }
+    assert_eq!(
+        w1["env"]["GIT_CEILING_DIRECTORIES"],
+        d1.parent().unwrap().to_str().unwrap()
+    );
+    assert!(w1["env"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .all(|k| k.starts_with("GIT_")));
+    let branch1 = git(&d1, &["branch", "--show-current"]);
+    assert_eq!(branch1.trim(), w1["data"]["branch"].as_str().unwrap());
+    assert!(branch1.starts_with("oc/"));
+
+    // A commit in one is not visible in the other.
+    std::fs::write(d1.join("mine.txt"), "w-1's\n").unwrap();
+    git(&d1, &["add", "mine.txt"]);
+    git(&d1, &["commit", "-q", "-m", "w-1's change"]);
+    let head1 = git(&d1, &["rev-parse", "HEAD"]).trim().to_string();
+    assert!(!d2.join("mine.txt").exists());
+    assert!(!git(&d2, &["log", "--format=%H"]).contains(&head1));
+
+    // The second acquisition for w-1 answers the same workspace, its commit there.
+    let again = ext
+        .acquire("w-1", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(again["ref"], w1["ref"]);
+    assert_eq!(dir_of(&again), d1);
+    assert_eq!(again["data"]["head"], head1.as_str());
+    assert_eq!(worktrees(&s.root()).len(), 2);
+
+    // Lookup answers it and never creates; an unknown reference is resource_not_found.
+    let looked = ext
+        .call("provider.lookup", json!({"type": "git", "ref": w1["ref"]}))
+        .await
+        .unwrap();
+    assert_eq!(dir_of(&looked), d1);
+    let key = w1["ref"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let e = ext
+        .call(
+            "provider.lookup",
+            json!({"type": "git", "ref": format!("work/{key}/nobody-00000000")}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e).0, "resource_not_found");
+    let e = ext
+        .call(
+            "provider.lookup",
+            json!({"type": "git", "ref": "work/../../etc"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e).0, "resource_not_found");
+    assert_eq!(worktrees(&s.root()).len(), 2);
+
+    // The branch parameter: an existing branch is checked out, a new one is made
+    // from the default branch.
+    let w3 = ext
+        .acquire("w-3", "work", config.clone(), json!({"branch": "feature"}))
+        .await
+        .unwrap();
+    assert!(dir_of(&w3).join("feature.txt").exists());
+    assert_eq!(
+        git(&dir_of(&w3), &["branch", "--show-current"]).trim(),
+        "feature"
+    );
+    let w4 = ext
+        .acquire("w-4", "work", config.clone(), json!({"branch": "fix-12"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        git(&dir_of(&w4), &["branch", "--show-current"]).trim(),
+        "fix-12"
+    );
+    assert!(!dir_of(&w4).join("feature.txt").exists());
+    // A branch already checked out for another Work is a structured refusal.
+    let e = ext
+        .acquire("w-5", "work", config.clone(), json!({"branch": "feature"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "branch".into())
+    );
+
+    // fresh: a clone of its own (a .git directory), sharing nothing writable.
+    let f1 = ext
+        .acquire("w-1", "fresh", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let fd = dir_of(&f1);
+    assert_ne!(fd, d1);
+    assert!(fd.join(".git").is_dir());
+    assert!(!fd.join(".git/objects/info/alternates").exists());
+    assert_eq!(
+        std::fs::read_to_string(fd.join("a.txt")).unwrap(),
+        "one, again\n"
+    );
+    assert!(!fd.join("mine.txt").exists());
+    assert_eq!(
+        git(&fd, &["remote", "get-url", "origin"]).trim(),
+        file_url(&origin)
+    );
+    let f1again = ext
+        .acquire("w-1", "clone", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(f1again["ref"], f1["ref"]);
+
+    // shared: one checkout for the binding, whoever the owner.
+    let sh1 = ext
+        .acquire("w-1", "shared", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let sh2 = ext
+        .acquire("w-2", "shared", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(sh1["dir"], sh2["dir"]);
+    assert_eq!(
+        git(&dir_of(&sh1), &["branch", "--show-current"]).trim(),
+        "main"
+    );
+}
+
+#[tokio::test]
+async fn a_repository_served_by_git_daemon() {
+    if !have_git() {
+        return;
+    }
+    let exec = std::process::Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .unwrap();
+    let exec = PathBuf::from(String::from_utf8_lossy(&exec.stdout).trim());
+    if !exec.join("git-daemon").exists() {
+        eprintln!("skipped: git-daemon is not installed");
+        return;
+    }
+    let s = Scratch::new("daemon");
+    make_origin(&s.0, &[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _daemon = Command::new("git")
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", s.0.display()),
+        ])
+        .envs(ISOLATE.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    within(async {
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": format!("git://127.0.0.1:{port}/origin.git")});
+    let w1 = ext
+        .acquire("w-1", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let w2 = ext
+        .acquire("w-2", "work", config, Value::Null)
+        .await
+        .unwrap();
+    for w in [&w1, &w2] {
+        assert_eq!(
+            std::fs::read_to_string(dir_of(w).join("a.txt")).unwrap(),
+            "one, again\n"
+        );
+    }
+    assert_ne!(w1["dir"], w2["dir"]);
+    assert_eq!(w1["data"]["base"], "main");
+}
+
+/// An HTTP server on 127.0.0.1 that asks every request for a password.
+fn refusing_http() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"repo\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn bad_inputs_are_structured_failures_that_leave_nothing() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("bad");
+    let origin = make_origin(&s.0, &[]);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+
+    // An unreachable repository: a path with nothing there, a port nobody listens on.
+    let gone = s.0.join("no-such.git");
+    let e = ext
+        .acquire(
+            "w-1",
+            "work",
+            json!({"repository": file_url(&gone)}),
+            Value::Null,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "unreachable".into()),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no-such.git"), "{e}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = ext
+        .acquire(
+            "w-1",
+            "work",
+            json!({"repository": format!("git://127.0.0.1:{closed}/r.git")}),
+            Value::Null,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "unreachable".into()),
+        "{e}"
+    );
+
+    // A repository that needs a credential the provider lacks: no prompt, a refusal.
+    let port = refusing_http();
+    let e = ext
+        .acquire(
+            "w-1",
+            "work",
+            json!({"repository": format!("http://127.0.0.1:{port}/r.git"), "timeout_s": 60}),
+            Value::Null,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "credential".into()),
+        "{e}"
+    );
+
+    // A branch that does not exist: as the base, and for a shared checkout.
+    let config = json!({"repository": file_url(&origin), "base": "no-such-branch"});
+    let e = ext
+        .acquire("w-1", "work", config, Value::Null)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "branch".into()),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no-such-branch"), "{e}");
+    let config = json!({"repository": file_url(&origin)});
+    let e = ext
+        .acquire(
+            "w-1",
+            "shared",
+            config.clone(),
+            json!({"branch": "no-such-branch"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&e),
+        ("resource_setup_failed".into(), "branch".into()),
+        "{e}"
+    );
+
+    // The disk floor: resource_exhausted, saying what to free.
+    let e = ext
+        .acquire(
+            "w-1",
+            "work",
+            json!({"repository": file_url(&origin), "min_free_mb": 1u64 << 40}),
+            Value::Null,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e).0, "resource_exhausted", "{e}");
+    assert!(e.to_string().contains("min_free_mb"), "{e}");
+
+    // Bad requests and configs are `invalid`.
+    for (config, params) in [
+        (
+            json!({"repository": "ext::sh -c touch% /tmp/pwned"}),
+            Value::Null,
+        ),
+        (
+            json!({"repository": file_url(&origin), "surprise": 1}),
+            Value::Null,
+        ),
+        (
+            json!({"repository": file_url(&origin)}),
+            json!({"branch": "--upload-pack=evil"}),
+        ),
+        (
+            json!({"repository": file_url(&origin), "env": {"LD_PRELOAD": "x"}}),
+            Value::Null,
+        ),
+    ] {
+        let e = ext
+            .acquire("w-1", "work", config, params)
+            .await
+            .unwrap_err();
+        assert_eq!(code_of(&e).0, "invalid", "{e}");
+    }
+
+    // None of it left a workspace or a record.
+    for mode in ["shared", "work", "fresh"] {
+        assert_eq!(entries(&s.root(), mode), Vec::<String>::new(), "{mode}");
+    }
+    // And the good repository still works after all that.
+    ext.acquire("w-1", "work", config, Value::Null)
+        .await
+        .unwrap();
+
+    // validate: the config check and the mode it writes.
+    let v = ext
+        .call(
+            "validate",
+            json!({"kind": "resource", "type": "git", "config": {"repository": "ftp://x/y"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["diagnostics"][0]["code"], "invalid_config");
+    let v = ext
+        .call("validate", json!({"kind": "resource_mode", "type": "git", "config": {"repository": "/r", "mode": "fresh"}}))
+        .await
+        .unwrap();
+    assert_eq!(v["mode"], "fresh");
+}
+
+/// Starts an acquisition whose checkout is slow (a smudge filter that sleeps, from the
+/// provider's environment), waits until the worktree is half there, and SIGKILLs the
+/// provider. Answers the half-made workspace's directory.
+async fn kill_mid_acquisition(
+    s: &Scratch,
+    host: &Arc<HostState>,
+    config: &Value,
+    owner: &str,
+) -> PathBuf {
+    let slow = [
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
+        ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
+    ];
+    let before = entries(&s.root(), "work");
+    let mut ext = Ext::start(s, host, &slow).await;
+    let call = {
+        let peer = ext.peer.clone();
+        let params = json!({"type": "git", "owner": owner, "config": config});
+        tokio::spawn(async move { peer.call("provider.acquire", &params).await })
+    };
+    let root = s.root();
+    let half = within(async {
+        loop {
+            let found = entries(&root, "work")
+                .into_iter()
+                .find(|e| !e.ends_with(".json") && !e.ends_with(".tmp") && !before.contains(e));
+            if let Some(name) = found {
+                let key = std::fs::read_dir(root.join("work"))
+                    .unwrap()
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .path();
+                let dir = key.join(&name);
+                if dir.join("a.txt").exists() || dir.join(".git").exists() {
+                    return dir;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ext.kill();
+    let answer = within(call).await.unwrap();
+    assert!(
+        answer.is_err_and(|e| e.is_transport()),
+        "the acquisition was cut off"
+    );
+    let _ = ext.child.wait().await;
+    // Half-made indeed: the record was never marked ready, a file is still missing.
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(half.with_extension("json")).unwrap()).unwrap();
+    assert_eq!(record["state"], "creating");
+    assert!(
+        !(1..=6).all(|i| half.join(format!("f{i}.txt")).exists()),
+        "the checkout was not cut off"
+    );
+    half
+}
+
+/// The process groups of git commands the provider noted under `running/`.
+fn noted_groups(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("running"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The live processes of these process groups.
+fn alive_in(groups: &[String]) -> usize {
+    let mut alive = 0;
+    for proc_entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(stat) = std::fs::read_to_string(proc_entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, after)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        // Fields after the command: state, ppid, pgrp.
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && groups.iter().any(|g| g == fields[2]) {
+            alive += 1;
+        }
+    }
+    alive
+}
+
+#[tokio::test]
+async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_restart() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("crash");
+    let files: Vec<(String, String)> = (1..=6)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n")))
+        .collect();
+    let mut extra: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    extra.push((".gitattributes", "f*.txt filter=slow\n"));
+    let origin = make_origin(&s.0, &extra);
+    let host = Arc::new(HostState::default());
+    let config = json!({"repository": file_url(&origin)});
+
+    // Warm the cache so the kill lands in the checkout, not the first fetch.
+    {
+        let ext = Ext::start(&s, &host, &[]).await;
+        ext.acquire("warm", "fresh", config.clone(), Value::Null)
+            .await
+            .unwrap();
+    }
+
+    let check_whole = |dir: &Path| {
+        for (name, text) in &files {
+            assert_eq!(
+                &std::fs::read_to_string(dir.join(name)).unwrap(),
+                text,
+                "{name}"
+            );
+        }
+        assert_eq!(git(dir, &["status", "--porcelain"]), "", "clean");
+    };
+
+    // 1. Killed, restarted, then reconcile: the half-made worktree is removed; the next
+    //    acquisition makes one whole worktree.
+    let half = kill_mid_acquisition(&s, &host, &config, "w-1").await;
+    // The killed provider's git died with it, but what that git had started (its own
+    // git children, the filter) lives on in the group.
+    let groups = noted_groups(&s.root());
+    assert!(!groups.is_empty(), "the killed provider's git was noted");
+    eprintln!(
+        "processes left running by the killed provider: {}",
+        alive_in(&groups)
+    );
+    let ext = Ext::start(&s, &host, &[]).await;
+    let looked = ext
+        .call(
+            "provider.lookup",
+            json!({"type": "git", "ref": format!("work/{}/{}",
+            half.parent().unwrap().file_name().unwrap().to_str().unwrap(),
+            half.file_name().unwrap().to_str().unwrap())}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&looked).0,
+        "resource_not_found",
+        "lookup never answers a half-made one"
+    );
+    let r = ext
+        .call(
+            "provider.reconcile",
+            json!({"type": "git", "pass_id": "r-1"}),
+        )
+        .await
+        .unwrap();
+    let removed = r["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{r}");
+    assert_eq!(removed[0]["owner"], "w-1");
+    assert!(removed[0]["reason"].as_str().unwrap().contains("half-made"));
+    assert!(!half.exists());
+    assert_eq!(
+        worktrees(&s.root()),
+        Vec::<String>::new(),
+        "no worktree entry left"
+    );
+    assert_eq!(
+        alive_in(&groups),
+        0,
+        "what the dead provider left running is ended"
+    );
+    let running: Vec<_> = std::fs::read_dir(s.root().join("running"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        running.is_empty(),
+        "the dead provider's git is ended: {running:?}"
+    );
+    let w1 = ext
+        .acquire("w-1", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(dir_of(&w1), half, "the same place, made whole");
+    check_whole(&half);
+    assert_eq!(worktrees(&s.root()).len(), 1);
+    assert_eq!(
+        entries(&s.root(), "work").len(),
+        2,
+        "one worktree and its record"
+    );
+    drop(ext);
+
+    // 2. Killed, restarted, and acquired again with no reconcile: the acquisition
+    //    itself repairs it.
+    let half2 = kill_mid_acquisition(&s, &host, &config, "w-2").await;
+    let ext = Ext::start(&s, &host, &[]).await;
+    let w2 = ext
+        .acquire("w-2", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(dir_of(&w2), half2);
+    check_whole(&half2);
+    assert_eq!(worktrees(&s.root()).len(), 2, "one worktree per owner");
+    assert_eq!(entries(&s.root(), "work").len(), 4);
+    // And w-1's is untouched by any of it.
+    let again = ext
+        .acquire("w-1", "work", config, Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(again["ref"], w1["ref"]);
+    let r = ext
+        .call(
+            "provider.reconcile",
+            json!({"type": "git", "pass_id": "r-2"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["removed"], Value::Null, "nothing left to repair: {r}");
+    assert_eq!(
+        r["resources"].as_array().unwrap().len(),
+        3,
+        "w-1, w-2 and the warm clone"
+    );
+}
+
+#[tokio::test]
+async fn sweep_removes_closed_clean_workspaces_and_keeps_dirty_ones() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("sweep");
+    let origin = make_origin(&s.0, &[]);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": file_url(&origin)});
+    let mut dirs = HashMap::new();
+    for owner in ["w-1", "w-2", "w-3", "w-4"] {
+        let w = ext
+            .acquire(owner, "work", config.clone(), Value::Null)
+            .await
+            .unwrap();
+        dirs.insert(owner, dir_of(&w));
+    }
+    std::fs::write(dirs["w-2"].join("a.txt"), "edited, not committed\n").unwrap();
+    {
+        let mut st = host.statuses.lock().unwrap();
+        st.insert("w-1".into(), ("closed".into(), String::new()));
+        st.insert("w-2".into(), ("closed".into(), String::new()));
+        st.insert("w-3".into(), ("open".into(), String::new()));
+        let just_now = protocol::time::format_rfc3339_ms(protocol::time::now_ms());
+        st.insert("w-4".into(), ("closed".into(), just_now));
+    }
+
+    let r = ext
+        .call(
+            "provider.sweep",
+            json!({"type": "git", "pass_id": "sweep-1", "grace_s": 3600}),
+        )
+        .await
+        .unwrap();
+    // Within the grace, w-4 stays; w-1 and w-2 closed long ago (no time given) stay too.
+    assert_eq!(r["removed"], Value::Null, "{r}");
+    let r = ext
+        .call(
+            "provider.sweep",
+            json!({"type": "git", "pass_id": "sweep-2"}),
+        )
+        .await
+        .unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        let mut n: Vec<String> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x["owner"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&r["removed"]), ["w-1", "w-4"], "{r}");
+    assert_eq!(names(&r["kept"]), ["w-2"], "{r}");
+    assert!(r["kept"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("uncommitted"));
+    assert!(!r["pruned"].as_array().unwrap().is_empty());
+    assert!(!dirs["w-1"].exists() && !dirs["w-4"].exists());
+    assert!(dirs["w-2"].exists() && dirs["w-3"].exists());
+    assert_eq!(
+        std::fs::read_to_string(dirs["w-2"].join("a.txt")).unwrap(),
+        "edited, not committed\n"
+    );
+    assert_eq!(
+        worktrees(&s.root()).len(),
+        2,
+        "the cache's worktree entries are pruned"
+    );
+    let asked = host.asked.lock().unwrap().clone();
+    assert_eq!(asked.last().unwrap()["pass_id"], "sweep-2");
+    assert_eq!(asked.last().unwrap()["owners"].as_array().unwrap().len(), 4);
+
+    // A removed workspace's owner acquiring again gets a new one on its kept branch.
+    let w1 = ext
+        .acquire("w-1", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(dir_of(&w1), dirs["w-1"]);
+
+    // remove_dirty: the dirty one goes too.
+    let r = ext
+        .call(
+            "provider.sweep",
+            json!({"type": "git", "pass_id": "sweep-3", "remove_dirty": true}),
+        )
+        .await
+        .unwrap();
+    assert!(names(&r["removed"]).contains(&"w-2".to_string()), "{r}");
+    assert!(!dirs["w-2"].exists());
+    assert!(
+        dirs["w-3"].exists(),
+        "an open Work's workspace is never swept"
+    );
+}
