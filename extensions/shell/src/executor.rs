@@ -20,16 +20,16 @@ use protocol::wire::{
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;
+pub use sdk::runs::read_bounded;
+use sdk::runs::{evict, Tracked};
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::AsyncWriteExt;
 
@@ -70,12 +70,10 @@ pub struct RecoveryData {
 #[derive(Debug)]
 struct Run {
     work_id: String,
-    seq: u64,
-    epoch: AtomicU64,
+    tracked: Tracked,
     /// None for a run whose result was known at once (a bad config, a dry run).
     launch: Option<Launch>,
     result: tokio::sync::Mutex<Option<ExecutorWaitResult>>,
-    ended: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -153,36 +151,6 @@ pub fn summary(output: &[u8]) -> String {
         .unwrap_or_default()
 }
 
-/// Reads an output file, bounded: all of it up to `max` bytes; beyond that its
-/// first and last `max / 2` bytes with a marker saying how much was left out.
-/// A missing file reads as empty.
-pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    if len <= max {
-        let mut out = Vec::new();
-        f.read_to_end(&mut out)?;
-        return Ok(out);
-    }
-    let half = max / 2;
-    let mut out = Vec::new();
-    (&mut f).take(half).read_to_end(&mut out)?;
-    out.extend_from_slice(
-        format!(
-            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
-            len - 2 * half
-        )
-        .as_bytes(),
-    );
-    f.seek(SeekFrom::Start(len - half))?;
-    f.take(half).read_to_end(&mut out)?;
-    Ok(out)
-}
-
 /// Answers `validate` for kind `executor`, type `shell`: diagnostics naming the
 /// field, or a line describing what the config runs.
 pub fn validate(p: &ValidateParams) -> ValidateResult {
@@ -237,14 +205,12 @@ impl Shell {
         let ended = known.is_some();
         let run = Run {
             work_id: work_id.to_string(),
-            seq,
-            epoch: AtomicU64::new(epoch),
+            tracked: Tracked::new(seq, epoch, ended),
             launch,
             result: tokio::sync::Mutex::new(known),
-            ended: AtomicBool::new(ended),
         };
         t.runs.insert(id.to_string(), Arc::new(run));
-        evict(&mut t);
+        evict(&mut t.runs, MAX_RETAINED, |r: &Run| &r.tracked);
     }
 
     /// The directory runs live in, absolute.
@@ -477,14 +443,12 @@ impl Shell {
             ));
         }
         if let Some(run) = self.get(id) {
-            let current = run.epoch.load(Ordering::SeqCst);
-            if req.epoch < current {
+            if let Err(current) = run.tracked.raise_epoch(req.epoch) {
                 return Err(not_adoptable(
                     id,
                     format!("epoch {} is lower than the run's {current}", req.epoch),
                 ));
             }
-            run.epoch.fetch_max(req.epoch, Ordering::SeqCst);
             return Ok(ExecutorRecoverResult {});
         }
         let dir = PathBuf::from(&data.run_dir);
@@ -584,8 +548,8 @@ impl Shell {
         };
         *cached = Some(result.clone());
         drop(cached);
-        run.ended.store(true, Ordering::SeqCst);
-        evict(&mut self.table());
+        run.tracked.set_ended();
+        evict(&mut self.table().runs, MAX_RETAINED, |r: &Run| &r.tracked);
         Ok(result)
     }
 
@@ -719,33 +683,8 @@ impl Shell {
     }
 }
 
-/// Drops the oldest ended runs beyond [`MAX_RETAINED`].
-fn evict(t: &mut Table) {
-    let mut ended: Vec<(u64, String)> = t
-        .runs
-        .iter()
-        .filter(|(_, r)| r.ended.load(Ordering::SeqCst))
-        .map(|(id, r)| (r.seq, id.clone()))
-        .collect();
-    if ended.len() <= MAX_RETAINED {
-        return;
-    }
-    ended.sort_unstable();
-    let extra = ended.len() - MAX_RETAINED;
-    for (_, id) in ended.into_iter().take(extra) {
-        t.runs.remove(&id);
-    }
-}
-
 fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
-    let current = run.epoch.load(Ordering::SeqCst);
-    if epoch < current {
-        return Err(refuse(
-            Code::Conflict,
-            format!("epoch {epoch} is superseded by {current}"),
-        ));
-    }
-    Ok(())
+    run.tracked.check_epoch(epoch)
 }
 
 /// A run as its directory shows it, when it has a wrapper recorded.

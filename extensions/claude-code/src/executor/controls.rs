@@ -15,7 +15,7 @@ impl ClaudeCode {
             return Err(not_accepting(id, "this process does not hold it"));
         };
         check_epoch(&run, p.epoch)?;
-        if run.ended.load(Ordering::SeqCst) {
+        if run.tracked.ended() {
             return Err(not_accepting(id, "its turn has ended"));
         }
         let mut stdin = run.stdin.lock().await;

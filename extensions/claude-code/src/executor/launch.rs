@@ -47,7 +47,7 @@ impl ClaudeCode {
             )
         })?;
         check_epoch(&run, p.epoch)?;
-        if !run.ended.load(Ordering::SeqCst) && run.result.lock().await.is_none() {
+        if !run.tracked.ended() && run.result.lock().await.is_none() {
             return Err(refuse(
                 Code::Conflict,
                 format!("execution {id} is still running a segment"),
@@ -563,7 +563,7 @@ async fn follow(run: Arc<Run>, dir: PathBuf) {
             }
             return;
         }
-        if run.ended.load(Ordering::SeqCst) {
+        if run.tracked.ended() {
             return;
         }
         tokio::time::sleep(POLL).await;

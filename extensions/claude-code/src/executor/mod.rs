@@ -36,6 +36,8 @@ use protocol::wire::{
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;
+pub use sdk::runs::read_bounded;
+use sdk::runs::{evict, Tracked};
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -44,7 +46,6 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -135,8 +136,7 @@ pub struct SegmentInfo {
 #[derive(Debug)]
 struct Run {
     work_id: String,
-    seq: u64,
-    epoch: AtomicU64,
+    tracked: Tracked,
     req: Mutex<RunRequest>,
     launch: Option<Launch>,
     /// The segment's stdin, while this process holds it.
@@ -144,7 +144,6 @@ struct Run {
     /// Event IDs written to stdin.
     injected: Mutex<Vec<String>>,
     result: tokio::sync::Mutex<Option<ExecutorWaitResult>>,
-    ended: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -258,35 +257,6 @@ fn clip(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_string()
-}
-
-/// Reads a file, bounded: all of it up to `max` bytes; beyond that its first
-/// and last `max / 2` bytes with a marker. A missing file reads as empty.
-pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    if len <= max {
-        let mut out = Vec::new();
-        f.read_to_end(&mut out)?;
-        return Ok(out);
-    }
-    let half = max / 2;
-    let mut out = Vec::new();
-    (&mut f).take(half).read_to_end(&mut out)?;
-    out.extend_from_slice(
-        format!(
-            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
-            len - 2 * half
-        )
-        .as_bytes(),
-    );
-    f.seek(SeekFrom::Start(len - half))?;
-    f.take(half).read_to_end(&mut out)?;
-    Ok(out)
 }
 
 /// Answers `validate` for kind `executor`, type `claude-code`: diagnostics
@@ -439,17 +409,15 @@ impl ClaudeCode {
         let ended = known.is_some();
         let run = Arc::new(Run {
             work_id: req.work.id.clone(),
-            seq,
-            epoch: AtomicU64::new(req.epoch),
+            tracked: Tracked::new(seq, req.epoch, ended),
             req: Mutex::new(req.clone()),
             launch,
             stdin: tokio::sync::Mutex::new(stdin),
             injected: Mutex::new(Vec::new()),
             result: tokio::sync::Mutex::new(known),
-            ended: AtomicBool::new(ended),
         });
         t.runs.insert(req.execution_id.clone(), Arc::clone(&run));
-        evict(&mut t);
+        evict(&mut t.runs, MAX_RETAINED, |r: &Run| &r.tracked);
         run
     }
 
@@ -575,33 +543,8 @@ fn latest_segment(exec_dir: &Path) -> Option<(u64, PathBuf)> {
     segments(exec_dir).pop()
 }
 
-/// Drops the oldest ended runs beyond [`MAX_RETAINED`].
-fn evict(t: &mut Table) {
-    let mut ended: Vec<(u64, String)> = t
-        .runs
-        .iter()
-        .filter(|(_, r)| r.ended.load(Ordering::SeqCst))
-        .map(|(id, r)| (r.seq, id.clone()))
-        .collect();
-    if ended.len() <= MAX_RETAINED {
-        return;
-    }
-    ended.sort_unstable();
-    let extra = ended.len() - MAX_RETAINED;
-    for (_, id) in ended.into_iter().take(extra) {
-        t.runs.remove(&id);
-    }
-}
-
 fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
-    let current = run.epoch.load(Ordering::SeqCst);
-    if epoch < current {
-        return Err(refuse(
-            Code::Conflict,
-            format!("epoch {epoch} is superseded by {current}"),
-        ));
-    }
-    Ok(())
+    run.tracked.check_epoch(epoch)
 }
 
 /// A segment as its directory shows it, when it has a wrapper recorded.

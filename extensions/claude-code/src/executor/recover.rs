@@ -34,14 +34,12 @@ impl ClaudeCode {
             ));
         }
         if let Some(run) = self.get(id) {
-            let current = run.epoch.load(Ordering::SeqCst);
-            if req.epoch < current {
+            if let Err(current) = run.tracked.raise_epoch(req.epoch) {
                 return Err(not_adoptable(
                     id,
                     format!("epoch {} is lower than the run's {current}", req.epoch),
                 ));
             }
-            run.epoch.fetch_max(req.epoch, Ordering::SeqCst);
             return Ok(ExecutorRecoverResult {});
         }
         let dir = PathBuf::from(&data.segment_dir);

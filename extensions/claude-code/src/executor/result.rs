@@ -48,8 +48,8 @@ impl ClaudeCode {
         };
         *cached = Some(result.clone());
         drop(cached);
-        run.ended.store(true, Ordering::SeqCst);
-        evict(&mut self.table());
+        run.tracked.set_ended();
+        evict(&mut self.table().runs, MAX_RETAINED, |r: &Run| &r.tracked);
         Ok(result)
     }
 

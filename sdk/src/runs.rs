@@ -1,0 +1,143 @@
+//! What a detached executor keeps of each run it follows, beside the run's own
+//! files: its order (the oldest ended runs are dropped first), the epoch it was
+//! started or last adopted at (an older one is refused), and whether it ended. The
+//! shell and claude-code executors each keep a table of runs; this is their shared
+//! part, with the bounded read of a run's output.
+
+use protocol::{Code, RpcError};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A run's order, epoch and end.
+#[derive(Debug)]
+pub struct Tracked {
+    seq: u64,
+    epoch: AtomicU64,
+    ended: AtomicBool,
+}
+
+impl Tracked {
+    /// Run number `seq` of its table, at `epoch`, ended already or not.
+    pub fn new(seq: u64, epoch: u64, ended: bool) -> Tracked {
+        Tracked {
+            seq,
+            epoch: AtomicU64::new(epoch),
+            ended: AtomicBool::new(ended),
+        }
+    }
+
+    /// The epoch now.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Takes `epoch` when it is not older than the run's; else the run's, unchanged.
+    pub fn raise_epoch(&self, epoch: u64) -> Result<(), u64> {
+        self.epoch
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
+                (epoch >= current).then_some(epoch)
+            })
+            .map(|_| ())
+    }
+
+    /// `conflict` when `epoch` is older than the run's: a superseded holder.
+    pub fn check_epoch(&self, epoch: u64) -> Result<(), RpcError> {
+        let current = self.epoch();
+        if epoch < current {
+            return Err(RpcError::new(
+                Code::Conflict,
+                format!("epoch {epoch} is superseded by {current}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether its result is known.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Its result is known.
+    pub fn set_ended(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Drops the oldest ended runs of `runs` beyond `max` (their directories stay, and a
+/// recover finds them again).
+pub fn evict<R>(runs: &mut HashMap<String, Arc<R>>, max: usize, tracked: impl Fn(&R) -> &Tracked) {
+    let mut ended: Vec<(u64, String)> = runs
+        .iter()
+        .filter(|(_, r)| tracked(r).ended())
+        .map(|(id, r)| (tracked(r).seq, id.clone()))
+        .collect();
+    if ended.len() <= max {
+        return;
+    }
+    ended.sort_unstable();
+    let extra = ended.len() - max;
+    for (_, id) in ended.into_iter().take(extra) {
+        runs.remove(&id);
+    }
+}
+
+/// Reads a file, bounded: all of it up to `max` bytes; beyond that its first
+/// and last `max / 2` bytes with a marker. A missing file reads as empty.
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len <= max {
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        return Ok(out);
+    }
+    let half = max / 2;
+    let mut out = Vec::new();
+    (&mut f).take(half).read_to_end(&mut out)?;
+    out.extend_from_slice(
+        format!(
+            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
+            len - 2 * half
+        )
+        .as_bytes(),
+    );
+    f.seek(SeekFrom::Start(len - half))?;
+    f.take(half).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn epochs_only_rise_and_older_ones_are_refused() {
+        let t = Tracked::new(0, 3, false);
+        assert_eq!(t.raise_epoch(2), Err(3));
+        assert!(t.check_epoch(2).is_err());
+        assert_eq!(t.raise_epoch(5), Ok(()));
+        assert_eq!(t.epoch(), 5);
+        assert!(t.check_epoch(5).is_ok());
+    }
+
+    #[test]
+    fn the_oldest_ended_runs_go_first() {
+        let mut runs: HashMap<String, Arc<Tracked>> = HashMap::new();
+        for seq in 0..5u64 {
+            runs.insert(format!("r{seq}"), Arc::new(Tracked::new(seq, 1, seq != 1)));
+        }
+        evict(&mut runs, 2, |r| r);
+        let mut left: Vec<&String> = runs.keys().collect();
+        left.sort();
+        // r1 runs on; of the ended r0, r2, r3, r4 the two newest stay.
+        assert_eq!(left, ["r1", "r3", "r4"]);
+    }
+}
