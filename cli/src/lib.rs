@@ -150,6 +150,12 @@ pub enum Command {
         /// set in the environment implies it, with its own filter.
         #[arg(long, short)]
         verbose: bool,
+        /// `up` makes its own bus (`<state>/run/bus.sock`): the global `--bus` and
+        /// `--json` mean nothing to it, and its help does not offer them.
+        #[arg(long, hide = true)]
+        bus: Option<PathBuf>,
+        #[arg(long, hide = true)]
+        json: bool,
     },
     /// Each daemon, the extensions, Work by state, where webhooks arrive; exits 3 when
     /// something is down.
@@ -375,6 +381,7 @@ pub fn main(args: Vec<String>) -> i32 {
         config,
         listen,
         verbose,
+        ..
     } = cli.command
     {
         let opts = up::UpOptions {

@@ -312,3 +312,18 @@ fn a_closed_pipe_ends_a_listing_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(141), "{:?}", out.status);
 }
+
+#[test]
+fn up_offers_only_the_flags_that_mean_something_to_it() {
+    let (status, out, _) = run(&["up", "--help"]);
+    assert_eq!(status, 0);
+    for flag in ["--state", "--config", "--listen", "--verbose"] {
+        assert!(out.contains(flag), "{flag}: {out}");
+    }
+    for flag in ["--bus", "--json"] {
+        assert!(!out.contains(flag), "{flag} is offered: {out}");
+    }
+    // Everywhere else they are.
+    let (_, out, _) = run(&["status", "--help"]);
+    assert!(out.contains("--bus") && out.contains("--json"), "{out}");
+}
