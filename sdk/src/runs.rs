@@ -11,6 +11,38 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// `invalid` unless `executor` is empty or `served`, the one executor answering.
+pub fn check_executor(executor: &str, served: &str) -> Result<(), RpcError> {
+    if executor.is_empty() || executor == served {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        Code::Invalid,
+        format!("executor `{executor}` is not served here (only `{served}`)"),
+    ))
+}
+
+/// An execution ID names a directory: it must be one path component.
+pub fn check_id(id: &str) -> Result<(), RpcError> {
+    let ok =
+        !id.is_empty() && id.len() <= 255 && id != "." && id != ".." && !id.contains(['/', '\0']);
+    if ok {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        Code::Invalid,
+        "execution_id must be one path component: non-empty, at most 255 bytes, without / or NUL",
+    ))
+}
+
+/// `not_adoptable` for execution `id`, saying why.
+pub fn not_adoptable(id: &str, why: impl std::fmt::Display) -> RpcError {
+    RpcError::new(
+        Code::NotAdoptable,
+        format!("execution {id} is not adoptable: {why}"),
+    )
+}
+
 /// A run's order, epoch and end.
 #[derive(Debug)]
 pub struct Tracked {

@@ -21,7 +21,7 @@ use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;
 pub use sdk::runs::read_bounded;
-use sdk::runs::{evict, Tracked};
+use sdk::runs::{check_id, evict, not_adoptable, Tracked};
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -99,38 +99,12 @@ fn refuse(code: Code, message: impl Into<String>) -> RpcError {
     RpcError::new(code, message)
 }
 
-fn not_adoptable(id: &str, why: impl std::fmt::Display) -> RpcError {
-    refuse(
-        Code::NotAdoptable,
-        format!("execution {id} is not adoptable: {why}"),
-    )
-}
-
 fn internal(what: impl std::fmt::Display) -> RpcError {
     refuse(Code::Internal, what.to_string())
 }
 
 fn check_executor(executor: &str) -> Result<(), RpcError> {
-    if executor.is_empty() || executor == EXECUTOR {
-        return Ok(());
-    }
-    Err(refuse(
-        Code::Invalid,
-        format!("executor `{executor}` is not served here (only `{EXECUTOR}`)"),
-    ))
-}
-
-/// An execution ID names a directory: it must be one path component.
-fn check_id(id: &str) -> Result<(), RpcError> {
-    let ok =
-        !id.is_empty() && id.len() <= 255 && id != "." && id != ".." && !id.contains(['/', '\0']);
-    if ok {
-        return Ok(());
-    }
-    Err(refuse(
-        Code::Invalid,
-        "execution_id must be one path component: non-empty, at most 255 bytes, without / or NUL",
-    ))
+    sdk::runs::check_executor(executor, EXECUTOR)
 }
 
 fn failed(error: String) -> ExecutorWaitResult {
