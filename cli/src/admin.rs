@@ -35,9 +35,11 @@ impl From<String> for Failure {
     }
 }
 
-type Out = Result<(), Failure>;
+/// A command's outcome.
+pub type Out = Result<(), Failure>;
 
-fn print_json(v: &Value) {
+/// Print `v` as pretty JSON.
+pub fn print_json(v: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
@@ -63,11 +65,13 @@ fn paint(word: &str, width: usize) -> String {
     format!("\x1b[{colour}m{padded}\x1b[0m")
 }
 
-fn text<'a>(v: &'a Value, k: &str) -> &'a str {
+/// The string field `k` of `v`, or empty.
+pub fn text<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
 
-fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
+/// Call `method` on the suite's bus, saying how to reach a suite when none answers.
+pub fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
     bus_call(bus, method, params).map_err(|e| {
         if e.contains("No such file") || e.contains("Connection refused") {
             let up_bus = crate::up::default_state().join("run/bus.sock");
@@ -83,7 +87,7 @@ fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
 }
 
 /// `n` and the noun, singular or plural: `1 problem`, `2 problems`.
-fn count(n: usize, noun: &str) -> String {
+pub fn count(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {
@@ -490,7 +494,8 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
     if json_out {
         print_json(
             &json!({"work": work, "executions": ex["executions"], "inputs": why,
-                           "waits": waits["waits"]}),
+                           "waits": waits["waits"],
+                           "workspaces": crate::resources::workspace_json(bus, id)}),
         );
         return Ok(());
     }
@@ -509,6 +514,9 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
     );
     println!("  keys:    {}", work["keys"]);
     println!("  failures: {}", work["failures"]);
+    for line in crate::resources::workspace_lines(bus, id) {
+        println!("{line}");
+    }
     println!("attempts:");
     for e in ex["executions"].as_array().into_iter().flatten() {
         let r = &e["result"];

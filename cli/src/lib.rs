@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod man;
 pub mod mcp;
+pub mod resources;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -91,7 +92,27 @@ pub enum ExtensionCommand {
     },
 }
 
-/// `work …`.
+/// `resource …`.
+#[derive(Subcommand, Debug)]
+pub enum ResourceCommand {
+    /// Every workspace lease: its Work (and the Work's state), directory, branch, HEAD.
+    List,
+    /// Remove now the workspaces of Work closed longer than the grace; a workspace
+    /// with uncommitted changes is kept and listed.
+    Sweep {
+        /// Only this resource type (git).
+        #[arg(long = "type")]
+        resource_type: Option<String>,
+        /// How long a Work must have been closed (0, 90s, 30m, 2h, 7d; default 1d).
+        #[arg(long)]
+        grace: Option<String>,
+        /// Remove a closed Work's workspace even with uncommitted changes.
+        #[arg(long)]
+        remove_dirty: bool,
+    },
+}
+
+/// `work` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum WorkCommand {
     /// Work, newest first, by scope and state.
@@ -169,6 +190,9 @@ pub enum Command {
     /// Work.
     #[command(subcommand)]
     Work(WorkCommand),
+    /// Workspaces: the leases resource providers hold for Work.
+    #[command(subcommand)]
+    Resource(ResourceCommand),
     /// The event log.
     Events {
         /// Only events after this sequence.
@@ -204,7 +228,7 @@ pub enum Command {
     },
     /// Serve the bundled extension NAME over stdin and stdout (the extension
     /// protocol): what a package whose command is `open-conduit extension-run NAME`
-    /// runs. Bundled: webhook, github, schedule, shell, claude-code.
+    /// runs. Bundled: webhook, github, schedule, shell, claude-code, git.
     ExtensionRun {
         /// The bundled extension.
         name: String,
@@ -254,6 +278,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "schedule" => oc_schedule::extension(),
         "shell" => return oc_shell::main(),
         "claude-code" => return oc_claude_code::main(),
+        "git" => return oc_git::main(),
         other => {
             eprintln!(
                 "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",
@@ -440,6 +465,18 @@ pub fn main(args: Vec<String>) -> i32 {
             admin::work_list(&bus, scope, state, json_out)
         }
         Command::Work(WorkCommand::Show { id }) => admin::work_show(&bus, &id, json_out),
+        Command::Resource(ResourceCommand::List) => resources::list(&bus, json_out),
+        Command::Resource(ResourceCommand::Sweep {
+            resource_type,
+            grace,
+            remove_dirty,
+        }) => resources::sweep(
+            &bus,
+            resource_type.as_deref(),
+            grace.as_deref(),
+            remove_dirty,
+            json_out,
+        ),
         Command::Work(WorkCommand::Log { id }) => admin::work_log(&bus, &id),
         Command::Work(WorkCommand::Cancel { id, reason }) => admin::work_cancel(&bus, &id, &reason),
         Command::Work(WorkCommand::Interrupt { id, reason }) => {

@@ -121,6 +121,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("schedule", oc_schedule::MANIFEST),
         ("shell", oc_shell::MANIFEST),
         ("claude-code", oc_claude_code::MANIFEST),
+        ("git", oc_git::MANIFEST),
     ]
 }
 

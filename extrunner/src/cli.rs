@@ -231,7 +231,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         host_bus: Some(host_bus.clone()),
         initial,
     };
-    let runner = Arc::new(Runner::load(config));
+    let runner = Runner::load(config).shared();
     tracing::info!(
         packages = runner.names().len(),
         "every extension started; waiting for their handshakes"
@@ -276,6 +276,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         }
     }
     let _ = notifier.ready();
+    let housekeeping = tokio::spawn(workspace_passes(runner.clone()));
     let mut status = runner.counts().to_string();
     let _ = notifier.status(&status);
     tracing::info!(%status, "serving ext.* on the bus");
@@ -312,11 +313,37 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let _ = notifier.status("stopping every extension");
     tracing::info!("stopping every extension");
     follower.abort();
+    housekeeping.abort();
     runner.stop_all().await;
     bus.close();
     host_bus.close();
     tracing::info!("every extension stopped");
     Ok(())
+}
+
+/// The workspace passes: every provider reconciled once the suite is up, then the
+/// spare workspaces swept every [`crate::workspaces::SWEEP_INTERVAL`].
+async fn workspace_passes(runner: Arc<Runner>) {
+    let ws = runner.workspaces().clone();
+    ws.reconcile_all().await;
+    let mut tick = tokio::time::interval(crate::workspaces::SWEEP_INTERVAL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match ws
+            .sweep(None, crate::workspaces::SWEEP_GRACE, false)
+            .await
+        {
+            Ok(reports) => {
+                for r in reports {
+                    tracing::info!(OC_EXTENSION = %r.provider, resource_type = %r.resource_type,
+                        removed = r.result.removed.len(), kept = r.result.kept.len(),
+                        error = %r.error, "spare workspaces swept");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.message, "the workspace sweep failed"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 use std::sync::{Arc, RwLock};
 
 use crate::configuration::Configuration;
+use crate::workspaces::Workspaces;
 use daemon::bus::Bus;
 use protocol::catalogue::{self, Direction, Surface};
 use protocol::manifest::{Manifest, PayloadStatus, UnreadableSchema};
@@ -142,6 +143,7 @@ pub struct ScopedHost {
     identity: Arc<BoundIdentity>,
     bus: Bus,
     configuration: Arc<Configuration>,
+    workspaces: Option<Arc<Workspaces>>,
 }
 
 impl ScopedHost {
@@ -151,7 +153,15 @@ impl ScopedHost {
             identity,
             bus,
             configuration: Arc::new(Configuration::default()),
+            workspaces: None,
         }
+    }
+
+    /// The same host, serving `resource.*` and `provider.owner_status` through
+    /// `workspaces`.
+    pub fn with_workspaces(mut self, workspaces: Arc<Workspaces>) -> ScopedHost {
+        self.workspaces = Some(workspaces);
+        self
     }
 
     /// The same host, reading the package's configuration (secret references,
@@ -182,7 +192,10 @@ impl Handler for ScopedHost {
         let identity = self.identity.current();
         let bus = self.bus.clone();
         let configuration = self.configuration.clone();
-        Box::pin(async move { serve(&identity, &bus, &configuration, &request).await })
+        let workspaces = self.workspaces.clone();
+        Box::pin(async move {
+            serve(&identity, &bus, &configuration, workspaces.as_deref(), &request).await
+        })
     }
 }
 
@@ -265,6 +278,7 @@ async fn serve(
     identity: &Identity,
     bus: &Bus,
     configuration: &Configuration,
+    workspaces: Option<&Workspaces>,
     request: &Request,
 ) -> Result<Reply, RpcError> {
     let method = request.method.as_str();
@@ -291,6 +305,20 @@ async fn serve(
         "artifact.commit" => protocol::reply(&host.artifact_commit(request.params()?).await?),
         "artifact.abort" => protocol::reply(&host.artifact_abort(request.params()?).await?),
         "secret.resolve" => protocol::reply(&host.secret_resolve(request.params()?)?),
+        "resource.acquire" | "resource.lookup" | "provider.owner_status" => {
+            let Some(ws) = workspaces else {
+                return Err(RpcError::new(
+                    Code::Unsupported,
+                    format!("{method} is not served by this host"),
+                ));
+            };
+            let (name, peer) = (identity.name.as_str(), &request.peer);
+            match method {
+                "resource.acquire" => protocol::reply(&ws.acquire(name, peer, request.params()?).await?),
+                "resource.lookup" => protocol::reply(&ws.lookup(name, peer, request.params()?).await?),
+                _ => protocol::reply(&ws.owner_status(name, peer, request.params()?).await?),
+            }
+        }
         "execution.persist_recovery" => {
             let p: wire::ExecutionPersistRecoveryParams = request.params()?;
             protocol::reply(&host.persist_recovery(p).await?)

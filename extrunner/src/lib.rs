@@ -21,3 +21,4 @@ pub mod offline;
 pub mod process;
 pub mod runner;
 pub mod service;
+pub mod workspaces;

@@ -43,11 +43,23 @@ pub struct Finding {
     pub warning: bool,
 }
 
+/// What an answer to `validate` is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// An object's check: its diagnostics and warnings are findings.
+    Check,
+    /// The mode the binding's resource config writes (kind `resource_mode`).
+    ResourceMode(String),
+    /// The mode the binding's executor config requests (kind `executor_mode`).
+    ExecutorMode(String),
+}
+
 /// One object a package validates.
 #[derive(Debug, Clone)]
 struct Object {
     pointer: String,
     params: ValidateParams,
+    role: Role,
 }
 
 fn params(kind: &str, type_name: &str, name: &str, config: &Value) -> ValidateParams {
@@ -80,17 +92,33 @@ fn objects(
         }
         for e in &pv.executors {
             owners.insert((validate_kind::EXECUTOR, &e.name), &p.name);
+            if e.resource_mode {
+                owners.insert((validate_kind::EXECUTOR_MODE, &e.name), &p.name);
+            }
+        }
+        for r in &pv.resources {
+            owners.insert((validate_kind::RESOURCE, &r.type_name), &p.name);
+            if r.mode_default {
+                owners.insert((validate_kind::RESOURCE_MODE, &r.type_name), &p.name);
+            }
         }
     }
     let mut by_package: BTreeMap<String, Vec<Object>> = BTreeMap::new();
     let mut unknown = Vec::new();
-    let mut add = |pointer: String, what: &str, params: ValidateParams| match owners
+    let mut untyped = Vec::new();
+    let mut add = |pointer: String, what: &str, params: ValidateParams, role: Role| match owners
         .get(&(params.kind.as_str(), params.type_name.as_str()))
     {
         Some(owner) => by_package
             .entry((*owner).to_owned())
             .or_default()
-            .push(Object { pointer, params }),
+            .push(Object {
+                pointer,
+                params,
+                role,
+            }),
+        // A mode nobody answers names no mode: no finding.
+        None if role != Role::Check => {}
         None => unknown.push(Finding {
             pointer,
             code: "unknown_type".into(),
@@ -114,6 +142,7 @@ fn objects(
                 &c.name,
                 &c.config,
             ),
+            Role::Check,
         );
     }
     for (i, s) in config.scopes.iter().enumerate() {
@@ -125,6 +154,7 @@ fn objects(
                 format!("/scopes/{i}/entries/{j}/type"),
                 "entry type",
                 params(validate_kind::EXTENSION, &e.entry_type, &e.name, &e.config),
+                Role::Check,
             );
         }
         for (j, r) in s.routes.iter().enumerate() {
@@ -135,6 +165,7 @@ fn objects(
                 format!("/scopes/{i}/routes/{j}/handler"),
                 "route handler",
                 params(validate_kind::ROUTE, &r.handler, "", &r.config),
+                Role::Check,
             );
         }
         for (j, b) in s.bindings.iter().enumerate() {
@@ -142,18 +173,50 @@ fn objects(
                 continue;
             };
             let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
+            let at = format!("/scopes/{i}/bindings/{j}");
+            let exec_config = b.get("config").unwrap_or(&Value::Null);
             add(
-                format!("/scopes/{i}/bindings/{j}/executor"),
+                format!("{at}/executor"),
                 "executor",
-                params(
-                    validate_kind::EXECUTOR,
-                    executor,
-                    name,
-                    b.get("config").unwrap_or(&Value::Null),
-                ),
+                params(validate_kind::EXECUTOR, executor, name, exec_config),
+                Role::Check,
+            );
+            let Some(resource) = b.get("resource") else {
+                continue;
+            };
+            let Some(rtype) = resource.get("type").and_then(Value::as_str) else {
+                untyped.push(Finding {
+                    pointer: format!("{at}/resource/type"),
+                    code: "invalid_config".into(),
+                    message: "a binding's resource needs a type (the resource provider, git)".into(),
+                    warning: false,
+                });
+                continue;
+            };
+            let rconfig = resource.get("config").unwrap_or(&Value::Null);
+            add(
+                format!("{at}/resource/type"),
+                "resource type",
+                params(validate_kind::RESOURCE, rtype, name, rconfig),
+                Role::Check,
+            );
+            // The workspace checks: the mode the resource writes against the one the
+            // executor requests (config check's mode warning).
+            add(
+                format!("{at}/resource/type"),
+                "resource type",
+                params(validate_kind::RESOURCE_MODE, rtype, name, rconfig),
+                Role::ResourceMode(at.clone()),
+            );
+            add(
+                format!("{at}/executor"),
+                "executor",
+                params(validate_kind::EXECUTOR_MODE, executor, name, exec_config),
+                Role::ExecutorMode(at.clone()),
             );
         }
     }
+    unknown.extend(untyped);
     (by_package, unknown)
 }
 
@@ -196,6 +259,8 @@ impl Handler for NoStore {
 pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) -> Vec<Finding> {
     let (by_package, mut findings) = objects(config, discovery);
     let mut warnings = 0;
+    // Each binding's (resource mode, executor mode), by the binding's pointer.
+    let mut modes: BTreeMap<String, (String, String)> = BTreeMap::new();
     for (name, objects) in by_package {
         let Some(package) = discovery.package(&name) else {
             continue;
@@ -206,8 +271,16 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
         match result {
             Ok(answers) => {
                 for (object, answer) in objects.iter().zip(answers) {
-                    match answer {
-                        Ok(r) => {
+                    match (&object.role, answer) {
+                        (Role::ResourceMode(at), Ok(r)) => {
+                            modes.entry(at.clone()).or_default().0 = r.mode.unwrap_or_default();
+                        }
+                        (Role::ExecutorMode(at), Ok(r)) => {
+                            modes.entry(at.clone()).or_default().1 = r.mode.unwrap_or_default();
+                        }
+                        // A failed mode call names no mode.
+                        (Role::ResourceMode(_) | Role::ExecutorMode(_), Err(_)) => {}
+                        (Role::Check, Ok(r)) => {
                             for d in r.diagnostics {
                                 findings.push(Finding {
                                     pointer: config_pointer(&object.pointer, &d.path),
@@ -229,7 +302,7 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
                                 });
                             }
                         }
-                        Err(why) => findings.push(Finding {
+                        (Role::Check, Err(why)) => findings.push(Finding {
                             pointer: object.pointer.clone(),
                             code: "extension_unavailable".into(),
                             message: format!("extension {name} could not check it: {why}"),
@@ -239,7 +312,7 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
                 }
             }
             Err(why) => {
-                for object in &objects {
+                for object in objects.iter().filter(|o| o.role == Role::Check) {
                     findings.push(Finding {
                         pointer: object.pointer.clone(),
                         code: "extension_unavailable".into(),
@@ -250,7 +323,32 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
             }
         }
     }
+    for (at, (resource, executor)) in modes {
+        if let Some(message) = mode_warning(&resource, &executor) {
+            warnings += 1;
+            if warnings <= MAX_WARNINGS {
+                findings.push(Finding {
+                    pointer: format!("{at}/resource/config/mode"),
+                    code: "warning".into(),
+                    message,
+                    warning: true,
+                });
+            }
+        }
+    }
     findings
+}
+
+/// The mode warning: the resource writes a mode the executor's own request
+/// overrides (`clone` is `fresh`).
+fn mode_warning(resource: &str, executor: &str) -> Option<String> {
+    let norm = |m: &str| if m == "clone" { "fresh" } else { m }.to_owned();
+    if resource.is_empty() || executor.is_empty() || norm(resource) == norm(executor) {
+        return None;
+    }
+    Some(format!(
+        "the resource's mode {resource:?} never applies: the executor requests {executor:?} (its workspace_mode), which wins; set the same mode in both, or drop the resource's"
+    ))
 }
 
 /// Start `package` offline, ask `validate` for each object, stop it.
@@ -335,6 +433,15 @@ fn with_log(why: String, log: &PathBuf) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mode_warning_names_both_modes() {
+        assert_eq!(mode_warning("", "work"), None);
+        assert_eq!(mode_warning("work", ""), None);
+        assert_eq!(mode_warning("fresh", "clone"), None);
+        let w = mode_warning("shared", "work").unwrap_or_default();
+        assert!(w.contains("\"shared\"") && w.contains("\"work\""), "{w}");
+    }
 
     #[test]
     fn pointers_land_inside_the_object_config() {

@@ -16,6 +16,7 @@ use crate::configuration::{Configuration, Registered};
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
 use crate::discovery::{discover, Origin, Package, Report, ReportKind};
 use crate::host::{BoundIdentity, Identity, ScopedHost};
+use crate::workspaces::Workspaces;
 use crate::process::send_configure;
 use crate::process::{
     KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
@@ -159,6 +160,7 @@ pub struct Runner {
     reports: Vec<Report>,
     conflicts: Vec<Conflict>,
     stopping: AtomicBool,
+    workspaces: Arc<Workspaces>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -376,6 +378,7 @@ impl Runner {
             }
         };
         let start = conflicts.is_empty();
+        let workspaces = Workspaces::new(config.host_bus.clone());
         let entries: Vec<Entry> = discovery
             .packages
             .into_iter()
@@ -401,7 +404,8 @@ impl Runner {
                 }
                 if let Some(bus) = &config.host_bus {
                     let host = ScopedHost::new(identity.clone(), bus.clone())
-                        .with_configuration(configuration.clone());
+                        .with_configuration(configuration.clone())
+                        .with_workspaces(workspaces.clone());
                     options.handler = Arc::new(host);
                     options.kv_layouts = Some(Arc::new(BusKvLayouts::new(bus.clone())));
                 }
@@ -430,7 +434,54 @@ impl Runner {
             reports: discovery.reports,
             conflicts,
             stopping: AtomicBool::new(false),
+            workspaces,
         }
+    }
+
+    /// The runner, shared: its workspace service can then call the providers.
+    pub fn shared(self) -> Arc<Runner> {
+        let runner = Arc::new(self);
+        runner.workspaces.attach(&runner);
+        runner
+    }
+
+    /// The workspace service.
+    pub fn workspaces(&self) -> &Arc<Workspaces> {
+        &self.workspaces
+    }
+
+    /// Every resource type an admitted package provides, with the package.
+    pub fn resource_types(&self) -> Vec<(String, String)> {
+        self.entries
+            .iter()
+            .filter(|e| e.supervisor().is_some())
+            .flat_map(|e| {
+                e.package
+                    .manifest
+                    .provides
+                    .resources
+                    .iter()
+                    .map(|r| (r.type_name.clone(), e.package.name.clone()))
+            })
+            .collect()
+    }
+
+    /// The package that provides `resource_type`.
+    pub fn resource_provider(&self, resource_type: &str) -> Option<String> {
+        self.resource_types()
+            .into_iter()
+            .find(|(t, _)| t == resource_type)
+            .map(|(_, p)| p)
+    }
+
+    /// Whether `provider`'s manifest marks `resource_type` for sweeping.
+    pub fn sweeps(&self, provider: &str, resource_type: &str) -> bool {
+        self.manifest(provider).is_some_and(|m| {
+            m.provides
+                .resources
+                .iter()
+                .any(|r| r.type_name == resource_type && r.sweep)
+        })
     }
 
     /// Resolves once every started extension's first handshake is done
@@ -785,8 +836,14 @@ impl Runner {
             cancel,
             in_transaction,
         };
+        self.note_run(name, method, params, &peer);
         match peer.call_raw(method, params, opts).await {
-            Ok(reply) => Ok(reply),
+            Ok(reply) => {
+                if method == "executor.wait" {
+                    self.note_wait(params, &reply);
+                }
+                Ok(reply)
+            }
             Err(CallError::Rpc(err)) => Err(err),
             Err(CallError::Transport(reason)) => {
                 let stopping = matches!(&*reason, protocol::CloseReason::Local(_))
@@ -817,6 +874,52 @@ impl Runner {
                 ),
             )),
             Err(CallError::Codec(detail)) => Err(RpcError::unauthored(detail)),
+        }
+    }
+
+    /// Records a run the host opens on `name`'s process (`executor.run`,
+    /// `executor.recover`, `executor.resume`), through which its resource calls are
+    /// then served.
+    fn note_run<P: Serialize + ?Sized>(&self, name: &str, method: &str, params: &P, peer: &protocol::Peer) {
+        match method {
+            "executor.run" | "executor.recover" => {
+                #[derive(Deserialize)]
+                struct Run {
+                    run: protocol::wire::RunRequest,
+                }
+                if let Ok(p) = serde_json::to_value(params).and_then(serde_json::from_value::<Run>) {
+                    self.workspaces.open(name, peer, &p.run);
+                }
+            }
+            "executor.resume" => {
+                if let Ok(p) = serde_json::to_value(params)
+                    .and_then(serde_json::from_value::<protocol::wire::ExecutorResumeParams>)
+                {
+                    self.workspaces.reopen(name, peer, &p.execution_id, p.epoch);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A run whose `executor.wait` answered completed or failed is closed.
+    fn note_wait<P: Serialize + ?Sized>(&self, params: &P, reply: &Reply) {
+        #[derive(Deserialize)]
+        struct Ended {
+            outcome: protocol::wire::Outcome,
+        }
+        let Ok(p) = serde_json::to_value(params)
+            .and_then(serde_json::from_value::<protocol::wire::ExecutorWaitParams>)
+        else {
+            return;
+        };
+        if let Ok(r) = serde_json::from_str::<Ended>(reply.get()) {
+            if matches!(
+                r.outcome,
+                protocol::wire::Outcome::Completed | protocol::wire::Outcome::Failed
+            ) {
+                self.workspaces.close(&p.execution_id);
+            }
         }
     }
 

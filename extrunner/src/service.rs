@@ -38,6 +38,25 @@ pub const WEBHOOK: &str = "ext.webhook";
 pub const REGISTRATIONS: &str = "ext.registrations";
 /// `ext.reconcile`.
 pub const RECONCILE: &str = "ext.reconcile";
+/// `ext.resource_sweep`: sweep the spare workspaces now.
+pub const RESOURCE_SWEEP: &str = "ext.resource_sweep";
+/// The longest grace `ext.resource_sweep` may be given (30 days).
+pub const SWEEP_GRACE_MAX_S: u64 = 30 * 24 * 3600;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepParams {
+    /// Only this resource type.
+    #[serde(default, rename = "type")]
+    resource_type: Option<String>,
+    /// How long a Work must have been closed (default the periodic sweep's).
+    #[serde(default)]
+    grace_s: Option<u64>,
+    /// Remove closed Works' workspaces even with uncommitted changes.
+    #[serde(default)]
+    remove_dirty: bool,
+}
+
 /// The longest page timeout `ext.reconcile` may be given.
 pub const PAGE_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -252,6 +271,27 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
                 ));
             }
             reply(&runner.reconcile(&p.name, &p.page, timeout).await?)
+        }
+        RESOURCE_SWEEP => {
+            let p: SweepParams = request.params()?;
+            let grace_s = p
+                .grace_s
+                .unwrap_or(crate::workspaces::SWEEP_GRACE.as_secs());
+            if grace_s > SWEEP_GRACE_MAX_S {
+                return Err(RpcError::new(
+                    Code::Invalid,
+                    format!("grace_s {grace_s} is over the longest grace ({SWEEP_GRACE_MAX_S} s)"),
+                ));
+            }
+            let reports = runner
+                .workspaces()
+                .sweep(
+                    p.resource_type.as_deref(),
+                    std::time::Duration::from_secs(grace_s),
+                    p.remove_dirty,
+                )
+                .await?;
+            reply(&serde_json::json!({ "sweeps": reports }))
         }
         LIST => reply(&runner.list()),
         INSPECT => {

@@ -611,6 +611,12 @@ impl Peer {
         self.inner.queued_bytes.load(Ordering::SeqCst)
     }
 
+    /// True when `other` is a handle of this same connection (not merely one to the
+    /// same peer): what the host binds a run it opened to.
+    pub fn same_connection(&self, other: &Peer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// True once the connection has closed.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.borrow().is_some()

@@ -2753,6 +2753,45 @@ pub struct ProviderLookupParams {
 /// Result of `provider.lookup`.
 pub type ProviderLookupResult = ProvidedResource;
 
+/// `resource.acquire` (E→H): an executor asks for its run's workspace, only through a
+/// run the host opened for this process. The host calls `provider.acquire` on the
+/// provider of the binding's resource (the Work as owner) and records the lease.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceAcquireParams {
+    /// The run's Execution.
+    pub execution_id: String,
+    /// The run's lease epoch (a superseded one is refused, conflict).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub epoch: u64,
+    /// The mode requested (`shared`, `work`, `fresh`/`clone`); empty for the resource
+    /// config's own default.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    /// The request's parameters (`{"branch": "fix-12"}`).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub params: Value,
+}
+
+/// Result of `resource.acquire`: the workspace.
+pub type ResourceAcquireResult = ProvidedResource;
+
+/// `resource.lookup` (E→H): the workspace a lease reference names, for a resumed
+/// segment. Never creates anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceLookupParams {
+    /// The run's Execution.
+    pub execution_id: String,
+    /// The run's lease epoch.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub epoch: u64,
+    /// The lease reference from the acquisition.
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
+/// Result of `resource.lookup`.
+pub type ResourceLookupResult = ProvidedResource;
+
 /// A workspace a reconcile or sweep removed or kept, and why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceNote {
@@ -2965,6 +3004,8 @@ calls! {
     TaskRunParams => TaskRunResult: "task.run";
     CheckRunParams => CheckRunResult: "check.run";
     ValidateParams => ValidateResult: "validate";
+    ResourceAcquireParams => ResourceAcquireResult: "resource.acquire";
+    ResourceLookupParams => ResourceLookupResult: "resource.lookup";
     ProviderAcquireParams => ProviderAcquireResult: "provider.acquire";
     ProviderLookupParams => ProviderLookupResult: "provider.lookup";
     ProviderReconcileParams => ProviderReconcileResult: "provider.reconcile";

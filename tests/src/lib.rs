@@ -47,6 +47,12 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),
         "ext-agent" => agent::main_entry(),
+        // The command line, as `open-conduit ARGS…`.
+        "open-conduit" => cli::main(
+            std::iter::once("open-conduit".to_owned())
+                .chain(rest.clone())
+                .collect(),
+        ),
         // The toolbelt's MCP server, as `open-conduit mcp`.
         "mcp" => cli::mcp::main(),
         "ext-webhook" => match oc_webhook::extension() {
@@ -63,6 +69,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "fake-claude" => oc_claude_code::fake::run(),
         // The claude-code executor, and its segment wrapper.
         "ext-claude-code" | "__wrap-claude-code" => oc_claude_code::main(),
+        "ext-git" => oc_git::main(),
         "ext-schedule" => match oc_schedule::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
@@ -145,6 +152,7 @@ pub struct Suite {
     http_listener: TcpListener,
     children: Mutex<HashMap<Daemon, Child>>,
     extra: Mutex<HashMap<Daemon, Vec<String>>>,
+    envs: Mutex<HashMap<Daemon, Vec<(String, String)>>>,
     systemd_like: Mutex<HashMap<Daemon, u64>>,
     notify: Mutex<HashMap<Daemon, UnixDatagram>>,
 }
@@ -209,6 +217,7 @@ impl Suite {
             http_listener,
             children: Mutex::new(HashMap::new()),
             extra: Mutex::new(HashMap::new()),
+            envs: Mutex::new(HashMap::new()),
             systemd_like: Mutex::new(HashMap::new()),
             notify: Mutex::new(HashMap::new()),
         })
@@ -277,7 +286,15 @@ impl Suite {
         extra.insert(d, args.iter().map(|a| (*a).to_owned()).collect());
     }
 
-    /// The bundled packages (webhook, github, schedule, shell), as the suite's binary
+    /// Start `d` with this variable set too, from its next start on.
+    pub fn set_env(&self, d: Daemon, name: &str, value: &str) {
+        let mut envs = self.envs.lock().unwrap_or_else(|p| p.into_inner());
+        envs.entry(d)
+            .or_default()
+            .push((name.to_owned(), value.to_owned()));
+    }
+
+    /// The bundled packages (webhook, github, schedule, shell, git), as the suite's binary
     /// serves them.
     pub fn first_party() -> Vec<Package> {
         vec![
@@ -300,6 +317,11 @@ impl Suite {
                 name: "shell".into(),
                 manifest: oc_shell::MANIFEST.into(),
                 command: vec!["ext-shell".into()],
+            },
+            Package {
+                name: "git".into(),
+                manifest: oc_git::MANIFEST.into(),
+                command: vec!["ext-git".into()],
             },
         ]
     }
@@ -345,6 +367,14 @@ impl Suite {
             .env("NOTIFY_SOCKET", &notify_path)
             .env("OC_LOG", "info")
             .env_remove("OPEN_CONDUIT_BUS")
+            .envs(
+                self.envs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&d)
+                    .cloned()
+                    .unwrap_or_default(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log));

@@ -146,9 +146,9 @@ pub struct ClaudeConfig {
     pub structured: bool,
     /// The outcome data's schema.
     pub status_schema: String,
-    /// The workspace request's branch (not used: no workspace resources here).
+    /// The workspace request's branch (`resource.acquire`'s `branch` parameter).
     pub branch: Option<String>,
-    /// The workspace request's mode (not used: no workspace resources here).
+    /// The workspace request's mode (`work` or `clone`; it wins over the resource's own).
     pub workspace_mode: String,
     /// The absolute folder sessions run in.
     pub dir: Option<String>,

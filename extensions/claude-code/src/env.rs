@@ -95,6 +95,7 @@ pub fn build(
     own: &BTreeMap<String, String>,
     req: &RunRequest,
     cfg: &ClaudeConfig,
+    provider: &BTreeMap<String, String>,
     secrets: &BTreeMap<String, String>,
     toolbelt: Option<&ToolbeltClient>,
 ) -> BTreeMap<String, String> {
@@ -131,6 +132,12 @@ pub fn build(
             AUTO_COMPACT.to_string(),
             cfg.auto_compact_tokens.to_string(),
         );
+    }
+    // 2. The provider layer (the workspace's `GIT_*`; never `OS_*`).
+    for (k, v) in provider {
+        if valid(k, v) && !k.to_ascii_uppercase().starts_with("OS_") {
+            env.insert(k.clone(), v.clone());
+        }
     }
     // 3. The run layer.
     let mut run_layer = false;
@@ -249,7 +256,7 @@ mod tests {
         req.work.id = "w".into();
         req.work.scope_id = "s".into();
         req.host_env.insert("OS_TOKEN".into(), "no".into());
-        let env = build(&own, &req, &cfg, &BTreeMap::new(), None);
+        let env = build(&own, &req, &cfg, &BTreeMap::new(), &BTreeMap::new(), None);
         assert_eq!(env.get("PATH").unwrap(), "/bin");
         assert_eq!(env.get("HTTPS_PROXY").unwrap(), "p");
         assert_eq!(env.get("A").unwrap(), "1");
@@ -266,10 +273,10 @@ mod tests {
             assert!(!env.contains_key(gone), "{gone}");
         }
         let cfg0 = crate::config::parse(&json!({"auto_compact_tokens": 0})).unwrap();
-        assert!(!build(&own, &req, &cfg0, &BTreeMap::new(), None).contains_key(AUTO_COMPACT));
+        assert!(!build(&own, &req, &cfg0, &BTreeMap::new(), &BTreeMap::new(), None).contains_key(AUTO_COMPACT));
         let over = crate::config::parse(&json!({"env": {AUTO_COMPACT: "5"}})).unwrap();
         assert_eq!(
-            build(&own, &req, &over, &BTreeMap::new(), None)
+            build(&own, &req, &over, &BTreeMap::new(), &BTreeMap::new(), None)
                 .get(AUTO_COMPACT)
                 .unwrap(),
             "5"

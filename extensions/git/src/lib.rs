@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod fault;
 pub mod git;
 pub mod provider;
 

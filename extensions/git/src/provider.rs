@@ -348,6 +348,7 @@ impl Provider {
             remove_file(&record_path);
             return Err(e);
         }
+        crate::fault::pause_point("pause_after_add").await;
         record.state = READY.into();
         write_record(&record_path, &record)?;
         Ok(resource(&git, &record, &dir, &cfg.env).await)

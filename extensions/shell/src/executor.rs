@@ -15,7 +15,7 @@ use protocol::wire::{
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
     ExecutorRecoverParams, ExecutorRecoverResult, ExecutorRunParams, ExecutorRunResult,
     ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, Outcome,
-    Payload, RunRequest, ValidateParams, ValidateResult,
+    Payload, ProvidedResource, RunRequest, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
@@ -246,6 +246,15 @@ impl Shell {
                 "cannot find this executable to start the wrapper: {e}"
             ))
         })?;
+        // The binding's workspace, made (or found again) before anything starts: a
+        // refusal fails the run with the provider's reason and no process.
+        let workspace = match sdk::workspace::acquire(host, &req, "", serde_json::Value::Null).await {
+            Ok(w) => w,
+            Err(f) => {
+                self.insert(id, &req.work.id, req.epoch, None, Some(failed(f.line())));
+                return Ok(ExecutorRunResult {});
+            }
+        };
         let runs = self.runs_dir();
         let dir = runs.join(id);
         std::fs::DirBuilder::new()
@@ -263,7 +272,10 @@ impl Shell {
             }
             Err(e) => return Err(internal(format!("cannot create {}: {e}", dir.display()))),
         }
-        match self.launch(host, &req, &cfg, &exe, &dir).await {
+        match self
+            .launch(host, &req, &cfg, &exe, &dir, workspace.as_ref())
+            .await
+        {
             Ok(launch) => {
                 self.insert(id, &req.work.id, req.epoch, Some(launch), None);
                 Ok(ExecutorRunResult {})
@@ -282,6 +294,7 @@ impl Shell {
         cfg: &ShellConfig,
         exe: &Path,
         dir: &Path,
+        workspace: Option<&ProvidedResource>,
     ) -> Result<Launch, RpcError> {
         let io = |what: &str, e: std::io::Error| internal(format!("{what}: {e}"));
         let inputs = json!({
@@ -293,13 +306,16 @@ impl Shell {
         rundir::write_json(dir, rundir::INPUTS, &inputs)
             .map_err(|e| io("writing inputs.json", e))?;
         let nonce = rundir::nonce().map_err(|e| io("making a nonce", e))?;
+        // With a workspace, the command runs in it (a relative cwd inside it);
+        // without, in the run directory (a relative cwd against the config's).
+        let base = match workspace {
+            Some(w) => PathBuf::from(&w.dir),
+            None => self.config_dir().unwrap_or_else(|| dir.to_path_buf()),
+        };
         let cwd = match &cfg.cwd {
-            None => dir.to_path_buf(),
+            None => workspace.map_or_else(|| dir.to_path_buf(), |w| PathBuf::from(&w.dir)),
             Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
-            Some(c) => self
-                .config_dir()
-                .unwrap_or_else(|| dir.to_path_buf())
-                .join(c),
+            Some(c) => base.join(c),
         };
         let spec = Spec {
             execution_id: req.execution_id.clone(),
@@ -319,7 +335,7 @@ impl Shell {
             .arg(&nonce)
             .current_dir(dir)
             .env_clear()
-            .envs(environment(req, cfg, dir))
+            .envs(environment(req, cfg, dir, workspace))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
@@ -670,9 +686,25 @@ fn on_disk(dir: &Path) -> Option<Launch> {
 /// then the daemon's values the binding passes (`host_env`), the run's merged
 /// layers (`env`), the config's `env`, and the run's own variables: later ones
 /// win.
-fn environment(req: &RunRequest, cfg: &ShellConfig, dir: &Path) -> BTreeMap<OsString, OsString> {
+/// The command's environment, in the spec's order (later layers win): the
+/// executor's own, the daemon's `pass_env` values, the workspace provider's layer,
+/// the run layer, the config's `env`, then the run's identity (and `OC_WORKSPACE`).
+fn environment(
+    req: &RunRequest,
+    cfg: &ShellConfig,
+    dir: &Path,
+    workspace: Option<&ProvidedResource>,
+) -> BTreeMap<OsString, OsString> {
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    let layers = req.host_env.iter().chain(&req.env).chain(&cfg.env);
+    let provider = workspace
+        .map(sdk::workspace::provider_layer)
+        .unwrap_or_default();
+    let layers = req
+        .host_env
+        .iter()
+        .chain(&provider)
+        .chain(&req.env)
+        .chain(&cfg.env);
     for (k, v) in layers {
         if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
             continue;
@@ -689,6 +721,9 @@ fn environment(req: &RunRequest, cfg: &ShellConfig, dir: &Path) -> BTreeMap<OsSt
     ];
     for (k, v) in own {
         env.insert(k.into(), v.into());
+    }
+    if let Some(w) = workspace {
+        env.insert(sdk::workspace::WORKSPACE_VAR.into(), w.dir.clone().into());
     }
     env
 }

@@ -10,6 +10,8 @@ struct Prepared {
     cwd: PathBuf,
     env: BTreeMap<String, String>,
     binary: PathBuf,
+    /// The binding's workspace, when it has a resource.
+    workspace: Option<ProvidedResource>,
 }
 
 impl ClaudeCode {
@@ -65,11 +67,47 @@ impl ClaudeCode {
         Ok(ExecutorResumeResult {})
     }
 
+    /// The binding's workspace (spec 003, Workspace and environment): a new segment
+    /// acquires it (mode `workspace_mode`, `branch`), a resumed one looks up the
+    /// lease its last segment ran in. A binding with both a resource and `dir` is
+    /// invalid_config; a refusal is a structured failure with no process.
+    async fn workspace_for(
+        &self,
+        host: &Host,
+        req: &RunRequest,
+        cfg: &ClaudeConfig,
+        resumed_from: Option<&str>,
+    ) -> Result<Option<ProvidedResource>, ExecutorWaitResult> {
+        let schema = &cfg.status_schema;
+        if req.binding.resource.is_none() || req.dry_run {
+            return Ok(None);
+        }
+        if cfg.dir.is_some() {
+            return Err(failure(
+                schema,
+                "invalid_config",
+                "invalid_config: the binding has both a resource and the executor's dir; drop one".into(),
+            ));
+        }
+        let got = match resumed_from.filter(|r| !r.is_empty()) {
+            Some(reference) => sdk::workspace::lookup(host, req, reference).await.map(Some),
+            None => {
+                let params = match &cfg.branch {
+                    Some(b) => json!({"branch": b}),
+                    None => Value::Null,
+                };
+                sdk::workspace::acquire(host, req, &cfg.workspace_mode, params).await
+            }
+        };
+        got.map_err(|f| failure(schema, &f.reason, f.line()))
+    }
+
     async fn prepare(
         &self,
         host: &Host,
         req: &RunRequest,
         token_file: &Path,
+        resumed_from: Option<&str>,
     ) -> Result<Prepared, ExecutorWaitResult> {
         let cfg = config::parse(&req.config).map_err(|e| {
             failure(
@@ -79,8 +117,23 @@ impl ClaudeCode {
             )
         })?;
         let schema = cfg.status_schema.clone();
-        let cwd = self.workspace(&cfg, &req.work.id);
-        if cfg.dir.is_some() {
+        let workspace = self.workspace_for(host, req, &cfg, resumed_from).await?;
+        let cwd = match &workspace {
+            Some(w) => PathBuf::from(&w.dir),
+            None => self.workspace(&cfg, &req.work.id),
+        };
+        if workspace.is_some() {
+            if !cwd.is_dir() {
+                return Err(failure(
+                    &schema,
+                    "workspace_unavailable",
+                    format!(
+                        "workspace_unavailable: the workspace {} is not a directory",
+                        cwd.display()
+                    ),
+                ));
+            }
+        } else if cfg.dir.is_some() {
             if !cwd.is_dir() {
                 return Err(failure(
                     &schema,
@@ -143,7 +196,11 @@ impl ClaudeCode {
             token_file: token_file.display().to_string(),
             dir: req.toolbelt.dir.clone(),
         });
-        let env = envs::build(&own, req, &cfg, &secrets, client.as_ref());
+        let provider = workspace
+            .as_ref()
+            .map(sdk::workspace::provider_layer)
+            .unwrap_or_default();
+        let env = envs::build(&own, req, &cfg, &provider, &secrets, client.as_ref());
         let binary = envs::find_program(&cfg.binary, &env).ok_or_else(|| {
             failure(
                 &schema,
@@ -159,6 +216,7 @@ impl ClaudeCode {
             cwd,
             env,
             binary,
+            workspace,
         })
     }
 
@@ -176,7 +234,16 @@ impl ClaudeCode {
         let exec_dir = self.runs_dir().join(&id);
         let dir = exec_dir.join(segment);
         let token_file = dir.join(rundir::TOKEN);
-        let prepared = match self.prepare(host, &req, &token_file).await {
+        // A resumed segment runs in the lease its last segment ran in.
+        let resumed_from = force_resume
+            .then(|| latest_segment(&exec_dir))
+            .flatten()
+            .and_then(|(_, last)| rundir::read_json::<SegmentInfo>(&last, rundir::SEGMENT).ok().flatten())
+            .map(|info| info.workspace_ref);
+        let prepared = match self
+            .prepare(host, &req, &token_file, resumed_from.as_deref())
+            .await
+        {
             Ok(p) => p,
             Err(result) => {
                 self.known(&req, result);
@@ -188,6 +255,7 @@ impl ClaudeCode {
             cwd,
             env,
             binary,
+            workspace,
         } = prepared;
         if req.dry_run {
             let result = ExecutorWaitResult {
@@ -328,6 +396,10 @@ impl ClaudeCode {
             binary: binary.display().to_string(),
             model,
             transcript: transcript.display().to_string(),
+            workspace_ref: workspace
+                .as_ref()
+                .map(|w| w.reference.clone())
+                .unwrap_or_default(),
             started_ms: now,
         };
         let io = |what: &str, e: std::io::Error| internal(format!("{what}: {e}"));

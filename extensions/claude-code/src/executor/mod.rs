@@ -30,7 +30,7 @@ use protocol::wire::{
     ExecutorInterruptParams, ExecutorInterruptResult, ExecutorRecoverParams, ExecutorRecoverResult,
     ExecutorResumeParams, ExecutorResumeResult, ExecutorRunParams, ExecutorRunResult,
     ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, KvCommitParams,
-    KvDelete, KvPut, Outcome, Payload, RetryHint, RunRequest, SecretResolveParams, Usage,
+    KvDelete, KvPut, Outcome, Payload, ProvidedResource, RetryHint, RunRequest, SecretResolveParams, Usage,
     ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
@@ -131,6 +131,10 @@ pub struct SegmentInfo {
     pub transcript: String,
     /// When the segment started (ms).
     pub started_ms: i64,
+    /// The workspace's lease reference, when the binding has a resource (a resumed
+    /// segment looks it up).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workspace_ref: String,
 }
 
 #[derive(Debug)]
@@ -238,6 +242,16 @@ fn clip(s: &str, max: usize) -> String {
 /// change, or a line describing what the config runs.
 pub fn validate(p: &ValidateParams) -> ValidateResult {
     let mut result = ValidateResult::default();
+    if p.kind == validate_kind::EXECUTOR_MODE && p.type_name == EXECUTOR {
+        // The mode a binding's config makes the executor request (spec 003: the
+        // request always wins over the resource's own mode).
+        result.mode = Some(
+            config::parse(&p.config)
+                .map(|c| c.workspace_mode)
+                .unwrap_or_default(),
+        );
+        return result;
+    }
     if p.kind != validate_kind::EXECUTOR || p.type_name != EXECUTOR {
         return result;
     }

@@ -1,0 +1,787 @@
+//! Workspaces: the host side of resource providers.
+//!
+//! An executor asks for its run's workspace with `resource.acquire` (a new segment)
+//! or `resource.lookup` (a resumed one), and only through a run the host opened for
+//! that very process: extrunner records each `executor.run`, `executor.recover` and
+//! `executor.resume` it forwards ([`Workspaces::open`]) with the connection it went
+//! out on, and a resource call that comes back on another connection, for another
+//! extension, at another epoch or after the run ended is refused.
+//!
+//! The host then calls the provider of the binding's resource type
+//! (`provider.acquire`, with the Work as owner and the binding's resource config) and
+//! records the lease in storaged (`store.resource_lease_put`), so a restart of any
+//! daemon or of the provider loses none. Before it serves a provider process for the
+//! first time it runs `provider.reconcile` on it ([`Workspaces::reconcile`]): what an
+//! interrupted acquisition left half-made is removed by the provider, a whole workspace
+//! without a lease (extrunner died between the provider's answer and the record) gets
+//! its lease, and a lease whose workspace is gone is dropped. An acquisition is
+//! idempotent per owner and mode, so one the provider's crash interrupted is asked
+//! again once.
+//!
+//! [`Workspaces::sweep`] asks every provider whose manifest marks a resource type
+//! `sweep` to remove the workspaces of closed Works (`provider.sweep`), answering
+//! its `provider.owner_status` from storaged, and drops the leases of what it
+//! removed. extrunner runs it every [`SWEEP_INTERVAL`]; `ext.resource_sweep` runs
+//! it now.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use daemon::bus::Bus;
+use protocol::wire::{
+    Binding, OwnerStatus, ProvidedResource, ProviderAcquireParams, ProviderLookupParams,
+    ProviderOwnerStatusParams, ProviderOwnerStatusResult, ProviderReconcileParams,
+    ProviderReconcileResult, ProviderSweepParams, ProviderSweepResult, ResourceAcquireParams,
+    ResourceLookupParams, RunRequest, MAX_PAGE_LIMIT,
+};
+use protocol::{CallError, Code, Peer, RpcError};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::runner::Runner;
+
+/// How often the host sweeps spare workspaces (the spec's SweepInterval).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// How long a Work must have been closed before the periodic sweep removes its
+/// workspace (a completed Work reopens on new input, and resumes in it).
+pub const SWEEP_GRACE: Duration = Duration::from_secs(24 * 3600);
+/// The most runs the host keeps open across all extensions; past it the oldest
+/// whose process is gone, then the oldest, are forgotten.
+pub const MAX_OPEN_RUNS: usize = 4096;
+/// The longest one `provider.acquire` may take (a first clone of a large repository).
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The longest one `provider.lookup`, `provider.reconcile` or `provider.sweep` may take.
+pub const PASS_TIMEOUT: Duration = Duration::from_secs(1800);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A run the host opened for one extension process.
+#[derive(Debug, Clone)]
+struct OpenRun {
+    extension: String,
+    peer: Peer,
+    work_id: String,
+    scope_id: String,
+    binding: Binding,
+    epoch: u64,
+    opened: Instant,
+    /// Its `executor.wait` answered a completed or failed result.
+    ended: bool,
+}
+
+/// A pass (reconcile or sweep) the host opened on one provider process.
+#[derive(Debug, Clone)]
+struct Pass {
+    extension: String,
+    peer: Option<Peer>,
+}
+
+/// A lease as storaged keeps it (`store.resource_leases`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The resource type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The provider's reference.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The Work it is for.
+    #[serde(default)]
+    pub owner: String,
+    /// The Work's scope.
+    #[serde(default)]
+    pub scope_id: String,
+    /// The binding.
+    #[serde(default)]
+    pub binding: String,
+    /// The mode it was made in.
+    #[serde(default)]
+    pub mode: String,
+    /// Its directory.
+    #[serde(default)]
+    pub dir: String,
+    /// What the provider says about it (branch, head, repository).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub data: Value,
+}
+
+/// One provider's answer to a sweep.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// The resource type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The package that provides it.
+    pub provider: String,
+    /// What it removed, kept and pruned; absent when it failed.
+    #[serde(default, flatten)]
+    pub result: ProviderSweepResult,
+    /// Why the pass failed, when it did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// The host's workspace service, shared by extrunner's scoped hosts and the runner.
+#[derive(Default)]
+pub struct Workspaces {
+    runner: OnceLock<Weak<Runner>>,
+    bus: Option<Bus>,
+    runs: Mutex<HashMap<String, OpenRun>>,
+    passes: Mutex<HashMap<String, Pass>>,
+    /// The provider process each provider was last reconciled on.
+    reconciled: Mutex<HashMap<String, Peer>>,
+    /// Serialises the reconcile of one provider.
+    reconciling: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Workspaces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspaces")
+            .field("open_runs", &lock(&self.runs).len())
+            .finish()
+    }
+}
+
+fn not_opened(execution_id: &str) -> RpcError {
+    RpcError::new(
+        Code::Unauthorized,
+        format!(
+            "execution {execution_id:?} is not a run the host opened for this process: resource calls are served only through one"
+        ),
+    )
+}
+
+fn random_id() -> String {
+    let mut b = [0u8; 12];
+    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn store_error(method: &str, e: CallError) -> RpcError {
+    match e {
+        CallError::Rpc(e) => e,
+        other => RpcError::new(
+            Code::Unavailable,
+            format!("the store is unavailable for {method} ({other})"),
+        ),
+    }
+}
+
+fn reply_value(reply: protocol::Reply) -> Result<Value, RpcError> {
+    serde_json::from_str(reply.get()).map_err(RpcError::unauthored)
+}
+
+fn crashed(e: &RpcError) -> bool {
+    e.data
+        .as_ref()
+        .and_then(|d| d.get("crashed"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+impl Workspaces {
+    /// The service, recording leases through `bus` (none: resource calls are
+    /// answered `unavailable`).
+    pub fn new(bus: Option<Bus>) -> Arc<Workspaces> {
+        Arc::new(Workspaces {
+            bus,
+            ..Workspaces::default()
+        })
+    }
+
+    /// Binds the runner whose packages provide the resources.
+    pub fn attach(&self, runner: &Arc<Runner>) {
+        let _ = self.runner.set(Arc::downgrade(runner));
+    }
+
+    fn runner(&self) -> Result<Arc<Runner>, RpcError> {
+        self.runner.get().and_then(Weak::upgrade).ok_or_else(|| {
+            RpcError::new(Code::Unavailable, "the host's extensions are not loaded")
+        })
+    }
+
+    fn bus(&self) -> Result<&Bus, RpcError> {
+        self.bus
+            .as_ref()
+            .ok_or_else(|| RpcError::new(Code::Unavailable, "the host has no store to record leases in"))
+    }
+
+    async fn store<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<T, RpcError> {
+        let answer = self
+            .bus()?
+            .call(method, &params)
+            .await
+            .map_err(|e| store_error(method, e))?;
+        serde_json::from_value(answer)
+            .map_err(|e| RpcError::unauthored(format_args!("the answer to {method}: {e}")))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Runs the host opened
+    // -----------------------------------------------------------------------------------
+
+    /// Records a run the host is about to forward to `extension` over `peer`
+    /// (`executor.run`, `executor.recover`).
+    pub fn open(&self, extension: &str, peer: &Peer, run: &RunRequest) {
+        let mut runs = lock(&self.runs);
+        if runs.len() >= MAX_OPEN_RUNS && !runs.contains_key(&run.execution_id) {
+            let victim = runs
+                .iter()
+                .min_by_key(|(_, r)| (!(r.peer.is_closed() || r.ended), r.opened))
+                .map(|(id, _)| id.clone());
+            if let Some(id) = victim {
+                runs.remove(&id);
+            }
+        }
+        runs.insert(
+            run.execution_id.clone(),
+            OpenRun {
+                extension: extension.to_owned(),
+                peer: peer.clone(),
+                work_id: run.work.id.clone(),
+                scope_id: run.work.scope_id.clone(),
+                binding: run.binding.clone(),
+                epoch: run.epoch,
+                opened: Instant::now(),
+                ended: false,
+            },
+        );
+    }
+
+    /// A parked run woken on `extension` over `peer` (`executor.resume`) at `epoch`.
+    pub fn reopen(&self, extension: &str, peer: &Peer, execution_id: &str, epoch: u64) {
+        if let Some(r) = lock(&self.runs).get_mut(execution_id) {
+            if r.extension == extension {
+                r.peer = peer.clone();
+                r.epoch = epoch;
+                r.ended = false;
+            }
+        }
+    }
+
+    /// The run ended (its `executor.wait` answered a completed or failed result):
+    /// it refuses resource calls from now on.
+    pub fn close(&self, execution_id: &str) {
+        if let Some(r) = lock(&self.runs).get_mut(execution_id) {
+            r.ended = true;
+        }
+    }
+
+    fn opened(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        execution_id: &str,
+        epoch: u64,
+    ) -> Result<OpenRun, RpcError> {
+        let runs = lock(&self.runs);
+        let run = runs
+            .get(execution_id)
+            .filter(|r| r.extension == caller && r.peer.same_connection(peer) && !r.ended)
+            .ok_or_else(|| not_opened(execution_id))?;
+        if epoch != 0 && epoch != run.epoch {
+            return Err(RpcError::new(
+                Code::Conflict,
+                format!(
+                    "execution {execution_id:?} is at epoch {}, not {epoch}: the run was superseded",
+                    run.epoch
+                ),
+            ));
+        }
+        Ok(run.clone())
+    }
+
+    /// The package that provides `resource_type`.
+    fn provider(&self, runner: &Runner, resource_type: &str) -> Result<String, RpcError> {
+        runner.resource_provider(resource_type).ok_or_else(|| {
+            RpcError::new(
+                Code::Unavailable,
+                format!("no installed package provides the resource type {resource_type:?}"),
+            )
+        })
+    }
+
+    // -----------------------------------------------------------------------------------
+    // resource.acquire and resource.lookup
+    // -----------------------------------------------------------------------------------
+
+    /// `resource.acquire` from `caller` over `peer`.
+    pub async fn acquire(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        p: ResourceAcquireParams,
+    ) -> Result<ProvidedResource, RpcError> {
+        let run = self.opened(caller, peer, &p.execution_id, p.epoch)?;
+        let Some(resource) = run.binding.resource.clone() else {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!(
+                    "binding {:?} of scope {:?} has no resource",
+                    run.binding.name, run.scope_id
+                ),
+            ));
+        };
+        let runner = self.runner()?;
+        let provider = self.provider(&runner, &resource.resource_type)?;
+        let params = ProviderAcquireParams {
+            resource_type: resource.resource_type.clone(),
+            owner: run.work_id.clone(),
+            mode: p.mode,
+            params: p.params,
+            config: resource.config.clone(),
+            scope_id: run.scope_id.clone(),
+            binding: run.binding.name.clone(),
+            host_env: BTreeMap::new(),
+        };
+        let mut tries = 0;
+        let got: ProvidedResource = loop {
+            tries += 1;
+            self.ensure_reconciled(&runner, &provider, &resource.resource_type)
+                .await?;
+            let started = Instant::now();
+            match runner
+                .call(
+                    &provider,
+                    "provider.acquire",
+                    &params,
+                    false,
+                    ACQUIRE_TIMEOUT,
+                    None,
+                )
+                .await
+                .and_then(reply_value)
+            {
+                Ok(v) => {
+                    let got: ProvidedResource = serde_json::from_value(v).map_err(|e| {
+                        RpcError::unauthored(format_args!(
+                            "{provider:?} answered provider.acquire with something else: {e}"
+                        ))
+                    })?;
+                    tracing::info!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id,
+                        OC_EXECUTION_ID = %p.execution_id, reference = %got.reference,
+                        dir = %got.dir, elapsed_ms = started.elapsed().as_millis() as u64,
+                        "workspace acquired");
+                    break got;
+                }
+                // Acquisition is idempotent per owner and mode: one the provider's
+                // crash interrupted is asked again, once, after its reconcile.
+                Err(e) if crashed(&e) && tries < 2 => {
+                    tracing::warn!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id, error = %e.message,
+                        "the provider crashed during an acquisition; asking again after its reconcile");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id,
+                        OC_EXECUTION_ID = %p.execution_id, code = ?e.app_code(), error = %e.message,
+                        "the workspace could not be acquired");
+                    return Err(e);
+                }
+            }
+        };
+        check_dir(&provider, &got)?;
+        self.record(
+            &resource.resource_type,
+            &got,
+            &run.work_id,
+            &run.scope_id,
+            &run.binding.name,
+            &p.execution_id,
+        )
+        .await?;
+        Ok(got)
+    }
+
+    /// `resource.lookup` from `caller` over `peer`: only a lease of the run's own Work.
+    pub async fn lookup(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        p: ResourceLookupParams,
+    ) -> Result<ProvidedResource, RpcError> {
+        let run = self.opened(caller, peer, &p.execution_id, p.epoch)?;
+        let Some(resource) = run.binding.resource.clone() else {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!(
+                    "binding {:?} of scope {:?} has no resource",
+                    run.binding.name, run.scope_id
+                ),
+            ));
+        };
+        let leases = self.leases(Some(&resource.resource_type), Some(&run.work_id)).await?;
+        if !leases.iter().any(|l| l.reference == p.reference) {
+            return Err(RpcError::new(
+                Code::ResourceNotFound,
+                format!(
+                    "Work {} holds no {} lease {:?}",
+                    run.work_id, resource.resource_type, p.reference
+                ),
+            ));
+        }
+        let runner = self.runner()?;
+        let provider = self.provider(&runner, &resource.resource_type)?;
+        self.ensure_reconciled(&runner, &provider, &resource.resource_type)
+            .await?;
+        let params = ProviderLookupParams {
+            resource_type: resource.resource_type.clone(),
+            reference: p.reference.clone(),
+            config: resource.config.clone(),
+        };
+        let v = runner
+            .call(&provider, "provider.lookup", &params, false, PASS_TIMEOUT, None)
+            .await
+            .and_then(reply_value)?;
+        let got: ProvidedResource = serde_json::from_value(v).map_err(|e| {
+            RpcError::unauthored(format_args!(
+                "{provider:?} answered provider.lookup with something else: {e}"
+            ))
+        })?;
+        check_dir(&provider, &got)?;
+        Ok(got)
+    }
+
+    async fn record(
+        &self,
+        resource_type: &str,
+        got: &ProvidedResource,
+        owner: &str,
+        scope_id: &str,
+        binding: &str,
+        execution_id: &str,
+    ) -> Result<(), RpcError> {
+        let mut params = json!({
+            "type": resource_type, "ref": got.reference, "owner": owner,
+            "scope_id": scope_id, "binding": binding, "mode": got.mode, "dir": got.dir,
+        });
+        if !got.data.is_null() {
+            params["data"] = got.data.clone();
+        }
+        if !execution_id.is_empty() {
+            params["execution_id"] = json!(execution_id);
+        }
+        let _: Value = self.store("store.resource_lease_put", params).await?;
+        Ok(())
+    }
+
+    /// Every lease, of `resource_type` and `owner` when given, through every page.
+    pub async fn leases(
+        &self,
+        resource_type: Option<&str>,
+        owner: Option<&str>,
+    ) -> Result<Vec<Lease>, RpcError> {
+        #[derive(Deserialize)]
+        struct Page {
+            #[serde(default)]
+            leases: Vec<Lease>,
+            #[serde(default)]
+            next: String,
+        }
+        let mut out = Vec::new();
+        let mut after = String::new();
+        loop {
+            let mut params = json!({"after": after, "limit": MAX_PAGE_LIMIT});
+            if let Some(t) = resource_type {
+                params["type"] = json!(t);
+            }
+            if let Some(o) = owner {
+                params["owner"] = json!(o);
+            }
+            let page: Page = self.store("store.resource_leases", params).await?;
+            out.extend(page.leases);
+            if page.next.is_empty() {
+                return Ok(out);
+            }
+            after = page.next;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Passes: reconcile and sweep
+    // -----------------------------------------------------------------------------------
+
+    fn begin_pass(&self, runner: &Runner, provider: &str) -> String {
+        let id = random_id();
+        let peer = runner.supervisor(provider).and_then(|s| s.peer());
+        lock(&self.passes).insert(
+            id.clone(),
+            Pass {
+                extension: provider.to_owned(),
+                peer,
+            },
+        );
+        id
+    }
+
+    fn end_pass(&self, id: &str) {
+        lock(&self.passes).remove(id);
+    }
+
+    /// Runs `provider.reconcile` on `provider`'s current process unless that process
+    /// was reconciled already.
+    async fn ensure_reconciled(
+        &self,
+        runner: &Runner,
+        provider: &str,
+        resource_type: &str,
+    ) -> Result<(), RpcError> {
+        let gate = lock(&self.reconciling)
+            .entry(provider.to_owned())
+            .or_default()
+            .clone();
+        let _held = gate.lock().await;
+        let current = runner.supervisor(provider).and_then(|s| s.peer());
+        if let (Some(done), Some(now)) = (lock(&self.reconciled).get(provider), &current) {
+            if done.same_connection(now) && !now.is_closed() {
+                return Ok(());
+            }
+        }
+        self.reconcile(runner, provider, resource_type).await?;
+        if let Some(peer) = runner.supervisor(provider).and_then(|s| s.peer()) {
+            lock(&self.reconciled).insert(provider.to_owned(), peer);
+        }
+        Ok(())
+    }
+
+    /// `provider.reconcile` on `provider`, then the leases made to agree with the
+    /// workspaces it answers.
+    async fn reconcile(
+        &self,
+        runner: &Runner,
+        provider: &str,
+        resource_type: &str,
+    ) -> Result<(), RpcError> {
+        let pass_id = self.begin_pass(runner, provider);
+        let params = ProviderReconcileParams {
+            resource_type: resource_type.to_owned(),
+            pass_id: pass_id.clone(),
+        };
+        let answer = runner
+            .call(provider, "provider.reconcile", &params, false, PASS_TIMEOUT, None)
+            .await
+            .and_then(reply_value);
+        self.end_pass(&pass_id);
+        let result: ProviderReconcileResult = serde_json::from_value(answer?).map_err(|e| {
+            RpcError::unauthored(format_args!(
+                "{provider:?} answered provider.reconcile with something else: {e}"
+            ))
+        })?;
+        for note in &result.removed {
+            tracing::warn!(OC_EXTENSION = %provider, reference = %note.reference, owner = %note.owner,
+                dir = %note.dir, reason = %note.reason, "reconcile removed a half-made workspace");
+        }
+        let leases = self.leases(Some(resource_type), None).await?;
+        let held: HashMap<&str, &Lease> =
+            leases.iter().map(|l| (l.reference.as_str(), l)).collect();
+        let mut recorded = 0usize;
+        for r in &result.resources {
+            if held.contains_key(r.reference.as_str()) || r.owner.is_empty() {
+                continue;
+            }
+            // A whole workspace the host holds no lease for: extrunner stopped between
+            // the provider's answer and the record.
+            let (scope_id, binding) = self.work_place(&r.owner).await;
+            self.record(resource_type, r, &r.owner, &scope_id, &binding, "")
+                .await?;
+            recorded += 1;
+        }
+        let whole: std::collections::HashSet<&str> = result
+            .resources
+            .iter()
+            .map(|r| r.reference.as_str())
+            .collect();
+        let mut dropped = 0usize;
+        for l in &leases {
+            if !whole.contains(l.reference.as_str()) {
+                self.drop_lease(resource_type, &l.reference).await?;
+                dropped += 1;
+            }
+        }
+        tracing::info!(OC_EXTENSION = %provider, resource_type, workspaces = result.resources.len(),
+            removed = result.removed.len(), recorded, dropped, "workspaces reconciled");
+        Ok(())
+    }
+
+    /// The scope and binding of Work `id`, when storaged has it.
+    async fn work_place(&self, id: &str) -> (String, String) {
+        match self
+            .store::<Value>("store.work_get", json!({"id": id}))
+            .await
+        {
+            Ok(v) => {
+                let w = v.get("work").unwrap_or(&v);
+                (
+                    w["scope_id"].as_str().unwrap_or_default().to_owned(),
+                    w["binding"].as_str().unwrap_or_default().to_owned(),
+                )
+            }
+            Err(_) => (String::new(), String::new()),
+        }
+    }
+
+    async fn drop_lease(&self, resource_type: &str, reference: &str) -> Result<(), RpcError> {
+        let _: Value = self
+            .store(
+                "store.resource_lease_drop",
+                json!({"type": resource_type, "ref": reference}),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Reconciles every provider now (at extrunner's start), logging failures.
+    pub async fn reconcile_all(&self) {
+        let Ok(runner) = self.runner() else { return };
+        for (resource_type, provider) in runner.resource_types() {
+            if let Err(e) = self
+                .ensure_reconciled(&runner, &provider, &resource_type)
+                .await
+            {
+                tracing::warn!(OC_EXTENSION = %provider, resource_type, error = %e.message,
+                    "the workspaces could not be reconciled; trying again at the next acquisition");
+            }
+        }
+    }
+
+    /// Sweeps every provider whose resource type is marked `sweep` (only
+    /// `resource_type` when given): each removes the workspaces of Works closed for
+    /// longer than `grace`, keeping dirty ones unless `remove_dirty`.
+    pub async fn sweep(
+        &self,
+        resource_type: Option<&str>,
+        grace: Duration,
+        remove_dirty: bool,
+    ) -> Result<Vec<SweepReport>, RpcError> {
+        let runner = self.runner()?;
+        let mut out = Vec::new();
+        let types = runner.resource_types();
+        if let Some(t) = resource_type {
+            if !types.iter().any(|(rt, _)| rt == t) {
+                return Err(RpcError::new(
+                    Code::NotFound,
+                    format!("no installed package provides the resource type {t:?}"),
+                ));
+            }
+        }
+        for (rt, provider) in types {
+            if resource_type.is_some_and(|t| t != rt) || !runner.sweeps(&provider, &rt) {
+                continue;
+            }
+            let mut report = SweepReport {
+                resource_type: rt.clone(),
+                provider: provider.clone(),
+                ..SweepReport::default()
+            };
+            match self
+                .sweep_one(&runner, &provider, &rt, grace, remove_dirty)
+                .await
+            {
+                Ok(result) => report.result = result,
+                Err(e) => {
+                    tracing::warn!(OC_EXTENSION = %provider, resource_type = %rt, error = %e.message, "the sweep failed");
+                    report.error = e.message;
+                }
+            }
+            out.push(report);
+        }
+        Ok(out)
+    }
+
+    async fn sweep_one(
+        &self,
+        runner: &Runner,
+        provider: &str,
+        resource_type: &str,
+        grace: Duration,
+        remove_dirty: bool,
+    ) -> Result<ProviderSweepResult, RpcError> {
+        self.ensure_reconciled(runner, provider, resource_type)
+            .await?;
+        let pass_id = self.begin_pass(runner, provider);
+        let params = ProviderSweepParams {
+            resource_type: resource_type.to_owned(),
+            pass_id: pass_id.clone(),
+            grace_s: grace.as_secs(),
+            remove_dirty,
+        };
+        let answer = runner
+            .call(provider, "provider.sweep", &params, false, PASS_TIMEOUT, None)
+            .await
+            .and_then(reply_value);
+        self.end_pass(&pass_id);
+        let result: ProviderSweepResult = serde_json::from_value(answer?).map_err(|e| {
+            RpcError::unauthored(format_args!(
+                "{provider:?} answered provider.sweep with something else: {e}"
+            ))
+        })?;
+        for note in &result.removed {
+            self.drop_lease(resource_type, &note.reference).await?;
+            tracing::info!(OC_EXTENSION = %provider, reference = %note.reference, owner = %note.owner,
+                dir = %note.dir, reason = %note.reason, "swept a spare workspace");
+        }
+        for note in &result.kept {
+            tracing::warn!(OC_EXTENSION = %provider, reference = %note.reference, owner = %note.owner,
+                dir = %note.dir, reason = %note.reason, "kept a spare workspace");
+        }
+        Ok(result)
+    }
+
+    /// `provider.owner_status` from `caller` over `peer`: only within a pass the host
+    /// opened on that provider process.
+    pub async fn owner_status(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        p: ProviderOwnerStatusParams,
+    ) -> Result<ProviderOwnerStatusResult, RpcError> {
+        let known = lock(&self.passes).get(&p.pass_id).cloned();
+        let ours = known.is_some_and(|pass| {
+            pass.extension == caller && pass.peer.is_none_or(|x| x.same_connection(peer))
+        });
+        if !ours {
+            return Err(RpcError::new(
+                Code::Unauthorized,
+                format!(
+                    "pass {:?} is not a reconcile or sweep the host opened on this process",
+                    p.pass_id
+                ),
+            ));
+        }
+        if p.owners.len() > MAX_PAGE_LIMIT as usize {
+            return Err(RpcError::invalid_params(format!(
+                "{} owners in one provider.owner_status, over the page limit of {MAX_PAGE_LIMIT}",
+                p.owners.len()
+            )));
+        }
+        #[derive(Deserialize)]
+        struct Answer {
+            #[serde(default)]
+            owners: Vec<OwnerStatus>,
+        }
+        let answer: Answer = self
+            .store("store.owner_status", json!({"owners": p.owners}))
+            .await?;
+        Ok(ProviderOwnerStatusResult {
+            owners: answer.owners,
+        })
+    }
+}
+
+/// A provider's workspace must be an absolute directory.
+fn check_dir(provider: &str, got: &ProvidedResource) -> Result<(), RpcError> {
+    if got.reference.is_empty() || !std::path::Path::new(&got.dir).is_absolute() {
+        return Err(RpcError::unauthored(format_args!(
+            "{provider:?} answered a workspace without a reference or an absolute dir ({:?}, {:?})",
+            got.reference, got.dir
+        )));
+    }
+    Ok(())
+}
