@@ -12,6 +12,9 @@
 //!   become an input;
 //! * an artifact of an Execution still running.
 //!
+//! It never removes Work nor resource leases: a lease goes only when the host drops
+//! it, after its provider removed the workspace.
+//!
 //! Removing an event removes its keys, route records and routed row (ON DELETE
 //! CASCADE) and the `work_inputs` rows of terminal Work that name it.
 //!
@@ -123,6 +126,9 @@ pub struct StatsResponse {
     pub kv_entries: u64,
     /// Committed artifacts.
     pub artifacts: ArtifactStats,
+    /// Resource leases.
+    #[serde(default)]
+    pub resource_leases: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -494,6 +500,7 @@ pub fn stats(conn: &Connection) -> Result<StatsResponse, StoreError> {
             count: art_count.max(0) as u64,
             bytes: art_bytes.max(0) as u64,
         },
+        resource_leases: count(conn, "SELECT count(*) FROM resource_leases")?,
     })
 }
 

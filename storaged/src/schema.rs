@@ -8,7 +8,7 @@ use crate::error::StoreError;
 use rusqlite::Connection;
 
 /// The migrations, in order: migration `i` (1-based) brings version `i - 1` to `i`.
-pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+pub const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// The schema version this release writes.
 pub fn current_version() -> u32 {
@@ -32,6 +32,28 @@ pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
     }
     Ok(ours)
 }
+
+/// Version 3: resource leases, the workspace a resource provider made for a Work,
+/// keyed by (type, ref). `owner` is a Work ID with no foreign key: a lease outlives
+/// its Work (it goes only when the host drops it, after the provider removed the
+/// workspace), and a provider may report an owner the store no longer has.
+const MIGRATION_3: &str = r#"
+CREATE TABLE resource_leases (
+    type         TEXT NOT NULL,
+    ref          TEXT NOT NULL,
+    owner        TEXT NOT NULL,
+    scope_id     TEXT NOT NULL DEFAULT '',
+    binding      TEXT NOT NULL DEFAULT '',
+    mode         TEXT NOT NULL DEFAULT '',
+    dir          TEXT NOT NULL,
+    data         TEXT,
+    execution_id TEXT NOT NULL DEFAULT '',
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    PRIMARY KEY (type, ref)
+) WITHOUT ROWID;
+CREATE INDEX resource_leases_owner ON resource_leases(owner, type, ref);
+"#;
 
 /// Version 2: the causal-chain index covers derived events only (the only ones its
 /// query asks about: `depth > 0`). A root's `root_id` is its own random ID, so indexing
@@ -269,6 +291,57 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(&format!("{}", current_version())), "{text}");
+    }
+
+    #[test]
+    fn a_version_2_database_migrates_to_3_and_keeps_its_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(2).enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.pragma_update(None, "user_version", i as u32 + 1)
+                .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO works (id, scope_id, kind, state, created_at, updated_at)
+             VALUES ('work_1', 's1', 'k', 'completed', 'a', 'b')",
+            [],
+        )
+        .unwrap();
+        let leases = |conn: &Connection| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'resource_leases'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(leases(&conn), 0);
+        assert_eq!(migrate(&mut conn).unwrap(), 3);
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
+        assert_eq!(leases(&conn), 1);
+        let kept: String = conn
+            .query_row("SELECT state FROM works WHERE id = 'work_1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept, "completed");
+        conn.execute(
+            "INSERT INTO resource_leases (type, ref, owner, dir, created_at, updated_at)
+             VALUES ('git', 'r1', 'work_1', '/w', 'a', 'a')",
+            [],
+        )
+        .unwrap();
+        // A lease is unique per (type, ref).
+        assert!(conn
+            .execute(
+                "INSERT INTO resource_leases (type, ref, owner, dir, created_at, updated_at)
+                 VALUES ('git', 'r1', 'work_2', '/x', 'a', 'a')",
+                [],
+            )
+            .is_err());
     }
 
     #[test]

@@ -33,6 +33,7 @@ fn dispatchers() -> &'static [Dispatch] {
         |s, m, p| Box::pin(crate::waits::dispatch(s, m, p)),
         |s, m, p| Box::pin(crate::timers::dispatch(s, m, p)),
         |s, m, p| Box::pin(crate::artifacts::dispatch(s, m, p)),
+        |s, m, p| Box::pin(crate::resources::dispatch(s, m, p)),
         |s, m, p| Box::pin(crate::retention::dispatch(s, m, p)),
         |s, m, p| Box::pin(crate::config::dispatch(s, m, p)),
     ]
@@ -48,6 +49,7 @@ pub fn methods() -> Vec<&'static str> {
         crate::waits::METHODS,
         crate::timers::METHODS,
         crate::artifacts::METHODS,
+        crate::resources::METHODS,
         crate::retention::METHODS,
         crate::config::METHODS,
     ] {
