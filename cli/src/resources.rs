@@ -69,7 +69,10 @@ fn describe(lease: &Value) -> String {
 /// The lines `work show` prints for the Work's workspaces (none without a lease).
 pub fn workspace_lines(bus: &Path, work_id: &str) -> Vec<String> {
     match leases(bus, Some(work_id)) {
-        Ok(l) => l.iter().map(|l| format!("  workspace: {}", describe(l))).collect(),
+        Ok(l) => l
+            .iter()
+            .map(|l| format!("  workspace: {}", describe(l)))
+            .collect(),
         Err(e) => vec![format!("  workspace: unknown ({e})")],
     }
 }
@@ -134,7 +137,8 @@ pub fn sweep(
         params["type"] = json!(t);
     }
     if let Some(g) = grace {
-        params["grace_s"] = json!(parse_grace(g).map_err(|message| Failure { message, status: 2 })?);
+        params["grace_s"] =
+            json!(parse_grace(g).map_err(|message| Failure { message, status: 2 })?);
     }
     let answer = call(bus, "ext.resource_sweep", params)?;
     if json_out {
@@ -157,10 +161,20 @@ pub fn sweep(
             kept.len()
         );
         for n in &removed {
-            println!("  removed {}  {} — {}", text(n, "owner"), text(n, "dir"), text(n, "reason"));
+            println!(
+                "  removed {}  {} — {}",
+                text(n, "owner"),
+                text(n, "dir"),
+                text(n, "reason")
+            );
         }
         for n in &kept {
-            println!("  kept    {}  {} — {}", text(n, "owner"), text(n, "dir"), text(n, "reason"));
+            println!(
+                "  kept    {}  {} — {}",
+                text(n, "owner"),
+                text(n, "dir"),
+                text(n, "reason")
+            );
         }
         for p in notes("pruned") {
             println!("  pruned  {}", p.as_str().unwrap_or(""));

@@ -330,10 +330,7 @@ async fn workspace_passes(runner: Arc<Runner>) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        match ws
-            .sweep(None, crate::workspaces::SWEEP_GRACE, false)
-            .await
-        {
+        match ws.sweep(None, crate::workspaces::SWEEP_GRACE, false).await {
             Ok(reports) => {
                 for r in reports {
                     tracing::info!(OC_EXTENSION = %r.provider, resource_type = %r.resource_type,

@@ -194,7 +194,14 @@ impl Handler for ScopedHost {
         let configuration = self.configuration.clone();
         let workspaces = self.workspaces.clone();
         Box::pin(async move {
-            serve(&identity, &bus, &configuration, workspaces.as_deref(), &request).await
+            serve(
+                &identity,
+                &bus,
+                &configuration,
+                workspaces.as_deref(),
+                &request,
+            )
+            .await
         })
     }
 }
@@ -314,8 +321,12 @@ async fn serve(
             };
             let (name, peer) = (identity.name.as_str(), &request.peer);
             match method {
-                "resource.acquire" => protocol::reply(&ws.acquire(name, peer, request.params()?).await?),
-                "resource.lookup" => protocol::reply(&ws.lookup(name, peer, request.params()?).await?),
+                "resource.acquire" => {
+                    protocol::reply(&ws.acquire(name, peer, request.params()?).await?)
+                }
+                "resource.lookup" => {
+                    protocol::reply(&ws.lookup(name, peer, request.params()?).await?)
+                }
                 _ => protocol::reply(&ws.owner_status(name, peer, request.params()?).await?),
             }
         }

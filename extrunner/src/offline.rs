@@ -188,7 +188,8 @@ fn objects(
                 untyped.push(Finding {
                     pointer: format!("{at}/resource/type"),
                     code: "invalid_config".into(),
-                    message: "a binding's resource needs a type (the resource provider, git)".into(),
+                    message: "a binding's resource needs a type (the resource provider, git)"
+                        .into(),
                     warning: false,
                 });
                 continue;

@@ -91,6 +91,10 @@ pub struct ProcessSpec {
     /// The environment the sanitized one is taken from: the daemon's own
     /// ([`daemon_env`]) unless a caller passes another.
     pub base_env: Vec<(String, String)>,
+    /// Each declared resource type's state directory, `<state>/resources/<type>`
+    /// (initialize's `resource_dirs`): the host's, not the package's, so leases and
+    /// workspaces outlive a move of the package.
+    pub resource_dirs: std::collections::BTreeMap<String, String>,
 }
 
 impl ProcessSpec {
@@ -105,7 +109,20 @@ impl ProcessSpec {
         state: &Path,
     ) -> ProcessSpec {
         let name = name.into();
+        let resource_dirs = manifest_json
+            .pointer("/provides/resources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("type").and_then(Value::as_str))
+            .filter(|t| protocol::manifest::is_name(t))
+            .map(|t| {
+                let dir = state.join("resources").join(t);
+                (t.to_owned(), dir.display().to_string())
+            })
+            .collect();
         ProcessSpec {
+            resource_dirs,
             state_dir: state.join("extensions").join(&name),
             log_path: state
                 .join("logs")
@@ -486,6 +503,7 @@ impl ExtensionProcess {
                 version: opts.host_version.clone(),
             },
             state_dir: spec.state_dir.display().to_string(),
+            resource_dirs: spec.resource_dirs.clone(),
             max_message_bytes: u64::try_from(LARGE_MESSAGE_BYTES).ok(),
             ..InitializeParams::default()
         };

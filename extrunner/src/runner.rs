@@ -16,11 +16,11 @@ use crate::configuration::{Configuration, Registered};
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
 use crate::discovery::{discover, Origin, Package, Report, ReportKind};
 use crate::host::{BoundIdentity, Identity, ScopedHost};
-use crate::workspaces::Workspaces;
 use crate::process::send_configure;
 use crate::process::{
     KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
 };
+use crate::workspaces::Workspaces;
 use daemon::bus::Bus;
 use protocol::catalogue::{method as catalogue_method, Direction};
 use protocol::config::Config;
@@ -880,14 +880,21 @@ impl Runner {
     /// Records a run the host opens on `name`'s process (`executor.run`,
     /// `executor.recover`, `executor.resume`), through which its resource calls are
     /// then served.
-    fn note_run<P: Serialize + ?Sized>(&self, name: &str, method: &str, params: &P, peer: &protocol::Peer) {
+    fn note_run<P: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        method: &str,
+        params: &P,
+        peer: &protocol::Peer,
+    ) {
         match method {
             "executor.run" | "executor.recover" => {
                 #[derive(Deserialize)]
                 struct Run {
                     run: protocol::wire::RunRequest,
                 }
-                if let Ok(p) = serde_json::to_value(params).and_then(serde_json::from_value::<Run>) {
+                if let Ok(p) = serde_json::to_value(params).and_then(serde_json::from_value::<Run>)
+                {
                     self.workspaces.open(name, peer, &p.run);
                 }
             }

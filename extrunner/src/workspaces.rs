@@ -172,7 +172,8 @@ fn store_error(method: &str, e: CallError) -> RpcError {
 }
 
 fn reply_value(reply: protocol::Reply) -> Result<Value, RpcError> {
-    serde_json::from_str(reply.get()).map_err(RpcError::unauthored)
+    let text: &serde_json::value::RawValue = &reply;
+    serde_json::from_str(text.get()).map_err(RpcError::unauthored)
 }
 
 fn crashed(e: &RpcError) -> bool {
@@ -199,15 +200,19 @@ impl Workspaces {
     }
 
     fn runner(&self) -> Result<Arc<Runner>, RpcError> {
-        self.runner.get().and_then(Weak::upgrade).ok_or_else(|| {
-            RpcError::new(Code::Unavailable, "the host's extensions are not loaded")
-        })
+        self.runner
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| RpcError::new(Code::Unavailable, "the host's extensions are not loaded"))
     }
 
     fn bus(&self) -> Result<&Bus, RpcError> {
-        self.bus
-            .as_ref()
-            .ok_or_else(|| RpcError::new(Code::Unavailable, "the host has no store to record leases in"))
+        self.bus.as_ref().ok_or_else(|| {
+            RpcError::new(
+                Code::Unavailable,
+                "the host has no store to record leases in",
+            )
+        })
     }
 
     async fn store<T: serde::de::DeserializeOwned>(
@@ -417,7 +422,9 @@ impl Workspaces {
                 ),
             ));
         };
-        let leases = self.leases(Some(&resource.resource_type), Some(&run.work_id)).await?;
+        let leases = self
+            .leases(Some(&resource.resource_type), Some(&run.work_id))
+            .await?;
         if !leases.iter().any(|l| l.reference == p.reference) {
             return Err(RpcError::new(
                 Code::ResourceNotFound,
@@ -437,7 +444,14 @@ impl Workspaces {
             config: resource.config.clone(),
         };
         let v = runner
-            .call(&provider, "provider.lookup", &params, false, PASS_TIMEOUT, None)
+            .call(
+                &provider,
+                "provider.lookup",
+                &params,
+                false,
+                PASS_TIMEOUT,
+                None,
+            )
             .await
             .and_then(reply_value)?;
         let got: ProvidedResource = serde_json::from_value(v).map_err(|e| {
@@ -565,7 +579,14 @@ impl Workspaces {
             pass_id: pass_id.clone(),
         };
         let answer = runner
-            .call(provider, "provider.reconcile", &params, false, PASS_TIMEOUT, None)
+            .call(
+                provider,
+                "provider.reconcile",
+                &params,
+                false,
+                PASS_TIMEOUT,
+                None,
+            )
             .await
             .and_then(reply_value);
         self.end_pass(&pass_id);
@@ -713,7 +734,14 @@ impl Workspaces {
             remove_dirty,
         };
         let answer = runner
-            .call(provider, "provider.sweep", &params, false, PASS_TIMEOUT, None)
+            .call(
+                provider,
+                "provider.sweep",
+                &params,
+                false,
+                PASS_TIMEOUT,
+                None,
+            )
             .await
             .and_then(reply_value);
         self.end_pass(&pass_id);

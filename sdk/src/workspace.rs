@@ -140,7 +140,10 @@ mod tests {
         assert_eq!(f.reason, "resource_exhausted");
         assert_eq!(f.line(), "resource_exhausted: free 2 GiB under /var");
         assert!(!f.permanent());
-        let f = failure(CallError::Rpc(protocol::RpcError::new(Code::Invalid, "bad")));
+        let f = failure(CallError::Rpc(protocol::RpcError::new(
+            Code::Invalid,
+            "bad",
+        )));
         assert!(f.permanent());
     }
 }

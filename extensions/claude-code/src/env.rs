@@ -273,7 +273,10 @@ mod tests {
             assert!(!env.contains_key(gone), "{gone}");
         }
         let cfg0 = crate::config::parse(&json!({"auto_compact_tokens": 0})).unwrap();
-        assert!(!build(&own, &req, &cfg0, &BTreeMap::new(), &BTreeMap::new(), None).contains_key(AUTO_COMPACT));
+        assert!(
+            !build(&own, &req, &cfg0, &BTreeMap::new(), &BTreeMap::new(), None)
+                .contains_key(AUTO_COMPACT)
+        );
         let over = crate::config::parse(&json!({"env": {AUTO_COMPACT: "5"}})).unwrap();
         assert_eq!(
             build(&own, &req, &over, &BTreeMap::new(), &BTreeMap::new(), None)

@@ -248,7 +248,8 @@ impl Shell {
         })?;
         // The binding's workspace, made (or found again) before anything starts: a
         // refusal fails the run with the provider's reason and no process.
-        let workspace = match sdk::workspace::acquire(host, &req, "", serde_json::Value::Null).await {
+        let workspace = match sdk::workspace::acquire(host, &req, "", serde_json::Value::Null).await
+        {
             Ok(w) => w,
             Err(f) => {
                 self.insert(id, &req.work.id, req.epoch, None, Some(failed(f.line())));

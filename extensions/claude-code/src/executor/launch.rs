@@ -86,7 +86,8 @@ impl ClaudeCode {
             return Err(failure(
                 schema,
                 "invalid_config",
-                "invalid_config: the binding has both a resource and the executor's dir; drop one".into(),
+                "invalid_config: the binding has both a resource and the executor's dir; drop one"
+                    .into(),
             ));
         }
         let got = match resumed_from.filter(|r| !r.is_empty()) {
@@ -238,7 +239,11 @@ impl ClaudeCode {
         let resumed_from = force_resume
             .then(|| latest_segment(&exec_dir))
             .flatten()
-            .and_then(|(_, last)| rundir::read_json::<SegmentInfo>(&last, rundir::SEGMENT).ok().flatten())
+            .and_then(|(_, last)| {
+                rundir::read_json::<SegmentInfo>(&last, rundir::SEGMENT)
+                    .ok()
+                    .flatten()
+            })
             .map(|info| info.workspace_ref);
         let prepared = match self
             .prepare(host, &req, &token_file, resumed_from.as_deref())

@@ -30,8 +30,8 @@ use protocol::wire::{
     ExecutorInterruptParams, ExecutorInterruptResult, ExecutorRecoverParams, ExecutorRecoverResult,
     ExecutorResumeParams, ExecutorResumeResult, ExecutorRunParams, ExecutorRunResult,
     ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, KvCommitParams,
-    KvDelete, KvPut, Outcome, Payload, ProvidedResource, RetryHint, RunRequest, SecretResolveParams, Usage,
-    ValidateParams, ValidateResult,
+    KvDelete, KvPut, Outcome, Payload, ProvidedResource, RetryHint, RunRequest,
+    SecretResolveParams, Usage, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
