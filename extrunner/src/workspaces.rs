@@ -813,3 +813,115 @@ fn check_dir(provider: &str, got: &ProvidedResource) -> Result<(), RpcError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use protocol::wire::{ResourceBinding, Work};
+
+    fn peer() -> Peer {
+        let (ar, aw) = tokio::io::duplex(4096);
+        protocol::connect(ar, aw, protocol::NoHandler, protocol::Options::named("t"))
+    }
+
+    fn run(id: &str, epoch: u64) -> RunRequest {
+        RunRequest {
+            execution_id: id.into(),
+            epoch,
+            work: Work {
+                id: "work_1".into(),
+                scope_id: "demo".into(),
+                ..Work::default()
+            },
+            binding: Binding {
+                name: "run".into(),
+                resource: Some(ResourceBinding {
+                    resource_type: "git".into(),
+                    config: json!({"repository": "/r"}),
+                }),
+                ..Binding::default()
+            },
+            ..RunRequest::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn resource_calls_are_served_only_through_the_run_opened_for_that_process() {
+        let ws = Workspaces::new(None);
+        let (mine, other) = (peer(), peer());
+        ws.open("shell", &mine, &run("exec_1", 3));
+        let got = ws.opened("shell", &mine, "exec_1", 3).unwrap();
+        assert_eq!(got.work_id, "work_1");
+        // Epoch 0 names none: the run's own.
+        assert!(ws.opened("shell", &mine, "exec_1", 0).is_ok());
+        // Another connection (a restarted or another process of the package).
+        let e = ws.opened("shell", &other, "exec_1", 3).unwrap_err();
+        assert_eq!(e.app_code(), Some("unauthorized"), "{e}");
+        // Another package, even on the same connection.
+        assert!(ws.opened("claude-code", &mine, "exec_1", 3).is_err());
+        // A run the host never opened.
+        assert!(ws.opened("shell", &mine, "exec_2", 3).is_err());
+        // A superseded epoch.
+        let e = ws.opened("shell", &mine, "exec_1", 2).unwrap_err();
+        assert_eq!(e.app_code(), Some("conflict"), "{e}");
+        // Resumed at a higher epoch over a new connection: only that one now.
+        ws.reopen("shell", &other, "exec_1", 4);
+        assert!(ws.opened("shell", &other, "exec_1", 4).is_ok());
+        assert!(ws.opened("shell", &mine, "exec_1", 4).is_err());
+        // An ended run refuses.
+        ws.close("exec_1");
+        assert!(ws.opened("shell", &other, "exec_1", 4).is_err());
+    }
+
+    #[tokio::test]
+    async fn the_open_runs_are_bounded() {
+        let ws = Workspaces::new(None);
+        let p = peer();
+        for i in 0..MAX_OPEN_RUNS + 10 {
+            ws.open("shell", &p, &run(&format!("exec_{i}"), 1));
+        }
+        assert_eq!(lock(&ws.runs).len(), MAX_OPEN_RUNS);
+        // The oldest went first.
+        assert!(ws.opened("shell", &p, "exec_0", 1).is_err());
+        assert!(ws
+            .opened("shell", &p, &format!("exec_{}", MAX_OPEN_RUNS + 9), 1)
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn owner_status_is_answered_only_within_a_pass_on_that_process() {
+        let ws = Workspaces::new(None);
+        let (mine, other) = (peer(), peer());
+        lock(&ws.passes).insert(
+            "pass_1".into(),
+            Pass {
+                extension: "git".into(),
+                peer: Some(mine.clone()),
+            },
+        );
+        let ask = |id: &str| ProviderOwnerStatusParams {
+            pass_id: id.into(),
+            owners: vec!["work_1".into()],
+        };
+        for (caller, peer, pass) in [
+            ("git", &other, "pass_1"),
+            ("shell", &mine, "pass_1"),
+            ("git", &mine, "pass_2"),
+        ] {
+            let e = ws.owner_status(caller, peer, ask(pass)).await.unwrap_err();
+            assert_eq!(e.app_code(), Some("unauthorized"), "{caller} {pass}: {e}");
+        }
+        // Within the pass, the store is asked (none here: unavailable, not refused).
+        let e = ws
+            .owner_status("git", &mine, ask("pass_1"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.app_code(), Some("unavailable"), "{e}");
+        let too_many = ProviderOwnerStatusParams {
+            pass_id: "pass_1".into(),
+            owners: vec!["w".into(); MAX_PAGE_LIMIT as usize + 1],
+        };
+        assert!(ws.owner_status("git", &mine, too_many).await.is_err());
+    }
+}

@@ -54,6 +54,12 @@ fn flag(argv: &Value, name: &str) -> Option<String> {
 /// The suite with the claude-code package, the fake `claude` and the toolbelt's
 /// `open-conduit`, every daemon started, and a binding `cc` whose env is `env`.
 fn started_with(name: &str, env: Value) -> (Suite, std::path::PathBuf) {
+    started_cc(name, env, None)
+}
+
+/// [`started_with`], and the binding's workspace from this git resource config
+/// (instead of the executor's `dir`) when one is given, on branch `fix-9`.
+fn started_cc(name: &str, env: Value, resource: Option<Value>) -> (Suite, std::path::PathBuf) {
     let mut packages = Suite::first_party();
     packages.push(Package {
         name: "claude-code".into(),
@@ -90,6 +96,14 @@ fn started_with(name: &str, env: Value) -> (Suite, std::path::PathBuf) {
         json!([{"handler": "webhook", "binding": "cc", "config": {"entry": "ci"}}]);
     c["scopes"][0]["bindings"] = json!([{"name": "cc", "executor": "claude-code",
         "config": {"binary": claude, "dir": work_dir, "env": env}}]);
+    if let Some(r) = resource {
+        let b = &mut c["scopes"][0]["bindings"][0];
+        b["resource"] = json!({"type": "git", "config": r});
+        b["config"]["branch"] = json!("fix-9");
+        if let Some(cfg) = b["config"].as_object_mut() {
+            cfg.remove("dir");
+        }
+    }
     suite.apply_config(&c, HOOK).unwrap();
     (suite, rec)
 }
@@ -437,4 +451,63 @@ fn an_event_during_a_turn_is_injected_consumed_and_starts_no_second_attempt() {
     );
     assert_eq!(launches(&rec), 1, "one launch only: {:#?}", records(&rec));
     let _ = std::fs::remove_file(&hold);
+}
+
+/// With a git resource, the turn runs in the Work's own worktree on the branch the
+/// binding asks for, and the resumed segment looks the same lease up: same cwd.
+#[test]
+fn a_claude_turn_runs_in_its_worktree_and_resumes_in_it() {
+    if !common::repo::have_git() {
+        return;
+    }
+    let repos = std::env::temp_dir().join(format!("oc-claude-repo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&repos);
+    std::fs::create_dir_all(&repos).unwrap();
+    let bare = common::repo::make_repo(&repos);
+    let (suite, rec) = started_cc(
+        "claude-ws",
+        json!({"FAKE_CLAUDE_MODE": "wait"}),
+        Some(json!({"repository": format!("file://{}", bare.display()), "min_free_mb": 1})),
+    );
+    assert_eq!(
+        deliver(&suite, "w-1", br#"{"number": 9}"#).unwrap().status,
+        200
+    );
+    let work_id = the_work(&suite);
+    wait_for("the Work waiting", || {
+        (work_state(&suite, &work_id) == "waiting").then_some(())
+    });
+    let first = records(&rec)
+        .into_iter()
+        .find(|r| r.get("argv").is_some())
+        .unwrap();
+    let cwd = first["cwd"].as_str().unwrap().to_owned();
+    assert!(
+        cwd.starts_with(suite.dir.join("state/resources/git/work").to_str().unwrap()),
+        "{cwd}"
+    );
+    assert!(Path::new(&cwd).join("README.md").is_file());
+    assert_eq!(
+        common::repo::git(Path::new(&cwd), &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "fix-9"
+    );
+    let leases = suite
+        .call("store.resource_leases", json!({"owner": work_id}))
+        .unwrap();
+    assert_eq!(leases["leases"][0]["dir"], cwd.as_str(), "{leases}");
+    assert_eq!(leases["leases"].as_array().map(Vec::len), Some(1));
+    // Woken, the next segment resumes the session in the same worktree.
+    assert_eq!(
+        deliver(&suite, "w-2", br#"{"number": 9}"#).unwrap().status,
+        200
+    );
+    let resumed = wait_for("the resumed segment", || {
+        records(&rec)
+            .into_iter()
+            .filter(|r| r.get("argv").is_some())
+            .nth(1)
+    });
+    assert!(flag(&resumed["argv"], "--resume").is_some(), "{resumed}");
+    assert_eq!(resumed["cwd"], cwd.as_str(), "{resumed}");
+    let _ = std::fs::remove_dir_all(&repos);
 }

@@ -1,6 +1,8 @@
 //! Shared by the intake tests: the suite with the demo configuration.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod repo;
+
 use oc_systest::{post, sign_sha256, Daemon, Response, Suite};
 use serde_json::{json, Value};
 use std::path::Path;
