@@ -327,3 +327,64 @@ fn up_offers_only_the_flags_that_mean_something_to_it() {
     let (_, out, _) = run(&["status", "--help"]);
     assert!(out.contains("--bus") && out.contains("--json"), "{out}");
 }
+
+/// The workspace checks: a binding's git resource config is checked by the git
+/// package, and a mode the claude-code executor's request overrides is a warning.
+#[test]
+fn config_check_checks_workspaces_and_warns_of_an_overridden_mode() {
+    let dir = std::env::temp_dir().join(format!("oc-check-ws-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let etc = dir.join("etc");
+    let doc = |resource: serde_json::Value, exec: serde_json::Value| {
+        serde_json::json!({"scopes": [{"id": "a",
+            "bindings": [{"name": "cc", "executor": "claude-code", "config": exec,
+                          "resource": {"type": "git", "config": resource}}]}]})
+    };
+    let check = |name: &str, v: serde_json::Value| {
+        let f = dir.join(name);
+        std::fs::write(&f, v.to_string()).unwrap();
+        run(&[
+            "config",
+            "check",
+            f.to_str().unwrap(),
+            "--config-dir",
+            etc.to_str().unwrap(),
+        ])
+    };
+    let (status, out, err) = check(
+        "same.json",
+        doc(
+            serde_json::json!({"repository": "https://example.invalid/r.git", "mode": "work"}),
+            serde_json::json!({}),
+        ),
+    );
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(!out.contains("never applies"), "{out}");
+    let (status, out, err) = check(
+        "overridden.json",
+        doc(
+            serde_json::json!({"repository": "https://example.invalid/r.git", "mode": "shared"}),
+            serde_json::json!({"workspace_mode": "work"}),
+        ),
+    );
+    assert_eq!(status, 0, "a warning only: {out}{err}");
+    assert!(
+        out.contains("/scopes/0/bindings/0/resource/config/mode: warning")
+            && out.contains("\"shared\" never applies"),
+        "{out}"
+    );
+    let (status, out, _) = check(
+        "bad.json",
+        doc(
+            serde_json::json!({"mode": "sometimes"}),
+            serde_json::json!({}),
+        ),
+    );
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/scopes/0/bindings/0/resource/config"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
