@@ -345,7 +345,7 @@ impl Workspaces {
             config: resource.config.clone(),
             scope_id: run.scope_id.clone(),
             binding: run.binding.name.clone(),
-            host_env: BTreeMap::new(),
+            host_env: host_env(&resource.config),
         };
         let mut tries = 0;
         let got: ProvidedResource = loop {
@@ -801,6 +801,21 @@ impl Workspaces {
             owners: answer.owners,
         })
     }
+}
+
+/// The daemon's values of the variables the resource config names in its own
+/// `pass_env` (ResourceAcquisition.HostEnv), those set: the only daemon variables the
+/// provider adds to its sanitized environment (a proxy, say).
+fn host_env(config: &Value) -> BTreeMap<String, String> {
+    config
+        .get("pass_env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|n| !n.is_empty() && !n.contains(['=', '\0']))
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.to_owned(), v)))
+        .collect()
 }
 
 /// A provider's workspace must be an absolute directory.
