@@ -10,6 +10,10 @@ pub fn have_git() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
+        assert!(
+            std::env::var_os("OC_REQUIRE_PEERS").is_none(),
+            "git is not installed, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's git)"
+        );
         eprintln!("SKIPPED: git is not installed (Debian's git package; .ci/run installs it)");
     }
     ok
