@@ -998,6 +998,33 @@ fn every_typed_method_round_trips() {
         },
     ));
     add(round_trip(
+        ResourceAcquireParams {
+            execution_id: "exec-1".into(),
+            epoch: 3,
+            mode: "work".into(),
+            params: json!({"branch": "fix-12"}),
+        },
+        ResourceAcquireResult {
+            reference: "work/demo/w-1".into(),
+            owner: "w-1".into(),
+            mode: "work".into(),
+            dir: "/var/lib/open-conduit/resources/git/work/demo/w-1".into(),
+            ..Default::default()
+        },
+    ));
+    add(round_trip(
+        ResourceLookupParams {
+            execution_id: "exec-1".into(),
+            epoch: 4,
+            reference: "work/demo/w-1".into(),
+        },
+        ResourceLookupResult {
+            reference: "work/demo/w-1".into(),
+            dir: "/w".into(),
+            ..Default::default()
+        },
+    ));
+    add(round_trip(
         ProviderOwnerStatusParams {
             pass_id: "p-2".into(),
             owners: vec!["w-1".into(), "w-2".into()],
@@ -1447,6 +1474,8 @@ const SPEC_METHODS: &[&str] = &[
     "executor.container_attach",
     "executor.live",
     "execution.persist_recovery",
+    "resource.acquire",
+    "resource.lookup",
     "provider.acquire",
     "provider.lookup",
     "provider.reconcile",
