@@ -1,0 +1,735 @@
+//! Attempts under fenced leases: `store.attempt_start`, `store.lease_renew`,
+//! `store.lease_takeover`, `store.recovery_persist`, `store.attempt_settle`, and the
+//! reads schedulerd polls (`store.expired_leases`, `store.works_ready`).
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// store.attempt_start
+// ---------------------------------------------------------------------------------------
+
+/// `store.attempt_start`: start (or resume) an attempt under a new lease epoch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptStartRequest {
+    /// The Work.
+    pub work_id: String,
+    /// The executor that runs it.
+    pub executor: String,
+    /// The binding it runs on.
+    #[serde(default)]
+    pub binding: String,
+    /// Who takes the lease (the scheduler instance).
+    pub lease_owner: String,
+    /// The lease's length.
+    pub lease_ttl_ms: u64,
+    /// The Work's version as read.
+    #[serde(default)]
+    pub expect_version: Option<i64>,
+}
+
+/// Result of `store.attempt_start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptStartResponse {
+    /// The Execution.
+    pub execution_id: String,
+    /// Its attempt number.
+    pub attempt: i64,
+    /// The new lease epoch: every write of the attempt names it.
+    pub epoch: i64,
+    /// When the lease runs out unless renewed.
+    pub lease_expires_ms: i64,
+    /// The inputs this attempt (or segment) took, in sequence order.
+    pub inputs: Vec<i64>,
+    /// True when this resumes a woken Wait's attempt rather than starting one.
+    pub resumed: bool,
+    /// The Wait it resumes from.
+    #[serde(default)]
+    pub wait_id: Option<String>,
+}
+
+/// Start or resume an attempt.
+pub fn attempt_start(
+    conn: &Connection,
+    limits: &Limits,
+    req: &AttemptStartRequest,
+) -> Result<AttemptStartResponse, StoreError> {
+    check_name("work_id", &req.work_id, limits)?;
+    check_name("executor", &req.executor, limits)?;
+    check_opt_name("binding", &req.binding, limits)?;
+    check_name("lease_owner", &req.lease_owner, limits)?;
+    let ttl = lease_ttl(req.lease_ttl_ms)?;
+
+    let work: Option<(String, i64, i64)> = conn
+        .query_row(
+            "SELECT state, lease_epoch, version FROM works WHERE id = ?1",
+            [&req.work_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((st, epoch, version)) = work else {
+        return Err(StoreError::not_found(format!("no Work {}", req.work_id)));
+    };
+    if let Some(v) = req.expect_version {
+        if v != version {
+            return Err(StoreError::conflict(format!(
+                "Work {} is at version {version}, not {v}",
+                req.work_id
+            )));
+        }
+    }
+    let pending: Vec<i64> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq FROM work_inputs WHERE work_id = ?1 AND state = 'pending' ORDER BY seq",
+        )?;
+        let v = stmt
+            .query_map([&req.work_id], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<i64>>>()?;
+        v
+    };
+    let resume = match st.as_str() {
+        state::PENDING if !pending.is_empty() => false,
+        state::PENDING => {
+            return Err(StoreError::conflict(format!(
+                "Work {} has no pending input",
+                req.work_id
+            )))
+        }
+        state::WOKEN => true,
+        state::RUNNING => {
+            return Err(StoreError::conflict(format!(
+                "Work {} is already running an attempt",
+                req.work_id
+            )))
+        }
+        other => {
+            return Err(StoreError::conflict(format!(
+                "Work {} is {other}: nothing to start",
+                req.work_id
+            )))
+        }
+    };
+
+    let now_ms = util::now_ms();
+    let now = util::rfc3339(now_ms);
+    let epoch = epoch + 1;
+    let expires = now_ms.saturating_add(ttl);
+    let (execution_id, attempt, wait_id) = if resume {
+        let exec: Option<(String, i64)> = conn
+            .query_row(
+                "SELECT id, attempt FROM executions WHERE work_id = ?1 AND state = 'waiting' \
+                 ORDER BY attempt DESC LIMIT 1",
+                [&req.work_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((id, attempt)) = exec else {
+            return Err(StoreError::Internal(format!(
+                "Work {} is woken but has no waiting execution",
+                req.work_id
+            )));
+        };
+        conn.execute(
+            "UPDATE executions SET state = 'running', lease_epoch = ?2, lease_owner = ?3, \
+             lease_expires_ms = ?4 WHERE id = ?1",
+            params![id, epoch, req.lease_owner, expires],
+        )?;
+        let wait_id: Option<String> = conn
+            .query_row(
+                "SELECT id FROM waits WHERE execution_id = ?1 AND state != 'active' \
+                 ORDER BY created_at DESC LIMIT 1",
+                [&id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        (id, attempt, wait_id)
+    } else {
+        let attempt: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM executions WHERE work_id = ?1",
+            [&req.work_id],
+            |r| r.get(0),
+        )?;
+        let id = util::new_id("exe");
+        conn.execute(
+            "INSERT INTO executions (id, work_id, attempt, executor, binding, state, lease_owner, \
+             lease_epoch, lease_expires_ms, started_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
+            params![
+                id,
+                req.work_id,
+                attempt,
+                req.executor,
+                req.binding,
+                req.lease_owner,
+                epoch,
+                expires,
+                now
+            ],
+        )?;
+        (id, attempt, None)
+    };
+    conn.execute(
+        "UPDATE work_inputs SET state = 'taken', attempt_id = ?2 \
+         WHERE work_id = ?1 AND state = 'pending'",
+        params![req.work_id, execution_id],
+    )?;
+    conn.execute(
+        "UPDATE works SET state = 'running', lease_epoch = ?2, retry_at_ms = NULL WHERE id = ?1",
+        params![req.work_id, epoch],
+    )?;
+    touch(conn, &req.work_id, &now)?;
+    Ok(AttemptStartResponse {
+        execution_id,
+        attempt,
+        epoch,
+        lease_expires_ms: expires,
+        inputs: pending,
+        resumed: resume,
+        wait_id,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The fence
+// ---------------------------------------------------------------------------------------
+
+struct Fenced {
+    work_id: String,
+    lease_expires_ms: Option<i64>,
+}
+
+/// The execution, if `epoch` is the current epoch of its Work and its own, and it runs.
+fn fence(conn: &Connection, execution_id: &str, epoch: i64) -> Result<Fenced, StoreError> {
+    let row: Option<(String, String, i64, i64, Option<i64>)> = conn
+        .query_row(
+            "SELECT e.work_id, e.state, e.lease_epoch, w.lease_epoch, e.lease_expires_ms \
+             FROM executions e JOIN works w ON w.id = e.work_id WHERE e.id = ?1",
+            [execution_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()?;
+    let Some((work_id, st, exec_epoch, work_epoch, lease_expires_ms)) = row else {
+        return Err(StoreError::not_found(format!(
+            "no execution {execution_id}"
+        )));
+    };
+    if epoch != exec_epoch || epoch != work_epoch {
+        return Err(StoreError::conflict(format!(
+            "lease epoch {epoch} of execution {execution_id} is fenced: the current epoch is {work_epoch}"
+        )));
+    }
+    if st != "running" {
+        return Err(StoreError::conflict(format!(
+            "execution {execution_id} is {st}, not running"
+        )));
+    }
+    Ok(Fenced {
+        work_id,
+        lease_expires_ms,
+    })
+}
+
+fn taken_inputs(conn: &Connection, execution_id: &str) -> Result<Vec<i64>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq FROM work_inputs WHERE attempt_id = ?1 AND state = 'taken' ORDER BY seq",
+    )?;
+    let v = stmt
+        .query_map([execution_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<i64>>>()?;
+    Ok(v)
+}
+
+fn pending_inputs(conn: &Connection, work_id: &str) -> Result<Vec<i64>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq FROM work_inputs WHERE work_id = ?1 AND state = 'pending' ORDER BY seq",
+    )?;
+    let v = stmt
+        .query_map([work_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<i64>>>()?;
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// store.lease_renew, store.lease_takeover, store.recovery_persist
+// ---------------------------------------------------------------------------------------
+
+/// `store.lease_renew`: extend a running attempt's lease, under its current epoch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRenewRequest {
+    /// The Execution.
+    pub execution_id: String,
+    /// The epoch it runs under.
+    pub epoch: i64,
+    /// The new lease length, from now.
+    pub lease_ttl_ms: u64,
+}
+
+/// Result of `store.lease_renew`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeaseRenewResponse {
+    /// When the lease now runs out.
+    pub lease_expires_ms: i64,
+}
+
+/// Renew a lease.
+pub fn lease_renew(
+    conn: &Connection,
+    limits: &Limits,
+    req: &LeaseRenewRequest,
+) -> Result<LeaseRenewResponse, StoreError> {
+    check_name("execution_id", &req.execution_id, limits)?;
+    let ttl = lease_ttl(req.lease_ttl_ms)?;
+    fence(conn, &req.execution_id, req.epoch)?;
+    let expires = util::now_ms().saturating_add(ttl);
+    conn.execute(
+        "UPDATE executions SET lease_expires_ms = ?2 WHERE id = ?1",
+        params![req.execution_id, expires],
+    )?;
+    Ok(LeaseRenewResponse {
+        lease_expires_ms: expires,
+    })
+}
+
+/// `store.lease_takeover`: take over a running attempt whose lease expired (to adopt
+/// it with `executor.recover`, or to stop it and settle it), under a new epoch that
+/// fences the previous holder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseTakeoverRequest {
+    /// The Execution.
+    pub execution_id: String,
+    /// The epoch read with the expired lease.
+    pub epoch: i64,
+    /// The new holder.
+    pub lease_owner: String,
+    /// The new lease length.
+    pub lease_ttl_ms: u64,
+}
+
+/// Result of `store.lease_takeover`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeaseTakeoverResponse {
+    /// The Work.
+    pub work_id: String,
+    /// The new epoch.
+    pub epoch: i64,
+    /// When the new lease runs out.
+    pub lease_expires_ms: i64,
+    /// The recovery metadata last persisted (null: none).
+    #[serde(default)]
+    pub recovery: Value,
+    /// The inputs the attempt holds.
+    pub inputs: Vec<i64>,
+}
+
+/// Take over an expired lease.
+pub fn lease_takeover(
+    conn: &Connection,
+    limits: &Limits,
+    req: &LeaseTakeoverRequest,
+) -> Result<LeaseTakeoverResponse, StoreError> {
+    check_name("execution_id", &req.execution_id, limits)?;
+    check_name("lease_owner", &req.lease_owner, limits)?;
+    let ttl = lease_ttl(req.lease_ttl_ms)?;
+    let f = fence(conn, &req.execution_id, req.epoch)?;
+    let now_ms = util::now_ms();
+    if let Some(exp) = f.lease_expires_ms {
+        if exp > now_ms {
+            return Err(StoreError::conflict(format!(
+                "the lease of execution {} is live until {}",
+                req.execution_id,
+                util::rfc3339(exp)
+            )));
+        }
+    }
+    let epoch = req.epoch + 1;
+    let expires = now_ms.saturating_add(ttl);
+    conn.execute(
+        "UPDATE executions SET lease_epoch = ?2, lease_owner = ?3, lease_expires_ms = ?4 \
+         WHERE id = ?1",
+        params![req.execution_id, epoch, req.lease_owner, expires],
+    )?;
+    conn.execute(
+        "UPDATE works SET lease_epoch = ?2 WHERE id = ?1",
+        params![f.work_id, epoch],
+    )?;
+    touch(conn, &f.work_id, &util::rfc3339(now_ms))?;
+    let recovery: Option<String> = conn.query_row(
+        "SELECT recovery FROM executions WHERE id = ?1",
+        [&req.execution_id],
+        |r| r.get(0),
+    )?;
+    Ok(LeaseTakeoverResponse {
+        inputs: taken_inputs(conn, &req.execution_id)?,
+        work_id: f.work_id,
+        epoch,
+        lease_expires_ms: expires,
+        recovery: parse_json(recovery),
+    })
+}
+
+/// `store.recovery_persist`: the run's recovery metadata, under its current epoch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryPersistRequest {
+    /// The Execution.
+    pub execution_id: String,
+    /// The epoch it runs under.
+    pub epoch: i64,
+    /// The metadata (JSON, at most `max_value_bytes`).
+    pub recovery: Value,
+}
+
+/// Result of `store.recovery_persist`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecoveryPersistResponse {}
+
+/// Persist recovery metadata.
+pub fn recovery_persist(
+    conn: &Connection,
+    limits: &Limits,
+    req: &RecoveryPersistRequest,
+) -> Result<RecoveryPersistResponse, StoreError> {
+    check_name("execution_id", &req.execution_id, limits)?;
+    let text = json_text("recovery", &req.recovery, limits)?;
+    fence(conn, &req.execution_id, req.epoch)?;
+    conn.execute(
+        "UPDATE executions SET recovery = ?2 WHERE id = ?1",
+        params![req.execution_id, text],
+    )?;
+    Ok(RecoveryPersistResponse {})
+}
+
+// ---------------------------------------------------------------------------------------
+// store.attempt_settle
+// ---------------------------------------------------------------------------------------
+
+/// The Wait a `waiting` outcome declares.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleWait {
+    /// The extension whose operation declared it; empty for a builtin wait.
+    #[serde(default)]
+    pub owner: String,
+    /// What it waits for (cut to its first line within 200 bytes; a timed Wait given
+    /// none is described `until 25 Oct 2026 09:00 UTC`).
+    #[serde(default)]
+    pub description: String,
+    /// Correlation keys whose events wake it.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Only events of these types wake it (empty: any).
+    #[serde(default)]
+    pub types: Vec<String>,
+    /// The plan `dependency.filter` receives.
+    #[serde(default)]
+    pub plan: Option<Value>,
+    /// When it times out (a timeout timer is armed).
+    #[serde(default)]
+    pub due_ms: Option<i64>,
+}
+
+/// `store.attempt_settle`: end a running attempt (or segment), under its epoch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptSettleRequest {
+    /// The Execution.
+    pub execution_id: String,
+    /// The epoch it runs under.
+    pub epoch: i64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The result (JSON, at most `max_value_bytes`).
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// `failed`: when the Work may retry (the caller's backoff and retry_after hint).
+    #[serde(default)]
+    pub retry_at_ms: Option<i64>,
+    /// `failed`: the failure budget is spent; the Work fails for good.
+    #[serde(default, rename = "final")]
+    pub final_failure: bool,
+    /// `waiting`: the Wait it declares.
+    #[serde(default)]
+    pub wait: Option<SettleWait>,
+    /// IDs of events the attempt consumed while it ran (injected into it and taken
+    /// in): pending inputs of its Work, done with this attempt whatever its outcome,
+    /// so no further attempt starts for them.
+    #[serde(default)]
+    pub consumed: Vec<String>,
+}
+
+/// Result of `store.attempt_settle`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptSettleResponse {
+    /// The Work.
+    pub work_id: String,
+    /// The Work's state now.
+    pub work_state: String,
+    /// The execution's state now.
+    pub execution_state: String,
+    /// The Work's failures now.
+    pub failures: i64,
+    /// The Wait declared (`waiting`).
+    #[serde(default)]
+    pub wait_id: Option<String>,
+    /// Its timeout timer.
+    #[serde(default)]
+    pub timer_id: Option<String>,
+    /// Inputs pending on the Work now (for `waiting`: those to check against the Wait).
+    pub pending: Vec<i64>,
+}
+
+/// Settle an attempt.
+pub fn attempt_settle(
+    conn: &Connection,
+    limits: &Limits,
+    req: &AttemptSettleRequest,
+) -> Result<AttemptSettleResponse, StoreError> {
+    check_name("execution_id", &req.execution_id, limits)?;
+    let result_text = match &req.result {
+        Some(v) if !v.is_null() => Some(json_text("result", v, limits)?),
+        _ => None,
+    };
+    if req.outcome != Outcome::Failed && (req.retry_at_ms.is_some() || req.final_failure) {
+        return Err(StoreError::invalid(
+            "retry_at_ms and final go only with a failed outcome",
+        ));
+    }
+    match (&req.outcome, &req.wait) {
+        (Outcome::Waiting, None) => {
+            return Err(StoreError::invalid("a waiting outcome needs its wait"));
+        }
+        (Outcome::Waiting, Some(w)) => {
+            check_opt_name("wait owner", &w.owner, limits)?;
+            check_list("wait keys", &w.keys, limits)?;
+            check_list("wait types", &w.types, limits)?;
+            if let Some(p) = &w.plan {
+                json_text("wait plan", p, limits)?;
+            }
+            check_text(
+                "wait description",
+                &w.description,
+                limits.max_value_bytes,
+                "max_value_bytes",
+            )?;
+        }
+        (_, Some(_)) => {
+            return Err(StoreError::invalid("only a waiting outcome carries a wait"));
+        }
+        _ => {}
+    }
+
+    check_list("consumed", &req.consumed, limits)?;
+    let f = fence(conn, &req.execution_id, req.epoch)?;
+    let work_id = f.work_id;
+    for id in &req.consumed {
+        conn.execute(
+            "UPDATE work_inputs SET state = 'done', attempt_id = ?1 \
+             WHERE work_id = ?2 AND state = 'pending' \
+             AND seq = (SELECT seq FROM events WHERE id = ?3)",
+            params![req.execution_id, work_id, id],
+        )?;
+    }
+    let now_ms = util::now_ms();
+    let now = util::rfc3339(now_ms);
+    let mut wait_id = None;
+    let mut timer_id = None;
+    let (exec_state, work_state) = match req.outcome {
+        Outcome::Completed | Outcome::Handoff => {
+            conn.execute(
+                "UPDATE work_inputs SET state = 'done' WHERE attempt_id = ?1 AND state = 'taken'",
+                [&req.execution_id],
+            )?;
+            let has_pending = !pending_inputs(conn, &work_id)?.is_empty();
+            let (es, ws) = if req.outcome == Outcome::Completed {
+                (
+                    "completed",
+                    if has_pending {
+                        state::PENDING
+                    } else {
+                        state::COMPLETED
+                    },
+                )
+            } else {
+                (
+                    "handoff",
+                    if has_pending {
+                        state::PENDING
+                    } else {
+                        state::IDLE
+                    },
+                )
+            };
+            conn.execute(
+                "UPDATE works SET failures = 0, retry_at_ms = NULL WHERE id = ?1",
+                [&work_id],
+            )?;
+            (es, ws)
+        }
+        Outcome::Failed => {
+            if req.final_failure {
+                conn.execute(
+                    "UPDATE work_inputs SET state = 'failed' \
+                     WHERE attempt_id = ?1 AND state = 'taken'",
+                    [&req.execution_id],
+                )?;
+                conn.execute(
+                    "UPDATE works SET failures = failures + 1, retry_at_ms = NULL WHERE id = ?1",
+                    [&work_id],
+                )?;
+                ("failed", state::FAILED)
+            } else {
+                conn.execute(
+                    "UPDATE work_inputs SET state = 'pending', attempt_id = NULL \
+                     WHERE attempt_id = ?1 AND state = 'taken'",
+                    [&req.execution_id],
+                )?;
+                conn.execute(
+                    "UPDATE works SET failures = failures + 1, retry_at_ms = ?2 WHERE id = ?1",
+                    params![work_id, req.retry_at_ms],
+                )?;
+                // Inputs went back to pending, so the Work has some unless the attempt
+                // held none (impossible for a started one): then it rests idle.
+                let ws = if pending_inputs(conn, &work_id)?.is_empty() {
+                    state::IDLE
+                } else {
+                    state::PENDING
+                };
+                ("failed", ws)
+            }
+        }
+        Outcome::Waiting => {
+            let Some(w) = &req.wait else {
+                return Err(StoreError::invalid("a waiting outcome needs its wait"));
+            };
+            let (wid, tid) = crate::waits::declare_in(conn, &work_id, &req.execution_id, w, &now)?;
+            wait_id = Some(wid);
+            timer_id = tid;
+            conn.execute(
+                "UPDATE works SET failures = 0, retry_at_ms = NULL WHERE id = ?1",
+                [&work_id],
+            )?;
+            ("waiting", state::WAITING)
+        }
+    };
+    let settled = if exec_state == "waiting" {
+        None
+    } else {
+        Some(now.clone())
+    };
+    conn.execute(
+        "UPDATE executions SET state = ?2, result = COALESCE(?3, result), retry_at_ms = ?4, \
+         lease_expires_ms = NULL, settled_at = ?5 WHERE id = ?1",
+        params![
+            req.execution_id,
+            exec_state,
+            result_text,
+            req.retry_at_ms,
+            settled
+        ],
+    )?;
+    set_work_state(conn, &work_id, work_state, &now)?;
+    let failures: i64 = conn.query_row(
+        "SELECT failures FROM works WHERE id = ?1",
+        [&work_id],
+        |r| r.get(0),
+    )?;
+    Ok(AttemptSettleResponse {
+        pending: pending_inputs(conn, &work_id)?,
+        work_id,
+        work_state: work_state.into(),
+        execution_state: exec_state.into(),
+        failures,
+        wait_id,
+        timer_id,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.expired_leases, store.works_ready
+// ---------------------------------------------------------------------------------------
+
+/// `store.expired_leases`: running executions whose lease ran out by `now_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpiredLeasesRequest {
+    /// The time to compare with.
+    pub now_ms: i64,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// Result of `store.expired_leases`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExpiredLeasesResponse {
+    /// The executions, earliest expiry first.
+    pub executions: Vec<ExecutionRow>,
+}
+
+/// Executions whose lease expired.
+pub fn expired_leases(
+    conn: &Connection,
+    limits: &Limits,
+    req: &ExpiredLeasesRequest,
+) -> Result<ExpiredLeasesResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EXEC_COLS} FROM executions WHERE state = 'running' \
+         AND lease_expires_ms <= ?1 ORDER BY lease_expires_ms, id LIMIT ?2"
+    ))?;
+    let executions = stmt
+        .query_map(params![req.now_ms, limit], exec_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(ExpiredLeasesResponse { executions })
+}
+
+/// `store.works_ready`: Work that may start (pending input, retry time passed) or
+/// resume (woken).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorksReadyRequest {
+    /// The time to compare retry times with.
+    pub now_ms: i64,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// Result of `store.works_ready`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorksReadyResponse {
+    /// The Works: woken ones first, then pending by retry time.
+    pub works: Vec<WorkRow>,
+}
+
+/// Work ready to start or resume.
+pub fn works_ready(
+    conn: &Connection,
+    limits: &Limits,
+    req: &WorksReadyRequest,
+) -> Result<WorksReadyResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    let mut works = works_query(
+        conn,
+        &format!(
+            "SELECT {WORK_COLS} FROM works WHERE state = 'woken' ORDER BY retry_at_ms, id LIMIT ?1"
+        ),
+        &[&limit],
+        limits,
+    )?;
+    let rest = limit - works.len() as i64;
+    if rest > 0 {
+        works.extend(works_query(
+            conn,
+            &format!(
+                "SELECT {WORK_COLS} FROM works WHERE state = 'pending' \
+                 AND (retry_at_ms IS NULL OR retry_at_ms <= ?1) ORDER BY retry_at_ms, id LIMIT ?2"
+            ),
+            &[&req.now_ms, &rest],
+            limits,
+        )?);
+    }
+    Ok(WorksReadyResponse { works })
+}

@@ -1,0 +1,435 @@
+//! Work: routing decisions, attempts under fenced leases, and the Work reads.
+//!
+//! Every write here is one atomic unit with preconditions: schedulerd reads, decides
+//! (outside any transaction), then commits with preconditions on what it read, and a
+//! failed precondition is `conflict` (re-read and decide again).
+//!
+//! Work states: `pending` (has pending input, may start once `retry_at_ms` passed),
+//! `idle` (open, nothing to do: after a handoff), `running` (an attempt holds the
+//! lease), `waiting` (its attempt is parked on a Wait), `woken` (the Wait was woken:
+//! ready to resume the same attempt), and the ends `completed` (reopened by new
+//! input), `failed` and `cancelled` (closed: their correlation keys go to the next
+//! Work that names them).
+//!
+//! Execution states: `running`, `waiting`, and the settled `completed`, `failed`,
+//! `handoff`, `cancelled`.
+//!
+//! Input states (`work_inputs`): `pending`, `taken` (by `attempt_id`), `done`,
+//! `failed` (the Work failed for good with it), `cancelled`.
+//!
+//! The lease fence: `works.lease_epoch` is the Work's current epoch; an execution
+//! runs under `executions.lease_epoch`. Every write of an attempt names its epoch and
+//! is refused (`conflict`) unless both equal it and the execution is running. A new
+//! attempt, a resume and a takeover each take a new epoch, so the older holder's
+//! writes are refused from then on.
+//!
+//! Modules: [`routing`] (`store.route_decide`, `store.unrouted`, `store.routing`),
+//! [`attempts`] (an attempt's start, its fenced lease, recovery metadata and
+//! settlement, and the reads schedulerd polls), [`reads`] (`store.work_cancel` and the
+//! Work reads). The helpers and rows they share are here.
+
+mod attempts;
+mod reads;
+mod routing;
+
+pub use attempts::*;
+pub use reads::*;
+pub use routing::*;
+
+use crate::db::{Limits, Store};
+use crate::error::StoreError;
+use crate::util;
+use protocol::wire::{Outcome, WorkDisplay};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The longest route reason, display refusal or cancel reason, in bytes.
+pub const MAX_REASON_BYTES: usize = 2048;
+/// The longest lease.
+pub const MAX_LEASE_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// A page's default size when the caller says 0.
+pub const DEFAULT_PAGE: u32 = 100;
+/// The most payload bytes one `store.unrouted` page carries (at least one event).
+pub const MAX_UNROUTED_PAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Work states.
+pub mod state {
+    /// Has pending input; may start once its retry time passed.
+    pub const PENDING: &str = "pending";
+    /// Open, nothing to do.
+    pub const IDLE: &str = "idle";
+    /// An attempt holds the lease.
+    pub const RUNNING: &str = "running";
+    /// Parked on a Wait.
+    pub const WAITING: &str = "waiting";
+    /// Its Wait was woken: ready to resume the same attempt.
+    pub const WOKEN: &str = "woken";
+    /// Done; new input reopens it.
+    pub const COMPLETED: &str = "completed";
+    /// Failed for good.
+    pub const FAILED: &str = "failed";
+    /// Cancelled.
+    pub const CANCELLED: &str = "cancelled";
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared helpers (also used by `waits` and `timers`)
+// ---------------------------------------------------------------------------------------
+
+/// `field` within `max` bytes, naming the limit.
+pub(crate) fn check_text(field: &str, v: &str, max: usize, limit: &str) -> Result<(), StoreError> {
+    if v.len() > max {
+        return Err(StoreError::invalid(format!(
+            "{field} is {} bytes, over {limit} ({max})",
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A name or key: non-empty, within `max_key_bytes`.
+pub(crate) fn check_name(field: &str, v: &str, limits: &Limits) -> Result<(), StoreError> {
+    if v.is_empty() {
+        return Err(StoreError::invalid(format!("{field} is required")));
+    }
+    check_text(field, v, limits.max_key_bytes, "max_key_bytes")
+}
+
+/// An optional name: within `max_key_bytes`.
+pub(crate) fn check_opt_name(field: &str, v: &str, limits: &Limits) -> Result<(), StoreError> {
+    check_text(field, v, limits.max_key_bytes, "max_key_bytes")
+}
+
+/// A list of names: at most `max_batch`, each non-empty within `max_key_bytes`.
+pub(crate) fn check_list(field: &str, items: &[String], limits: &Limits) -> Result<(), StoreError> {
+    if items.len() > limits.max_batch {
+        return Err(StoreError::invalid(format!(
+            "{field} has {} entries, over max_batch ({})",
+            items.len(),
+            limits.max_batch
+        )));
+    }
+    for item in items {
+        check_name(&format!("{field} entry"), item, limits)?;
+    }
+    Ok(())
+}
+
+/// JSON text of a value, within `max_value_bytes`.
+pub(crate) fn json_text(field: &str, v: &Value, limits: &Limits) -> Result<String, StoreError> {
+    let text = serde_json::to_string(v)
+        .map_err(|e| StoreError::invalid(format!("{field} is not JSON: {e}")))?;
+    check_text(field, &text, limits.max_value_bytes, "max_value_bytes")?;
+    Ok(text)
+}
+
+/// JSON text of a list of strings.
+pub(crate) fn list_text(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+/// A stored JSON list of strings (an unreadable one reads as empty).
+pub(crate) fn parse_list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// A stored JSON value (absent or unreadable reads as null).
+pub(crate) fn parse_json(text: Option<String>) -> Value {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The page size: 0 is the default; over `max_page` is refused.
+pub(crate) fn page_limit(limit: u32, limits: &Limits) -> Result<i64, StoreError> {
+    let max = limits.max_page;
+    if limit as usize > max {
+        return Err(StoreError::invalid(format!(
+            "limit {limit} is over max_page ({max})"
+        )));
+    }
+    let n = if limit == 0 {
+        (DEFAULT_PAGE as usize).min(max)
+    } else {
+        limit as usize
+    };
+    Ok(n as i64)
+}
+
+/// A lease length in ms, within [`MAX_LEASE_TTL_MS`].
+fn lease_ttl(ttl: u64) -> Result<i64, StoreError> {
+    if ttl > MAX_LEASE_TTL_MS {
+        return Err(StoreError::invalid(format!(
+            "lease_ttl_ms {ttl} is over the maximum lease ({MAX_LEASE_TTL_MS} ms)"
+        )));
+    }
+    Ok(ttl as i64)
+}
+
+/// Bump a Work's version and `updated_at` (every write to a Work does).
+fn touch(conn: &Connection, work_id: &str, now: &str) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE works SET version = version + 1, updated_at = ?2 WHERE id = ?1",
+        params![work_id, now],
+    )?;
+    Ok(())
+}
+
+/// Set a Work's state (and bump it).
+pub(crate) fn set_work_state(
+    conn: &Connection,
+    work_id: &str,
+    to: &str,
+    now: &str,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE works SET state = ?2 WHERE id = ?1",
+        params![work_id, to],
+    )?;
+    touch(conn, work_id, now)
+}
+
+fn is_closed(state: &str) -> bool {
+    state == state::FAILED || state == state::CANCELLED
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows
+// ---------------------------------------------------------------------------------------
+
+/// A Work, as storaged's reads answer it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkRow {
+    /// The Work ID.
+    pub id: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its Work kind.
+    pub kind: String,
+    /// The binding it runs on.
+    pub binding: String,
+    /// Its state (see the module doc).
+    pub state: String,
+    /// Its display, when a source gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<WorkDisplay>,
+    /// Its context (set by the match that created it).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub context: Value,
+    /// The binding grants it opted into.
+    #[serde(default)]
+    pub grants: Vec<String>,
+    /// Its correlation keys (at most `max_page` of them).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// The current lease epoch.
+    pub lease_epoch: i64,
+    /// Failed attempts since the last success.
+    pub failures: i64,
+    /// Not to start before this.
+    #[serde(default)]
+    pub retry_at_ms: Option<i64>,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Last changed (RFC 3339).
+    pub updated_at: String,
+    /// Bumped by every write: the precondition of `expect_version`.
+    pub version: i64,
+}
+
+const WORK_COLS: &str = "id, scope_id, kind, binding, state, display, context, grants, \
+     lease_epoch, failures, retry_at_ms, created_at, updated_at, version";
+
+fn work_from_row(r: &Row<'_>) -> rusqlite::Result<WorkRow> {
+    let display: Option<String> = r.get(5)?;
+    let grants: String = r.get(7)?;
+    Ok(WorkRow {
+        id: r.get(0)?,
+        scope_id: r.get(1)?,
+        kind: r.get(2)?,
+        binding: r.get(3)?,
+        state: r.get(4)?,
+        display: display.and_then(|d| serde_json::from_str(&d).ok()),
+        context: parse_json(r.get(6)?),
+        grants: parse_list(&grants),
+        keys: Vec::new(),
+        lease_epoch: r.get(8)?,
+        failures: r.get(9)?,
+        retry_at_ms: r.get(10)?,
+        created_at: r.get(11)?,
+        updated_at: r.get(12)?,
+        version: r.get(13)?,
+    })
+}
+
+fn work_keys(conn: &Connection, work_id: &str, max: usize) -> Result<Vec<String>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY key LIMIT ?2")?;
+    let keys = stmt
+        .query_map(params![work_id, max as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(keys)
+}
+
+/// One Work with its keys, if it exists.
+pub(crate) fn load_work(
+    conn: &Connection,
+    id: &str,
+    limits: &Limits,
+) -> Result<Option<WorkRow>, StoreError> {
+    let work = conn
+        .query_row(
+            &format!("SELECT {WORK_COLS} FROM works WHERE id = ?1"),
+            [id],
+            work_from_row,
+        )
+        .optional()?;
+    match work {
+        Some(mut w) => {
+            w.keys = work_keys(conn, &w.id, limits.max_page)?;
+            Ok(Some(w))
+        }
+        None => Ok(None),
+    }
+}
+
+fn works_query(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+    limits: &Limits,
+) -> Result<Vec<WorkRow>, StoreError> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut works = stmt
+        .query_map(args, work_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for w in &mut works {
+        w.keys = work_keys(conn, &w.id, limits.max_page)?;
+    }
+    Ok(works)
+}
+
+/// An Execution (one attempt of a Work).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecutionRow {
+    /// The Execution ID.
+    pub id: String,
+    /// Its Work.
+    pub work_id: String,
+    /// The attempt number, from 1.
+    pub attempt: i64,
+    /// The executor that runs it.
+    pub executor: String,
+    /// The binding it runs on.
+    pub binding: String,
+    /// Its state (see the module doc).
+    pub state: String,
+    /// Who holds its lease.
+    pub lease_owner: String,
+    /// The lease epoch it runs under.
+    pub epoch: i64,
+    /// When its lease runs out (while running).
+    #[serde(default)]
+    pub lease_expires_ms: Option<i64>,
+    /// The last recovery metadata it persisted.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub recovery: Value,
+    /// Its result once settled.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub result: Value,
+    /// When a failed attempt's Work may retry.
+    #[serde(default)]
+    pub retry_at_ms: Option<i64>,
+    /// Started (RFC 3339).
+    pub started_at: String,
+    /// Settled (RFC 3339).
+    #[serde(default)]
+    pub settled_at: Option<String>,
+}
+
+const EXEC_COLS: &str = "id, work_id, attempt, executor, binding, state, lease_owner, \
+     lease_epoch, lease_expires_ms, recovery, result, retry_at_ms, started_at, settled_at";
+
+fn exec_from_row(r: &Row<'_>) -> rusqlite::Result<ExecutionRow> {
+    Ok(ExecutionRow {
+        id: r.get(0)?,
+        work_id: r.get(1)?,
+        attempt: r.get(2)?,
+        executor: r.get(3)?,
+        binding: r.get(4)?,
+        state: r.get(5)?,
+        lease_owner: r.get(6)?,
+        epoch: r.get(7)?,
+        lease_expires_ms: r.get(8)?,
+        recovery: parse_json(r.get(9)?),
+        result: parse_json(r.get(10)?),
+        retry_at_ms: r.get(11)?,
+        started_at: r.get(12)?,
+        settled_at: r.get(13)?,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The Store wrappers and dispatch
+// ---------------------------------------------------------------------------------------
+
+macro_rules! write_method {
+    ($name:ident, $req:ty, $resp:ty) => {
+        #[doc = concat!("`store.", stringify!($name), "` as one atomic write.")]
+        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
+            let limits = self.limits().clone();
+            self.write(move |c| $name(c, &limits, &req)).await
+        }
+    };
+}
+
+macro_rules! read_method {
+    ($name:ident, $req:ty, $resp:ty) => {
+        #[doc = concat!("`store.", stringify!($name), "` on a read connection.")]
+        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
+            let limits = self.limits().clone();
+            self.read(move |c| $name(c, &limits, &req)).await
+        }
+    };
+}
+pub(crate) use {read_method, write_method};
+
+impl Store {
+    write_method!(route_decide, RouteDecideRequest, RouteDecideResponse);
+    read_method!(unrouted, UnroutedRequest, UnroutedResponse);
+    read_method!(routing, RoutingRequest, RoutingResponse);
+    write_method!(attempt_start, AttemptStartRequest, AttemptStartResponse);
+    write_method!(lease_renew, LeaseRenewRequest, LeaseRenewResponse);
+    write_method!(lease_takeover, LeaseTakeoverRequest, LeaseTakeoverResponse);
+    write_method!(
+        recovery_persist,
+        RecoveryPersistRequest,
+        RecoveryPersistResponse
+    );
+    write_method!(attempt_settle, AttemptSettleRequest, AttemptSettleResponse);
+    read_method!(expired_leases, ExpiredLeasesRequest, ExpiredLeasesResponse);
+    read_method!(works_ready, WorksReadyRequest, WorksReadyResponse);
+    write_method!(work_cancel, WorkCancelRequest, WorkCancelResponse);
+    read_method!(work_get, WorkGetRequest, WorkGetResponse);
+    read_method!(works, WorksRequest, WorksResponse);
+    read_method!(executions, ExecutionsRequest, ExecutionsResponse);
+    read_method!(work_inputs, WorkInputsRequest, WorkInputsResponse);
+}
+
+crate::store_methods! {
+    "store.route_decide" => route_decide,
+    "store.unrouted" => unrouted,
+    "store.routing" => routing,
+    "store.attempt_start" => attempt_start,
+    "store.lease_renew" => lease_renew,
+    "store.lease_takeover" => lease_takeover,
+    "store.recovery_persist" => recovery_persist,
+    "store.attempt_settle" => attempt_settle,
+    "store.expired_leases" => expired_leases,
+    "store.works_ready" => works_ready,
+    "store.work_cancel" => work_cancel,
+    "store.work_get" => work_get,
+    "store.works" => works,
+    "store.executions" => executions,
+    "store.work_inputs" => work_inputs,
+}

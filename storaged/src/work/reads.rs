@@ -1,0 +1,361 @@
+//! `store.work_cancel` and the Work reads: `store.work_get`, `store.works`,
+//! `store.executions`, `store.work_inputs`.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// store.work_cancel
+// ---------------------------------------------------------------------------------------
+
+/// `store.work_cancel`: cancel a Work, fencing its running attempt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkCancelRequest {
+    /// The Work.
+    pub work_id: String,
+    /// Why (kept on the cancelled execution's result).
+    #[serde(default)]
+    pub reason: String,
+    /// The Work's version as read.
+    #[serde(default)]
+    pub expect_version: Option<i64>,
+}
+
+/// Result of `store.work_cancel`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkCancelResponse {
+    /// The execution that was running or waiting (to stop).
+    #[serde(default)]
+    pub execution_id: Option<String>,
+    /// The Work's epoch now (bumped: the attempt's writes are refused).
+    pub epoch: i64,
+    /// The active Wait it cancelled.
+    #[serde(default)]
+    pub wait_id: Option<String>,
+}
+
+/// Cancel a Work.
+pub fn work_cancel(
+    conn: &Connection,
+    limits: &Limits,
+    req: &WorkCancelRequest,
+) -> Result<WorkCancelResponse, StoreError> {
+    check_name("work_id", &req.work_id, limits)?;
+    check_text("reason", &req.reason, MAX_REASON_BYTES, "the reason limit")?;
+    let work: Option<(String, i64, i64)> = conn
+        .query_row(
+            "SELECT state, lease_epoch, version FROM works WHERE id = ?1",
+            [&req.work_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((st, epoch, version)) = work else {
+        return Err(StoreError::not_found(format!("no Work {}", req.work_id)));
+    };
+    if let Some(v) = req.expect_version {
+        if v != version {
+            return Err(StoreError::conflict(format!(
+                "Work {} is at version {version}, not {v}",
+                req.work_id
+            )));
+        }
+    }
+    if matches!(
+        st.as_str(),
+        state::COMPLETED | state::FAILED | state::CANCELLED
+    ) {
+        return Err(StoreError::conflict(format!(
+            "Work {} is already {st}",
+            req.work_id
+        )));
+    }
+    let now = util::now();
+    let execution_id: Option<String> = conn
+        .query_row(
+            "SELECT id FROM executions WHERE work_id = ?1 AND state IN ('running', 'waiting') \
+             ORDER BY attempt DESC LIMIT 1",
+            [&req.work_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = &execution_id {
+        let result = serde_json::json!({ "cancelled": req.reason }).to_string();
+        conn.execute(
+            "UPDATE executions SET state = 'cancelled', lease_expires_ms = NULL, \
+             settled_at = ?2, result = ?3 WHERE id = ?1",
+            params![id, now, result],
+        )?;
+    }
+    let wait_id = crate::waits::cancel_active_in(conn, &req.work_id, &now)?;
+    conn.execute(
+        "UPDATE work_inputs SET state = 'cancelled' \
+         WHERE work_id = ?1 AND state IN ('pending', 'taken')",
+        [&req.work_id],
+    )?;
+    let epoch = epoch + 1;
+    conn.execute(
+        "UPDATE works SET state = 'cancelled', lease_epoch = ?2, retry_at_ms = NULL WHERE id = ?1",
+        params![req.work_id, epoch],
+    )?;
+    touch(conn, &req.work_id, &now)?;
+    Ok(WorkCancelResponse {
+        execution_id,
+        epoch,
+        wait_id,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads: store.work_get, store.works, store.executions, store.work_inputs
+// ---------------------------------------------------------------------------------------
+
+/// `store.work_get`: one Work.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkGetRequest {
+    /// The Work ID.
+    pub id: String,
+}
+
+/// Result of `store.work_get`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkGetResponse {
+    /// The Work.
+    pub work: WorkRow,
+}
+
+/// One Work (`not_found` when absent).
+pub fn work_get(
+    conn: &Connection,
+    limits: &Limits,
+    req: &WorkGetRequest,
+) -> Result<WorkGetResponse, StoreError> {
+    check_name("id", &req.id, limits)?;
+    match load_work(conn, &req.id, limits)? {
+        Some(work) => Ok(WorkGetResponse { work }),
+        None => Err(StoreError::not_found(format!("no Work {}", req.id))),
+    }
+}
+
+/// `store.works`: a page of Works, by ID.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorksRequest {
+    /// Only this scope.
+    #[serde(default)]
+    pub scope_id: Option<String>,
+    /// Only this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Only this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only the Work this correlation key names.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The cursor (the previous page's `next`).
+    #[serde(default)]
+    pub after: String,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// Result of `store.works`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorksResponse {
+    /// The Works.
+    pub works: Vec<WorkRow>,
+    /// The next page's cursor; empty at the end.
+    pub next: String,
+}
+
+/// A page of Works.
+pub fn works(
+    conn: &Connection,
+    limits: &Limits,
+    req: &WorksRequest,
+) -> Result<WorksResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    check_opt_name("after", &req.after, limits)?;
+    let mut sql = format!("SELECT {WORK_COLS} FROM works WHERE id > ?1");
+    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&req.after];
+    for (col, v) in [
+        ("scope_id", &req.scope_id),
+        ("state", &req.state),
+        ("kind", &req.kind),
+    ] {
+        if let Some(v) = v {
+            check_opt_name(col, v, limits)?;
+            args.push(v);
+            sql.push_str(&format!(" AND {col} = ?{}", args.len()));
+        }
+    }
+    if let Some(k) = &req.key {
+        check_opt_name("key", k, limits)?;
+        args.push(k);
+        sql.push_str(&format!(
+            " AND id IN (SELECT work_id FROM work_keys WHERE key = ?{})",
+            args.len()
+        ));
+    }
+    args.push(&limit);
+    sql.push_str(&format!(" ORDER BY id LIMIT ?{}", args.len()));
+    let works = works_query(conn, &sql, &args, limits)?;
+    let next = if works.len() as i64 == limit {
+        works.last().map(|w| w.id.clone()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(WorksResponse { works, next })
+}
+
+/// `store.executions`: a page of executions (a Work's by attempt; otherwise by ID).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionsRequest {
+    /// Only this Work's.
+    #[serde(default)]
+    pub work_id: Option<String>,
+    /// Only this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The cursor (the previous page's `next`).
+    #[serde(default)]
+    pub after: String,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// Result of `store.executions`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecutionsResponse {
+    /// The executions.
+    pub executions: Vec<ExecutionRow>,
+    /// The next page's cursor; empty at the end.
+    pub next: String,
+}
+
+/// A page of executions.
+pub fn executions(
+    conn: &Connection,
+    limits: &Limits,
+    req: &ExecutionsRequest,
+) -> Result<ExecutionsResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    check_opt_name("after", &req.after, limits)?;
+    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    let mut sql = format!("SELECT {EXEC_COLS} FROM executions WHERE 1");
+    // A Work's executions page by attempt number (the cursor is the number).
+    let after_attempt: i64;
+    if let Some(w) = &req.work_id {
+        check_opt_name("work_id", w, limits)?;
+        after_attempt = if req.after.is_empty() {
+            0
+        } else {
+            req.after.parse().map_err(|_| {
+                StoreError::invalid("after must be an attempt number when work_id is given")
+            })?
+        };
+        args.push(w);
+        sql.push_str(&format!(" AND work_id = ?{}", args.len()));
+        args.push(&after_attempt);
+        sql.push_str(&format!(" AND attempt > ?{}", args.len()));
+    } else {
+        args.push(&req.after);
+        sql.push_str(&format!(" AND id > ?{}", args.len()));
+    }
+    if let Some(s) = &req.state {
+        check_opt_name("state", s, limits)?;
+        args.push(s);
+        sql.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    args.push(&limit);
+    let order = if req.work_id.is_some() {
+        "attempt"
+    } else {
+        "id"
+    };
+    sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
+    let mut stmt = conn.prepare(&sql)?;
+    let executions = stmt
+        .query_map(args.as_slice(), exec_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let next = match executions.last() {
+        Some(e) if executions.len() as i64 == limit => {
+            if req.work_id.is_some() {
+                e.attempt.to_string()
+            } else {
+                e.id.clone()
+            }
+        }
+        _ => String::new(),
+    };
+    Ok(ExecutionsResponse { executions, next })
+}
+
+/// `store.work_inputs`: a page of a Work's inputs, in sequence order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkInputsRequest {
+    /// The Work.
+    pub work_id: String,
+    /// Only this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Only inputs after this sequence.
+    #[serde(default)]
+    pub after: i64,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// One input of a Work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkInput {
+    /// The event's sequence.
+    pub seq: i64,
+    /// Its state.
+    pub state: String,
+    /// The execution that took it.
+    #[serde(default)]
+    pub attempt_id: Option<String>,
+}
+
+/// Result of `store.work_inputs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkInputsResponse {
+    /// The inputs.
+    pub inputs: Vec<WorkInput>,
+    /// The last sequence read (the next page's `after`), or `after`.
+    pub next: i64,
+}
+
+/// A page of a Work's inputs.
+pub fn work_inputs(
+    conn: &Connection,
+    limits: &Limits,
+    req: &WorkInputsRequest,
+) -> Result<WorkInputsResponse, StoreError> {
+    check_name("work_id", &req.work_id, limits)?;
+    let limit = page_limit(req.limit, limits)?;
+    let state = req.state.clone().unwrap_or_default();
+    check_opt_name("state", &state, limits)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, state, attempt_id FROM work_inputs WHERE work_id = ?1 AND seq > ?2 \
+         AND (?3 = '' OR state = ?3) ORDER BY seq LIMIT ?4",
+    )?;
+    let inputs = stmt
+        .query_map(params![req.work_id, req.after, state, limit], |r| {
+            Ok(WorkInput {
+                seq: r.get(0)?,
+                state: r.get(1)?,
+                attempt_id: r.get(2)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let next = inputs.last().map_or(req.after, |i| i.seq);
+    Ok(WorkInputsResponse { inputs, next })
+}

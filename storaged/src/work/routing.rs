@@ -1,0 +1,656 @@
+//! Routing decisions: `store.route_decide`, `store.unrouted`, `store.routing`.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// store.route_decide
+// ---------------------------------------------------------------------------------------
+
+/// Why one route decided as it did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRecordInput {
+    /// The route handler.
+    #[serde(default)]
+    pub handler: String,
+    /// The route's binding.
+    #[serde(default)]
+    pub binding: String,
+    /// Whether it matched.
+    pub matched: bool,
+    /// The handler's reason.
+    #[serde(default)]
+    pub reason: String,
+    /// The Work it named; the first matching record without one gets the routed Work.
+    #[serde(default)]
+    pub work_id: Option<String>,
+    /// Why its display was dropped before it reached the store.
+    #[serde(default)]
+    pub display_refused: Option<String>,
+}
+
+/// What the router decided for the event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RouteOutcome {
+    /// No route matched: the scope's unmatched disposition applies.
+    Unmatched {
+        /// The disposition (stored as `unmatched:<disposition>`; empty: `unmatched`).
+        #[serde(default)]
+        disposition: String,
+    },
+    /// Create a Work, unless one of its keys already names an open Work: then attach.
+    Create {
+        /// The Work kind.
+        kind: String,
+        /// The binding it runs on.
+        #[serde(default)]
+        binding: String,
+        /// Its correlation keys.
+        #[serde(default)]
+        keys: Vec<String>,
+        /// Its display (a `WorkDisplay`; dropped, never fatal, when it breaks a limit).
+        #[serde(default)]
+        display: Option<Value>,
+        /// Its context (only for a Work this creates).
+        #[serde(default)]
+        context: Option<Value>,
+        /// Its grants (only for a Work this creates).
+        #[serde(default)]
+        grants: Vec<String>,
+    },
+    /// Attach the event to a Work.
+    Attach {
+        /// The Work.
+        work_id: String,
+        /// A display replacing the Work's (dropped, never fatal, when it breaks a limit).
+        #[serde(default)]
+        display: Option<Value>,
+        /// Wake this active Wait of the Work with the event, in the same unit.
+        #[serde(default)]
+        wake: Option<String>,
+    },
+}
+
+/// `store.route_decide`: record a routing decision for one event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteDecideRequest {
+    /// The event's sequence.
+    pub seq: i64,
+    /// The event's scope (must be the one it was accepted into).
+    pub scope_id: String,
+    /// Why, one record per route asked, in order.
+    #[serde(default)]
+    pub records: Vec<RouteRecordInput>,
+    /// The decision.
+    pub outcome: RouteOutcome,
+}
+
+/// Result of `store.route_decide`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RouteDecideResponse {
+    /// The Work the event went to (none when unmatched).
+    #[serde(default)]
+    pub work_id: Option<String>,
+    /// Whether the Work was created by this decision.
+    pub created: bool,
+    /// The Work's state after the decision.
+    #[serde(default)]
+    pub work_state: Option<String>,
+    /// Why the outcome's display was dropped.
+    #[serde(default)]
+    pub display_refused: Option<String>,
+    /// The Wait this decision woke.
+    #[serde(default)]
+    pub woke: Option<String>,
+}
+
+fn check_display(v: &Value) -> Result<String, String> {
+    let display: WorkDisplay =
+        serde_json::from_value(v.clone()).map_err(|e| format!("not a display: {e}"))?;
+    display.validate().map_err(|e| e.to_string())?;
+    serde_json::to_string(&display).map_err(|e| e.to_string())
+}
+
+/// Record a routing decision (see [`RouteDecideRequest`]).
+pub fn route_decide(
+    conn: &Connection,
+    limits: &Limits,
+    req: &RouteDecideRequest,
+) -> Result<RouteDecideResponse, StoreError> {
+    // Bounds first.
+    check_name("scope_id", &req.scope_id, limits)?;
+    if req.records.len() > limits.max_batch {
+        return Err(StoreError::invalid(format!(
+            "records has {} entries, over max_batch ({})",
+            req.records.len(),
+            limits.max_batch
+        )));
+    }
+    for r in &req.records {
+        check_opt_name("records handler", &r.handler, limits)?;
+        check_opt_name("records binding", &r.binding, limits)?;
+        check_text(
+            "records reason",
+            &r.reason,
+            MAX_REASON_BYTES,
+            "the reason limit",
+        )?;
+        if let Some(w) = &r.work_id {
+            check_opt_name("records work_id", w, limits)?;
+        }
+        if let Some(d) = &r.display_refused {
+            check_text(
+                "records display_refused",
+                d,
+                MAX_REASON_BYTES,
+                "the reason limit",
+            )?;
+        }
+    }
+    let display_in = match &req.outcome {
+        RouteOutcome::Unmatched { disposition } => {
+            check_opt_name("disposition", disposition, limits)?;
+            None
+        }
+        RouteOutcome::Create {
+            kind,
+            binding,
+            keys,
+            display,
+            context,
+            grants,
+        } => {
+            check_name("kind", kind, limits)?;
+            check_opt_name("binding", binding, limits)?;
+            check_list("keys", keys, limits)?;
+            check_list("grants", grants, limits)?;
+            if let Some(c) = context {
+                json_text("context", c, limits)?;
+            }
+            display.as_ref()
+        }
+        RouteOutcome::Attach {
+            work_id,
+            display,
+            wake,
+        } => {
+            check_name("work_id", work_id, limits)?;
+            if let Some(w) = wake {
+                check_name("wake", w, limits)?;
+            }
+            display.as_ref()
+        }
+    };
+    if let Some(d) = display_in {
+        check_text(
+            "display",
+            &d.to_string(),
+            limits.max_value_bytes,
+            "max_value_bytes",
+        )?;
+    }
+
+    // Preconditions: the event exists, in this scope, not routed yet.
+    let scope: Option<String> = conn
+        .query_row(
+            "SELECT scope_id FROM events WHERE seq = ?1",
+            [req.seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(scope) = scope else {
+        return Err(StoreError::not_found(format!(
+            "no event with seq {}",
+            req.seq
+        )));
+    };
+    if scope != req.scope_id {
+        return Err(StoreError::invalid(format!(
+            "event {} is in scope {scope}, not {}",
+            req.seq, req.scope_id
+        )));
+    }
+    let routed: Option<String> = conn
+        .query_row(
+            "SELECT disposition FROM routed WHERE seq = ?1",
+            [req.seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(d) = routed {
+        return Err(StoreError::conflict(format!(
+            "event {} is already routed ({d})",
+            req.seq
+        )));
+    }
+
+    let now_ms = util::now_ms();
+    let now = util::rfc3339(now_ms);
+    let mut created = false;
+    let mut woke = None;
+    let target: Option<String>;
+    let disposition: String;
+
+    match &req.outcome {
+        RouteOutcome::Unmatched { disposition: d } => {
+            target = None;
+            disposition = if d.is_empty() {
+                "unmatched".into()
+            } else {
+                format!("unmatched:{d}")
+            };
+        }
+        RouteOutcome::Create {
+            kind,
+            binding,
+            keys,
+            context,
+            grants,
+            ..
+        } => {
+            // A key finds its Work: the first key naming an open Work wins.
+            let mut found: Option<String> = None;
+            for key in keys {
+                let named: Option<(String, String, String)> = conn
+                    .query_row(
+                        "SELECT w.id, w.state, w.scope_id FROM work_keys k \
+                         JOIN works w ON w.id = k.work_id WHERE k.key = ?1",
+                        [key],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()?;
+                if let Some((id, st, sc)) = named {
+                    if is_closed(&st) {
+                        continue;
+                    }
+                    if sc != req.scope_id {
+                        return Err(StoreError::invalid(format!(
+                            "key {key} names Work {id} of scope {sc}, not {}",
+                            req.scope_id
+                        )));
+                    }
+                    found = Some(id);
+                    break;
+                }
+            }
+            let id = match found {
+                Some(id) => id,
+                None => {
+                    let id = util::new_id("work");
+                    let context_text = match context {
+                        Some(c) if !c.is_null() => Some(json_text("context", c, limits)?),
+                        _ => None,
+                    };
+                    conn.execute(
+                        "INSERT INTO works (id, scope_id, kind, binding, state, context, grants, \
+                         created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                        params![
+                            id,
+                            req.scope_id,
+                            kind,
+                            binding,
+                            state::PENDING,
+                            context_text,
+                            list_text(grants),
+                            now
+                        ],
+                    )?;
+                    created = true;
+                    id
+                }
+            };
+            // Bind the keys: unbound ones and those of closed Work go to this Work.
+            for key in keys {
+                conn.execute(
+                    "INSERT INTO work_keys (key, work_id) VALUES (?1, ?2) \
+                     ON CONFLICT(key) DO UPDATE SET work_id = excluded.work_id \
+                     WHERE (SELECT state FROM works WHERE id = work_keys.work_id) \
+                           IN ('failed', 'cancelled')",
+                    params![key, id],
+                )?;
+            }
+            disposition = if created { "created" } else { "attached" }.into();
+            target = Some(id);
+        }
+        RouteOutcome::Attach { work_id, wake, .. } => {
+            let work: Option<(String, String)> = conn
+                .query_row(
+                    "SELECT state, scope_id FROM works WHERE id = ?1",
+                    [work_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((st, sc)) = work else {
+                return Err(StoreError::not_found(format!("no Work {work_id}")));
+            };
+            if sc != req.scope_id {
+                return Err(StoreError::invalid(format!(
+                    "Work {work_id} is in scope {sc}, not {}",
+                    req.scope_id
+                )));
+            }
+            if is_closed(&st) {
+                return Err(StoreError::conflict(format!(
+                    "Work {work_id} is {st}: nothing attaches to it"
+                )));
+            }
+            if let Some(wait_id) = wake {
+                let wait: Option<(String, String)> = conn
+                    .query_row(
+                        "SELECT work_id, state FROM waits WHERE id = ?1",
+                        [wait_id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                match wait {
+                    Some((w, s)) if w == *work_id && s == "active" => {}
+                    Some((w, s)) => {
+                        return Err(StoreError::conflict(format!(
+                        "Wait {wait_id} is {s} (of Work {w}), not an active Wait of Work {work_id}"
+                    )))
+                    }
+                    None => {
+                        return Err(StoreError::conflict(format!("no Wait {wait_id}")));
+                    }
+                }
+                woke = Some(wait_id.clone());
+            }
+            disposition = "attached".into();
+            target = Some(work_id.clone());
+        }
+    }
+
+    // The display: stored when valid, else refused and recorded (routing goes on).
+    let mut display_refused = None;
+    if let (Some(id), Some(d)) = (&target, display_in) {
+        match check_display(d) {
+            Ok(text) => {
+                conn.execute(
+                    "UPDATE works SET display = ?2 WHERE id = ?1",
+                    params![id, text],
+                )?;
+            }
+            Err(why) => display_refused = Some(why),
+        }
+    }
+
+    // The event becomes a pending input of the Work.
+    let mut work_state = None;
+    if let Some(id) = &target {
+        conn.execute(
+            "INSERT INTO work_inputs (work_id, seq, state) VALUES (?1, ?2, 'pending')",
+            params![id, req.seq],
+        )?;
+        let st: String =
+            conn.query_row("SELECT state FROM works WHERE id = ?1", [id], |r| r.get(0))?;
+        let mut next = match st.as_str() {
+            state::IDLE | state::COMPLETED => state::PENDING.to_string(),
+            _ => st,
+        };
+        if let Some(wait_id) = &woke {
+            crate::waits::wake_in(conn, wait_id, Some(req.seq), "woken", &now)?;
+            if next == state::WAITING {
+                next = state::WOKEN.into();
+            }
+        }
+        set_work_state(conn, id, &next, &now)?;
+        work_state = Some(next);
+    }
+
+    // Why: one record per route, in order.
+    let first_matched = req.records.iter().position(|r| r.matched);
+    let refusal_at = first_matched.or_else(|| req.records.len().checked_sub(1));
+    for (i, r) in req.records.iter().enumerate() {
+        let work_id = match (&r.work_id, Some(i) == first_matched) {
+            (Some(w), _) => Some(w.clone()),
+            (None, true) => target.clone(),
+            (None, false) => None,
+        };
+        let refused = match (&r.display_refused, Some(i) == refusal_at, &display_refused) {
+            (Some(a), true, Some(b)) => Some(format!("{a}; {b}")),
+            (None, true, Some(b)) => Some(b.clone()),
+            (a, _, _) => a.clone(),
+        };
+        conn.execute(
+            "INSERT INTO route_records (seq, idx, scope_id, handler, binding, matched, work_id, \
+             reason, display_refused, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                req.seq,
+                i as i64,
+                req.scope_id,
+                r.handler,
+                r.binding,
+                r.matched,
+                work_id,
+                r.reason,
+                refused,
+                now
+            ],
+        )?;
+    }
+    conn.execute(
+        "INSERT INTO routed (seq, disposition, routed_at) VALUES (?1, ?2, ?3)",
+        params![req.seq, disposition, now],
+    )?;
+    Ok(RouteDecideResponse {
+        work_id: target,
+        created,
+        work_state,
+        display_refused,
+        woke,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.unrouted
+// ---------------------------------------------------------------------------------------
+
+/// `store.unrouted`: accepted events not routed yet, in sequence order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnroutedRequest {
+    /// Only events after this sequence.
+    #[serde(default)]
+    pub after: i64,
+    /// At most this many (0: the default; at most `max_page`).
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// An event waiting for the router.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnroutedEvent {
+    /// Its sequence.
+    pub seq: i64,
+    /// Its ID.
+    pub id: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Its source.
+    pub source: String,
+    /// Its correlation keys.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Its payload.
+    #[serde(default)]
+    pub payload: Value,
+    /// Its parent's ID, for a derived event.
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    /// Its causal root.
+    pub root_id: String,
+    /// Its causal depth.
+    pub depth: i64,
+    /// When it was accepted (ms).
+    pub accepted_ms: i64,
+    /// Its payload schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Its delivery ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    /// When it happened at the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<String>,
+    /// When it was accepted (RFC 3339).
+    #[serde(default)]
+    pub accepted_at: String,
+    /// The execution that caused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
+}
+
+/// Result of `store.unrouted`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnroutedResponse {
+    /// The events.
+    pub events: Vec<UnroutedEvent>,
+    /// The cursor for the next page (the last sequence read, or `after`).
+    pub next: i64,
+}
+
+/// Accepted events not routed yet.
+pub fn unrouted(
+    conn: &Connection,
+    limits: &Limits,
+    req: &UnroutedRequest,
+) -> Result<UnroutedResponse, StoreError> {
+    let limit = page_limit(req.limit, limits)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.seq, e.id, e.scope_id, e.type, e.source, e.keys, e.payload, e.parent_id, \
+         e.root_id, e.depth, e.accepted_ms, e.schema, e.delivery_id, e.occurred_at, \
+         e.accepted_at, e.execution_id FROM events e \
+         WHERE e.seq > ?1 AND NOT EXISTS (SELECT 1 FROM routed r WHERE r.seq = e.seq) \
+         ORDER BY e.seq LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![req.after, limit])?;
+    let mut events = Vec::new();
+    let mut bytes = 0usize;
+    let mut next = req.after;
+    while let Some(r) = rows.next()? {
+        let payload: String = r.get(6)?;
+        if !events.is_empty() && bytes + payload.len() > MAX_UNROUTED_PAGE_BYTES {
+            break;
+        }
+        bytes += payload.len();
+        let keys: String = r.get(5)?;
+        let ev = UnroutedEvent {
+            seq: r.get(0)?,
+            id: r.get(1)?,
+            scope_id: r.get(2)?,
+            event_type: r.get(3)?,
+            source: r.get(4)?,
+            keys: parse_list(&keys),
+            payload: parse_json(Some(payload)),
+            parent_id: r.get(7)?,
+            root_id: r.get(8)?,
+            depth: r.get(9)?,
+            accepted_ms: r.get(10)?,
+            schema: r.get(11)?,
+            delivery_id: r.get(12)?,
+            occurred_at: r.get(13)?,
+            accepted_at: r.get(14)?,
+            execution_id: r.get(15)?,
+        };
+        next = ev.seq;
+        events.push(ev);
+    }
+    Ok(UnroutedResponse { events, next })
+}
+
+/// `store.routing`: why an event went where it went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingRequest {
+    /// The event's sequence.
+    pub seq: i64,
+}
+
+/// One route's verdict on an event, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    /// The route's index in its scope.
+    pub idx: i64,
+    /// The route handler.
+    pub handler: String,
+    /// The route's binding.
+    pub binding: String,
+    /// Whether it matched.
+    pub matched: bool,
+    /// The Work it went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_id: Option<String>,
+    /// The handler's reason.
+    pub reason: String,
+    /// Why its display was dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_refused: Option<String>,
+}
+
+/// Result of `store.routing`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoutingResponse {
+    /// The event's sequence.
+    pub seq: i64,
+    /// The decision (`routed`, `unmatched`, `unmatched:<disposition>`, …); none while
+    /// the event waits for the router.
+    #[serde(default)]
+    pub disposition: Option<String>,
+    /// When it was decided.
+    #[serde(default)]
+    pub routed_at: Option<String>,
+    /// Each route asked, in order.
+    pub records: Vec<RouteRecord>,
+}
+
+/// Why an event went where it went (`not_found` for an unknown sequence).
+pub fn routing(
+    conn: &Connection,
+    limits: &Limits,
+    req: &RoutingRequest,
+) -> Result<RoutingResponse, StoreError> {
+    let exists: Option<i64> = conn
+        .prepare_cached("SELECT seq FROM events WHERE seq = ?1")?
+        .query_row(params![req.seq], |r| r.get(0))
+        .optional()?;
+    if exists.is_none() {
+        return Err(StoreError::not_found(format!("no event {}", req.seq)));
+    }
+    let decided: Option<(String, String)> = conn
+        .prepare_cached("SELECT disposition, routed_at FROM routed WHERE seq = ?1")?
+        .query_row(params![req.seq], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT idx, handler, binding, matched, work_id, reason, display_refused \
+         FROM route_records WHERE seq = ?1 ORDER BY idx LIMIT ?2",
+    )?;
+    let limit = i64::try_from(limits.max_batch).unwrap_or(i64::MAX);
+    let records = stmt
+        .query_map(params![req.seq, limit], |r| {
+            Ok(RouteRecord {
+                idx: r.get(0)?,
+                handler: r.get(1)?,
+                binding: r.get(2)?,
+                matched: r.get::<_, i64>(3)? != 0,
+                work_id: r.get(4)?,
+                reason: r.get(5)?,
+                display_refused: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let (disposition, routed_at) = match decided {
+        Some((d, at)) => (Some(d), Some(at)),
+        None => (None, None),
+    };
+    Ok(RoutingResponse {
+        seq: req.seq,
+        disposition,
+        routed_at,
+        records,
+    })
+}
