@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,7 +47,10 @@ impl GitDaemon {
             .local_addr()
             .unwrap()
             .port();
+        // In a process group of its own: `git daemon` runs git-daemon as its child,
+        // and the whole group goes on drop.
         let child = Command::new("git")
+            .process_group(0)
             .args([
                 "daemon",
                 "--reuseaddr",
@@ -75,7 +79,12 @@ impl GitDaemon {
 
 impl Drop for GitDaemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = self.child.wait();
     }
 }
@@ -301,9 +310,19 @@ fn each_work_runs_in_its_own_worktree_and_resumes_in_it() {
         assert_eq!(lease["type"], "git");
         assert_eq!(lease["mode"], "work");
     }
-    // A second delivery to the first Work resumes in the same worktree.
+    // A second delivery to the Work of issue 1 resumes in the same worktree.
     send(&suite, "d-3", 1);
-    let ex = ended(&suite, a, 2);
+    let (a, fa, ex) = wait_for("a second run of one Work", HANG, || {
+        seen.iter().find_map(|(id, f)| {
+            let ex = executions(&suite, id);
+            let done = ex
+                .iter()
+                .filter(|e| e["state"] == "completed" || e["state"] == "failed")
+                .count();
+            (done >= 2).then(|| (id.clone(), f.clone(), ex))
+        })
+    });
+    let (a, fa) = (&a, &fa);
     assert_eq!(ex.len(), 2, "{ex:?}");
     assert_eq!(ex[1]["state"], "completed", "{ex:?}");
     let again = fields(&suite, &ex[1]);
@@ -328,9 +347,7 @@ fn each_work_runs_in_its_own_worktree_and_resumes_in_it() {
     let list = cli(&suite, &["resource", "list"]);
     assert_eq!(list.0, 0, "{list:?}");
     assert!(
-        list.1.contains(a.as_str())
-            && list.1.contains(b.as_str())
-            && list.1.contains("2 workspaces"),
+        seen.iter().all(|(id, _)| list.1.contains(id.as_str())) && list.1.contains("2 workspaces"),
         "{}",
         list.1
     );
