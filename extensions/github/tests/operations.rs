@@ -28,7 +28,10 @@ const HANG: Duration = Duration::from_secs(60);
 
 /// A stand-in GitHub: every request's method and path, answered 201 with a
 /// comment (or 200 with labels).
-fn github() -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
+/// What the stand-in saw: method, path and JSON body of each request.
+type Seen = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+fn github() -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
