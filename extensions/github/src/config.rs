@@ -215,13 +215,63 @@ fn normalize_path(path: &str) -> Result<String, String> {
 }
 
 /// Checks a `github` connection's config: `api_url`, when given, is an http or
-/// https URL.
+/// https URL; `app_id` and `installation_id` come together.
 pub fn check_connection_config(config: &Value) -> Result<(), String> {
     match config.get("api_url") {
-        None | Some(Value::Null) => Ok(()),
+        None | Some(Value::Null) => {}
         Some(Value::String(url)) => protocol::wire::check_display_url("api_url", url)
-            .map_err(|e| format!("`{url}`: {}", e.reason)),
-        Some(_) => Err("api_url must be a string".into()),
+            .map_err(|e| format!("`{url}`: {}", e.reason))?,
+        Some(_) => return Err("api_url must be a string".into()),
+    }
+    AppConfig::parse(config).map(|_| ())
+}
+
+/// A connection's GitHub App fields: `app_id` (or the App's client ID) and
+/// `installation_id`. Its secret `private_key` holds the App's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppConfig {
+    /// The App's ID (a number or the client ID, as text).
+    pub app_id: String,
+    /// The installation the connection acts as.
+    pub installation_id: u64,
+}
+
+impl AppConfig {
+    /// The App fields of a connection's config: `None` when it has neither.
+    pub fn parse(config: &Value) -> Result<Option<AppConfig>, String> {
+        let app_id = match config.get("app_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Some(n.to_string()),
+            Some(_) => return Err("app_id must be a number or a non-empty string".into()),
+        };
+        let installation_id = match config.get("installation_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .filter(|n| *n > 0)
+                    .ok_or("installation_id must be a positive integer")?,
+            ),
+            Some(Value::String(s)) => Some(
+                s.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("installation_id must be a positive integer")?,
+            ),
+            Some(_) => return Err("installation_id must be a positive integer".into()),
+        };
+        match (app_id, installation_id) {
+            (None, None) => Ok(None),
+            (Some(app_id), Some(installation_id)) => Ok(Some(AppConfig {
+                app_id,
+                installation_id,
+            })),
+            (Some(_), None) => {
+                Err("app_id needs installation_id (a GitHub App acts as one installation)".into())
+            }
+            (None, Some(_)) => Err("installation_id needs app_id".into()),
+        }
     }
 }
 

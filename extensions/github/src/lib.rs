@@ -10,12 +10,16 @@
 //!   (the payload projection of each family is in the crate's README).
 //! - [`route`] serves `route.match`: route filters, keys and the Work display.
 //!
-//! This release never calls GitHub's API: everything it knows arrives in
-//! webhook deliveries.
+//! - [`api`] is a client of GitHub's REST API (token or GitHub App auth,
+//!   pagination, conditional GETs, rate limits); [`app`] signs the App's JWT.
+//! - [`ops`] serves the toolbelt operations on `operation.call`.
 
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod app;
 pub mod config;
+pub mod ops;
 pub mod project;
 pub mod route;
 pub mod signature;
@@ -25,8 +29,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, RouteMatchParams, SecretResolveParams, ValidateParams, ValidateResult,
-    WebhookHandleParams,
+    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
+    ValidateParams, ValidateResult, WebhookHandleParams,
 };
 use protocol::RpcError;
 
@@ -38,6 +42,12 @@ pub const NAME: &str = "github";
 
 /// The secret of a connection that signs webhook deliveries.
 pub const WEBHOOK_SECRET: &str = "webhook_secret";
+
+/// The secret of a connection that authenticates API calls by token.
+pub const TOKEN: &str = "token";
+
+/// The secret of a connection that holds a GitHub App's private key (PEM).
+pub const PRIVATE_KEY: &str = "private_key";
 
 /// The five Event families, each fed by one GitHub webhook event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,6 +144,10 @@ struct Secrets {
 pub struct State {
     registry: Mutex<Arc<config::Registry>>,
     secrets: Mutex<Secrets>,
+    /// The connections of the last configure, by name.
+    connections: Mutex<HashMap<String, Connection>>,
+    /// API clients per (scope, connection), dropped by every configure.
+    clients: Mutex<HashMap<(String, String), api::Client>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,7 +165,83 @@ impl State {
         let mut secrets = lock(&self.secrets);
         secrets.generation += 1;
         secrets.values.clear();
+        lock(&self.clients).clear();
         *lock(&self.registry) = Arc::new(registry);
+    }
+
+    /// The API client of `connection` in `scope_id`: kept, or made from the
+    /// connection's config (`api_url`, `app_id`, `installation_id`) and its
+    /// secrets (`private_key` for an App, else `token`) resolved through the host.
+    pub async fn client(
+        &self,
+        host: &sdk::Host,
+        scope_id: &str,
+        connection: &str,
+    ) -> Result<api::Client, RpcError> {
+        let key = (scope_id.to_string(), connection.to_string());
+        if let Some(c) = lock(&self.clients).get(&key) {
+            return Ok(c.clone());
+        }
+        let generation = lock(&self.secrets).generation;
+        let conn = lock(&self.connections).get(connection).cloned();
+        let config = conn.as_ref().map(|c| c.config.clone()).unwrap_or_default();
+        if let Some(c) = &conn {
+            if c.connection_type != NAME {
+                return Err(RpcError::new(
+                    protocol::Code::Invalid,
+                    format!(
+                        "connection {connection} is of type {}, not {NAME}",
+                        c.connection_type
+                    ),
+                ));
+            }
+        }
+        let app = config::AppConfig::parse(&config).map_err(|e| {
+            RpcError::new(
+                protocol::Code::Invalid,
+                format!("connection {connection}: {e}"),
+            )
+        })?;
+        let name = if app.is_some() { PRIVATE_KEY } else { TOKEN };
+        let resolved = host
+            .secret_resolve(&SecretResolveParams {
+                scope_id: scope_id.to_string(),
+                connection: connection.to_string(),
+                names: vec![name.to_string()],
+            })
+            .await
+            .map_err(|e| {
+                RpcError::new(
+                    protocol::Code::Unavailable,
+                    format!("resolving {name} of connection {connection}: {e}"),
+                )
+            })?;
+        let secret = resolved
+            .values
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                RpcError::new(
+                    protocol::Code::Unauthorized,
+                    format!("connection {connection} has no {name}"),
+                )
+            })?;
+        let credentials = match app {
+            Some(app) => api::Credentials::App(Arc::new(
+                app::AppCredentials::new(&app.app_id, app.installation_id, secret)
+                    .map_err(|e| e.to_rpc())?,
+            )),
+            None => api::Credentials::Token(secret.clone()),
+        };
+        let api_url = config
+            .get("api_url")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or(api::DEFAULT_API_URL);
+        let client = api::Client::new(api_url, credentials).map_err(|e| e.to_rpc())?;
+        if lock(&self.secrets).generation == generation {
+            lock(&self.clients).insert(key, client.clone());
+        }
+        Ok(client)
     }
 
     /// Serves `configure`: parses the entries, registers their sources and
@@ -163,6 +253,11 @@ impl State {
         let registry = config::Registry::from_params(params)?;
         let result = registry.configure_result();
         if !params.dry_run {
+            *lock(&self.connections) = params
+                .connections
+                .iter()
+                .map(|c| (c.name.clone(), c.clone()))
+                .collect();
             self.replace(registry);
         }
         Ok(result)
@@ -282,7 +377,8 @@ pub fn validate(params: &ValidateParams) -> ValidateResult {
 pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
-    let webhook_state = state;
+    let webhook_state = state.clone();
+    let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |_ctx, params| {
             let state = configure_state.clone();
@@ -293,5 +389,9 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
             async move { Ok(state.webhook(&ctx.host, &params).await) }
         })
         .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
+        .on::<OperationCallParams, _, _>(move |ctx, params| {
+            let state = op_state.clone();
+            async move { ops::call(&state, &ctx.host, &params).await }
+        })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }
