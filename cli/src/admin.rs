@@ -164,6 +164,7 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
     let ext = call(bus, "ext.list", json!({})).unwrap_or(Value::Null);
     let sched = call(bus, "sched.status", json!({})).unwrap_or(Value::Null);
     let routes = call(bus, "ingress.routes", json!({})).unwrap_or(Value::Null);
+    let tunnel = call(bus, "store.tunnel_get", json!({})).unwrap_or(Value::Null)["tunnel"].clone();
     let mut counts = serde_json::Map::new();
     for state in [
         "pending",
@@ -198,11 +199,15 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
         print_json(
             &json!({"services": services, "extensions": ext["extensions"],
                            "router": sched["router"], "work": counts,
-                           "routes": routes["routes"], "down": down}),
+                           "routes": routes["routes"], "tunnel": tunnel, "down": down}),
         );
     } else {
         println!("daemons:");
-        for d in ["broker", "storaged", "extrunner", "schedulerd", "ingressd"] {
+        let mut daemons = vec!["broker", "storaged", "extrunner", "schedulerd", "ingressd"];
+        if !services["tunneld"].is_null() {
+            daemons.push("tunneld");
+        }
+        for d in daemons {
             let s = &services[d];
             if d == "broker" {
                 let status = last_status(bus, d)
@@ -254,6 +259,26 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
             }
         );
         println!("webhooks:");
+        if tunnel.is_object() {
+            let url = text(&tunnel, "url");
+            if url.is_empty() {
+                let reason = text(&tunnel, "reason");
+                println!(
+                    "  public URL: none (the {} tunnel is down{})",
+                    text(&tunnel, "provider"),
+                    if reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {reason}")
+                    }
+                );
+            } else {
+                println!(
+                    "  public URL: {url} (the {} tunnel)",
+                    text(&tunnel, "provider")
+                );
+            }
+        }
         for r in routes["routes"].as_array().into_iter().flatten() {
             println!("  {} ({})", text(r, "path"), text(r, "owner"));
         }

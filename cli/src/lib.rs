@@ -279,6 +279,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "shell" => return oc_shell::main(),
         "claude-code" => return oc_claude_code::main(),
         "git" => return oc_git::main(),
+        "ssh" => return oc_ssh::main(),
         other => {
             eprintln!(
                 "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",
@@ -358,6 +359,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 "extrunner" => extrunner::cli::main(named("open-conduit-extrunner")),
                 "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
                 "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
+                "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
                 other => {
                     eprintln!("open-conduit __daemon: no daemon named {other:?}");
                     2

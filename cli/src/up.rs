@@ -43,6 +43,17 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// The daemons, in start order.
 pub const DAEMONS: [&str; 5] = ["broker", "storaged", "extrunner", "schedulerd", "ingressd"];
 
+/// The tunnel daemon, started after the others when the configuration names a
+/// tunnel (`settings.webhooks.tunnel`).
+pub const TUNNELD: &str = "tunneld";
+
+/// Whether the configuration document names a tunnel.
+pub fn names_tunnel(config: &Value) -> bool {
+    config
+        .pointer("/settings/webhooks/tunnel")
+        .is_some_and(|t| !t.is_null())
+}
+
 /// The embedded demo configuration.
 pub fn demo_config() -> Value {
     json!({
@@ -122,6 +133,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("shell", oc_shell::MANIFEST),
         ("claude-code", oc_claude_code::MANIFEST),
         ("git", oc_git::MANIFEST),
+        ("ssh", oc_ssh::MANIFEST),
     ]
 }
 
@@ -364,7 +376,7 @@ impl Up {
 
     async fn stop_all(&mut self, signals: &mut daemon::Signals) {
         let mut forced = false;
-        for name in DAEMONS.iter().rev() {
+        for name in std::iter::once(&TUNNELD).chain(DAEMONS.iter().rev()) {
             let Some(mut r) = self.running.remove(name) else {
                 continue;
             };
@@ -627,6 +639,14 @@ async fn run(opts: UpOptions) -> Result<(), String> {
             return Err(e);
         }
     };
+    if names_tunnel(&config) {
+        if let Err(e) = up.start(TUNNELD).await {
+            up.stop_all(&mut signals).await;
+            up.tidy();
+            return Err(e);
+        }
+        say("open-conduit: the configuration names a tunnel: tunneld runs it (`open-conduit status` shows its public URL)");
+    }
     let demo = up.opts.config.is_none();
     say(&format!(
         "open-conduit: configuration {} applied (generation {})",

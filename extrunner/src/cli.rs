@@ -177,6 +177,47 @@ pub async fn follow_config(
     }
 }
 
+/// The tunnel's public URL as tunneld recorded it (`store.tunnel_get`): `None` when
+/// none is published.
+pub async fn current_tunnel_url(bus: &Bus) -> Result<Option<String>, String> {
+    let answer = bus
+        .call("store.tunnel_get", &serde_json::json!({}))
+        .await
+        .map_err(|e| format!("store.tunnel_get: {e}"))?;
+    Ok(answer
+        .pointer("/tunnel/url")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned))
+}
+
+/// Follow the tunnel's public URL: every package is configured with it in place of
+/// `settings.webhooks.public_url` (again, without a restart, on each change), woken by
+/// `tunnel.changed` (and every [`CONFIG_POLL`] regardless).
+pub async fn follow_tunnel(runner: Arc<Runner>, bus: Bus, changed: Arc<tokio::sync::Notify>) {
+    loop {
+        match current_tunnel_url(&bus).await {
+            Ok(url) => {
+                let shown = url.clone().unwrap_or_default();
+                let results = runner.set_public_url(url).await;
+                if !results.is_empty() {
+                    tracing::info!(public_url = %shown, "the tunnel's public URL changed: extensions configured again");
+                }
+                for (name, r) in results {
+                    if let Err(why) = r {
+                        tracing::error!(OC_EXTENSION = %name, %why, "the extension refused the configuration with the tunnel's URL");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot read the tunnel's URL now"),
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(CONFIG_POLL) => {}
+        }
+    }
+}
+
 /// Publish `ext.state {name, serial, state}` whenever a package's registrations change.
 pub fn publish_registrations(runner: &Runner, bus: &Bus) {
     for (name, mut rx) in runner.watch_registrations() {
@@ -239,7 +280,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let service = Service::new(runner.clone());
     let bus = Bus::start(
         BusOptions::service(&args.bus, "extrunner", &["ext"], Arc::new(service.clone()))
-            .with_topics(&[crate::service::CONFIG_TOPIC]),
+            .with_topics(&[crate::service::CONFIG_TOPIC, crate::tunnels::CHANGED_TOPIC]),
     );
     publish_registrations(&runner, &bus);
     let follower = tokio::spawn(follow_config(
@@ -247,6 +288,11 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         host_bus.clone(),
         service.config_changed(),
         applied,
+    ));
+    let tunnel_follower = tokio::spawn(follow_tunnel(
+        runner.clone(),
+        host_bus.clone(),
+        service.tunnel_changed(),
     ));
 
     // Every first handshake, then the registration on the bus.
@@ -268,6 +314,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
                     let _ = notifier.stopping();
                     tracing::info!("stopping before ready: stopping every extension");
                     follower.abort();
+                    tunnel_follower.abort();
                     runner.stop_all().await;
                     bus.close();
                     return Ok(());
@@ -313,6 +360,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let _ = notifier.status("stopping every extension");
     tracing::info!("stopping every extension");
     follower.abort();
+    tunnel_follower.abort();
     housekeeping.abort();
     runner.stop_all().await;
     bus.close();

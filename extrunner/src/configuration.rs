@@ -62,6 +62,8 @@ impl Registered {
 pub struct Configuration {
     manifest: Option<Manifest>,
     params: Mutex<ConfigureParams>,
+    /// The tunnel's public URL, which wins over the configuration's `public_url`.
+    tunnel_url: Mutex<Option<String>>,
     secret_refs: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     registered: watch::Sender<Registered>,
 }
@@ -79,6 +81,7 @@ impl Configuration {
         Configuration {
             manifest,
             params: Mutex::new(ConfigureParams::default()),
+            tunnel_url: Mutex::new(None),
             secret_refs: Mutex::new(BTreeMap::new()),
             registered: watch::channel(Registered::default()).0,
         }
@@ -91,9 +94,19 @@ impl Configuration {
         *lock(&self.secret_refs) = refs;
     }
 
-    /// What configure sends now (its `kv` is the caller's).
+    /// What configure sends now (its `kv` is the caller's): the tunnel's public URL,
+    /// when one is published, in place of the configuration's.
     pub fn params(&self) -> ConfigureParams {
-        lock(&self.params).clone()
+        let mut params = lock(&self.params).clone();
+        if let Some(url) = lock(&self.tunnel_url).as_ref() {
+            params.public_url = url.clone();
+        }
+        params
+    }
+
+    /// The tunnel's public URL (`None`: the configuration's `public_url` is sent).
+    pub fn set_tunnel_url(&self, url: Option<String>) {
+        *lock(&self.tunnel_url) = url;
     }
 
     /// The reference of secret `name` of connection `connection`.

@@ -33,6 +33,7 @@
 use std::sync::{Arc, RwLock};
 
 use crate::configuration::Configuration;
+use crate::tunnels::TunnelRuns;
 use crate::workspaces::Workspaces;
 use daemon::bus::Bus;
 use protocol::catalogue::{self, Direction, Surface};
@@ -144,6 +145,7 @@ pub struct ScopedHost {
     bus: Bus,
     configuration: Arc<Configuration>,
     workspaces: Option<Arc<Workspaces>>,
+    tunnels: Option<Arc<TunnelRuns>>,
 }
 
 impl ScopedHost {
@@ -154,7 +156,14 @@ impl ScopedHost {
             bus,
             configuration: Arc::new(Configuration::default()),
             workspaces: None,
+            tunnels: None,
         }
+    }
+
+    /// The same host, forwarding `tunnel.url` to tunneld for the runs in `tunnels`.
+    pub fn with_tunnels(mut self, tunnels: Arc<TunnelRuns>) -> ScopedHost {
+        self.tunnels = Some(tunnels);
+        self
     }
 
     /// The same host, serving `resource.*` and `provider.owner_status` through
@@ -193,7 +202,12 @@ impl Handler for ScopedHost {
         let bus = self.bus.clone();
         let configuration = self.configuration.clone();
         let workspaces = self.workspaces.clone();
+        let tunnels = self.tunnels.clone();
         Box::pin(async move {
+            if request.method == "tunnel.url" {
+                admit(&identity.manifest, &request.method)?;
+                return tunnel_url(&identity, &bus, tunnels.as_deref(), &request).await;
+            }
             serve(
                 &identity,
                 &bus,
@@ -204,6 +218,52 @@ impl Handler for ScopedHost {
             .await
         })
     }
+}
+
+/// The most bytes of a `tunnel.url` request forwarded.
+pub const MAX_TUNNEL_URL_REQUEST: usize = 4096;
+
+/// `tunnel.url`: forwarded to tunneld (`tunnel.url` on the bus) only when it quotes a
+/// run this package is running now; `conflict` otherwise (spec: Crash and reconnect).
+async fn tunnel_url(
+    identity: &Identity,
+    bus: &Bus,
+    tunnels: Option<&TunnelRuns>,
+    request: &Request,
+) -> Result<Reply, RpcError> {
+    if request.params.get().len() > MAX_TUNNEL_URL_REQUEST {
+        return Err(RpcError::new(
+            Code::Invalid,
+            format!("a tunnel.url request is at most {MAX_TUNNEL_URL_REQUEST} bytes"),
+        ));
+    }
+    let p: wire::TunnelUrlParams = request.params()?;
+    let Some(tunnels) = tunnels else {
+        return Err(RpcError::new(
+            Code::Unsupported,
+            "tunnel.url is not served by this host",
+        ));
+    };
+    if !tunnels.holds(&identity.name, &p.run_id) {
+        return Err(RpcError::new(
+            Code::Conflict,
+            format!(
+                "tunnel run {:?} is not one `{}` is running for the host",
+                p.run_id, identity.name
+            ),
+        ));
+    }
+    let answer = bus
+        .call(
+            "tunnel.url",
+            &json!({"run_id": p.run_id, "url": p.url, "provider_package": identity.name}),
+        )
+        .await
+        .map_err(|e| match e {
+            CallError::Rpc(err) => err,
+            other => RpcError::new(Code::Unavailable, format!("tunneld: {other}")),
+        })?;
+    protocol::reply(&answer)
 }
 
 /// Whether `identity` may call `method` at all: method-not-found for a method

@@ -9,7 +9,8 @@
 //! scoped host that checks every extension-to-host call against the identity
 //! bound at start before it reaches storaged ([`host`]), what each package is
 //! configured with and registered ([`configuration`]), and webhook and ingress
-//! acceptance ([`ingress`]).
+//! acceptance ([`ingress`]), and the tunnel runs held for tunneld
+//! ([`tunnels`]).
 
 pub mod cli;
 pub mod configuration;
@@ -21,4 +22,5 @@ pub mod offline;
 pub mod process;
 pub mod runner;
 pub mod service;
+pub mod tunnels;
 pub mod workspaces;

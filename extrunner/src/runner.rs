@@ -20,6 +20,7 @@ use crate::process::send_configure;
 use crate::process::{
     KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
 };
+use crate::tunnels::TunnelRuns;
 use crate::workspaces::Workspaces;
 use daemon::bus::Bus;
 use protocol::catalogue::{method as catalogue_method, Direction};
@@ -161,6 +162,7 @@ pub struct Runner {
     conflicts: Vec<Conflict>,
     stopping: AtomicBool,
     workspaces: Arc<Workspaces>,
+    tunnels: Arc<TunnelRuns>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -379,6 +381,7 @@ impl Runner {
         };
         let start = conflicts.is_empty();
         let workspaces = Workspaces::new(config.host_bus.clone());
+        let tunnels = Arc::new(TunnelRuns::default());
         let entries: Vec<Entry> = discovery
             .packages
             .into_iter()
@@ -405,7 +408,8 @@ impl Runner {
                 if let Some(bus) = &config.host_bus {
                     let host = ScopedHost::new(identity.clone(), bus.clone())
                         .with_configuration(configuration.clone())
-                        .with_workspaces(workspaces.clone());
+                        .with_workspaces(workspaces.clone())
+                        .with_tunnels(tunnels.clone());
                     options.handler = Arc::new(host);
                     options.kv_layouts = Some(Arc::new(BusKvLayouts::new(bus.clone())));
                 }
@@ -435,6 +439,7 @@ impl Runner {
             conflicts,
             stopping: AtomicBool::new(false),
             workspaces,
+            tunnels,
         }
     }
 
@@ -734,6 +739,65 @@ impl Runner {
         timeout: Duration,
         cancel: Option<CancelToken>,
     ) -> Result<Reply, RpcError> {
+        self.call_within(name, method, params, in_transaction, Some(timeout), cancel)
+            .await
+    }
+
+    /// The tunnel runs held open, and the tunnel's public URL.
+    pub fn tunnels(&self) -> &Arc<TunnelRuns> {
+        &self.tunnels
+    }
+
+    /// A call the catalogue marks long-lived (`tunnel.run`), held open without a
+    /// deadline until it is answered or `cancel` fires (see [`Runner::call`]). A
+    /// `tunnel.run` is recorded by its run ID while open, so the package's
+    /// `tunnel.url` quoting it is forwarded to tunneld ([`crate::tunnels`]).
+    pub async fn call_held<P: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        method: &str,
+        params: &P,
+        cancel: CancelToken,
+    ) -> Result<Reply, RpcError> {
+        if !protocol::catalogue::long_lived(method) {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!(
+                    "`{method}` is not a long-lived method: only {:?} are held open",
+                    protocol::catalogue::LONG_LIVED
+                ),
+            ));
+        }
+        let _open = if method == "tunnel.run" {
+            let run_id = serde_json::to_value(params)
+                .ok()
+                .and_then(|p| p.get("run_id").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default();
+            match self.tunnels.open(name, &run_id) {
+                Some(open) => Some(open),
+                None => {
+                    return Err(RpcError::new(
+                        Code::Conflict,
+                        format!("tunnel run {run_id:?} is empty, already open, or over the {} runs held at once", crate::tunnels::MAX_RUNS),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        self.call_within(name, method, params, false, None, Some(cancel))
+            .await
+    }
+
+    async fn call_within<P: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        method: &str,
+        params: &P,
+        in_transaction: bool,
+        timeout: Option<Duration>,
+        cancel: Option<CancelToken>,
+    ) -> Result<Reply, RpcError> {
         let Some(e) = self.entry(name) else {
             return Err(RpcError::new(
                 Code::NotFound,
@@ -815,24 +879,31 @@ impl Runner {
                         None => std::future::pending().await,
                     }
                 };
+                let limit = async {
+                    match timeout {
+                        Some(t) => tokio::time::sleep(t).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
-                    r = tokio::time::timeout(timeout, sup.wait_running()) => match r {
-                        Ok(Ok(peer)) => peer,
-                        Ok(Err(state)) => return Err(not_running(&state, None)),
-                        Err(_) => return Err(not_running(&sup.state(), Some(timeout))),
+                    r = sup.wait_running() => match r {
+                        Ok(peer) => peer,
+                        Err(state) => return Err(not_running(&state, None)),
                     },
+                    () = limit => return Err(not_running(&sup.state(), timeout)),
                     () = cancelled => return Err(RpcError::cancelled()),
                 }
             }
         };
         let opts = CallOptions {
-            timeout: Some(if in_transaction {
-                IN_TRANSACTION_DEADLINE
+            timeout: if in_transaction {
+                Some(IN_TRANSACTION_DEADLINE)
             } else {
-                timeout
-                    .saturating_sub(begun.elapsed())
-                    .max(Duration::from_millis(1))
-            }),
+                timeout.map(|t| {
+                    t.saturating_sub(begun.elapsed())
+                        .max(Duration::from_millis(1))
+                })
+            },
             cancel,
             in_transaction,
         };
@@ -936,7 +1007,6 @@ impl Runner {
     /// again, the reason it failed, if it did; a failed one keeps its earlier
     /// registration and gets the new configuration at its next start.
     pub async fn apply(&self, doc: &Config, generation: &str) -> Vec<(String, Result<(), String>)> {
-        let mut out = Vec::new();
         for e in &self.entries {
             configure_entry(
                 doc,
@@ -945,6 +1015,30 @@ impl Runner {
                 &e.configuration,
                 &e.identity,
             );
+        }
+        self.configure_running(generation).await
+    }
+
+    /// The tunnel's public URL changed (`None`: none published): every package is
+    /// configured with it in place of `settings.webhooks.public_url`, the running ones
+    /// again at once without a restart (spec: configure is sent again on every tunnel
+    /// URL change). Answers what [`Runner::apply`] does; nothing when it did not change.
+    pub async fn set_public_url(&self, url: Option<String>) -> Vec<(String, Result<(), String>)> {
+        if !self.tunnels.set_public_url(url) {
+            return Vec::new();
+        }
+        let url = self.tunnels.public_url();
+        let mut generation = String::new();
+        for e in &self.entries {
+            e.configuration.set_tunnel_url(url.clone());
+            generation = e.configuration.params().generation;
+        }
+        self.configure_running(&generation).await
+    }
+
+    async fn configure_running(&self, generation: &str) -> Vec<(String, Result<(), String>)> {
+        let mut out = Vec::new();
+        for e in &self.entries {
             let Some(peer) = e.supervisor().and_then(|s| s.peer()) else {
                 continue;
             };

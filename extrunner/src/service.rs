@@ -4,8 +4,10 @@
 //!   protocol version, refusal), the discovery reports and the conflicts;
 //! - `ext.inspect {name}`: one package in detail; `not_found` for an unknown name;
 //! - `ext.restart {name}`: stop and start again (a refused one is tried again);
-//! - `ext.call {name, method, params, in_transaction?}`: a host-to-extension call
-//!   on a running extension (see [`Runner::call`]);
+//! - `ext.call {name, method, params, in_transaction?, timeout_ms?, hold?}`: a
+//!   host-to-extension call on a running extension (see [`Runner::call`]); with
+//!   `hold`, a long-lived one (`tunnel.run`) held open without a deadline until it is
+//!   answered or the caller cancels ([`Runner::call_held`]);
 //! - `ext.webhook {name, request}`: a webhook request to the owning extension's
 //!   `webhook.handle`, its deliveries accepted durably before the answer
 //!   ([`Runner::webhook`]);
@@ -100,6 +102,11 @@ struct CallParams {
     /// `unavailable`.
     #[serde(default)]
     timeout_ms: Option<u64>,
+    /// Hold the call open without a deadline, until answered or cancelled: only for
+    /// the methods the catalogue marks long-lived (`tunnel.run`), and without
+    /// `timeout_ms` or `in_transaction`.
+    #[serde(default)]
+    hold: bool,
 }
 
 /// How long `ext.call` waits for an answer unless told otherwise.
@@ -112,6 +119,7 @@ pub const CALL_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs
 pub struct Service {
     runner: Arc<Runner>,
     config_changed: Arc<tokio::sync::Notify>,
+    tunnel_changed: Arc<tokio::sync::Notify>,
     ready: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -121,6 +129,7 @@ impl Service {
         Service {
             runner,
             config_changed: Arc::new(tokio::sync::Notify::new()),
+            tunnel_changed: Arc::new(tokio::sync::Notify::new()),
             ready: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
@@ -128,6 +137,11 @@ impl Service {
     /// Woken on every `config.applied` notification.
     pub fn config_changed(&self) -> Arc<tokio::sync::Notify> {
         self.config_changed.clone()
+    }
+
+    /// Woken on every `tunnel.changed` notification.
+    pub fn tunnel_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.tunnel_changed.clone()
     }
 
     /// Say that every first handshake is done (`ext.registrations` is complete).
@@ -316,6 +330,17 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
             if let Some(answer) = gate(&runner, &p.name, &p.method, &params) {
                 return reply(&answer);
             }
+            if p.hold {
+                if p.timeout_ms.is_some() || p.in_transaction {
+                    return Err(RpcError::new(
+                        Code::Invalid,
+                        "a held call has no timeout_ms and is not in a transaction",
+                    ));
+                }
+                return runner
+                    .call_held(&p.name, &p.method, &params, request.cancel.clone())
+                    .await;
+            }
             let timeout = match p.timeout_ms {
                 None => CALL_TIMEOUT_DEFAULT,
                 Some(ms) if std::time::Duration::from_millis(ms) <= CALL_TIMEOUT_MAX => {
@@ -355,6 +380,8 @@ impl Handler for Service {
     fn notify(&self, _peer: &protocol::Peer, method: &str, _params: Value) {
         if method == CONFIG_TOPIC {
             self.config_changed.notify_one();
+        } else if method == crate::tunnels::CHANGED_TOPIC {
+            self.tunnel_changed.notify_one();
         }
     }
 }

@@ -492,6 +492,16 @@ pub static METHODS: &[Method] = &[
     m("setup.exec", E2H, Surface::Setup, "GH SL TR"),
 ];
 
+/// The host-to-extension methods whose call is held open for as long as the host
+/// wants it (`tunnel.run`, answered once the tunnel has stopped): the host calls them
+/// without a deadline and ends them by cancelling.
+pub const LONG_LIVED: &[&str] = &["tunnel.run"];
+
+/// Whether a call of `name` is held open without a deadline ([`LONG_LIVED`]).
+pub fn long_lived(name: &str) -> bool {
+    LONG_LIVED.contains(&name)
+}
+
 /// The method named `name`.
 pub fn method(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|m| m.name == name)

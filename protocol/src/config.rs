@@ -66,9 +66,82 @@ pub struct WebhookSettings {
     /// The public URL webhooks arrive at (sent to extensions in `configure`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub public_url: String,
+    /// The tunnel that exposes the webhook listener (tunneld runs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelSettings>,
     /// Fields this release does not read.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// `settings.webhooks.tunnel`: the provider type and its config, which is the
+/// provider package's own (the host never reads it; `validate` kind `tunnel` checks it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TunnelSettings {
+    /// The tunnel type, a type a package declares in `provides.tunnels`.
+    #[serde(default)]
+    pub provider: String,
+    /// The provider's config as the operator wrote it (`{}` when none).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+}
+
+impl TunnelSettings {
+    /// The config `tunnel.run` carries: as written, `{}` when none.
+    pub fn run_config(&self) -> Value {
+        if self.config.is_null() {
+            Value::Object(Default::default())
+        } else {
+            self.config.clone()
+        }
+    }
+}
+
+/// The longest public URL taken (the operator's or a tunnel's).
+pub const MAX_PUBLIC_URL_BYTES: usize = 2048;
+
+/// Whether `url` could be the operator's `public_url`: `http://` or `https://`, a host,
+/// no credentials (no `@` before the path), no whitespace or control characters, at most
+/// [`MAX_PUBLIC_URL_BYTES`]. The reason when it is not.
+pub fn check_public_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_PUBLIC_URL_BYTES {
+        return Err(format!(
+            "a public URL of {} bytes is over the {MAX_PUBLIC_URL_BYTES}-byte limit",
+            url.len()
+        ));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a public URL has no whitespace or control characters".into());
+    }
+    let lower = url.to_ascii_lowercase();
+    let rest = if let Some(r) = lower.strip_prefix("https://") {
+        r
+    } else if let Some(r) = lower.strip_prefix("http://") {
+        r
+    } else {
+        return Err(format!("{url:?} is not an http:// or https:// URL"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("a public URL carries no credentials (user@ or user:password@)".into());
+    }
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?} has no host"));
+    }
+    if let Some((_, port)) = authority
+        .rsplit_once(':')
+        .filter(|_| !authority.ends_with(']'))
+    {
+        if !port.is_empty() && port.parse::<u16>().is_err() {
+            return Err(format!("{url:?} has a bad port {port:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// A connection.
@@ -235,6 +308,11 @@ impl Config {
         check(doc, "", TOP);
         check(&doc["settings"], "/settings", SETTINGS);
         check(&doc["settings"]["webhooks"], "/settings/webhooks", WEBHOOKS);
+        check(
+            &doc["settings"]["webhooks"]["tunnel"],
+            "/settings/webhooks/tunnel",
+            &["provider", "config"],
+        );
         for (i, c) in items(&doc["connections"]).iter().enumerate() {
             check(c, &format!("/connections/{i}"), CONNECTION);
         }
@@ -258,6 +336,29 @@ impl Config {
     pub fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         let mut problem = |pointer: String, message: String| out.push(Problem { pointer, message });
+        let w = &self.settings.webhooks;
+        if !w.public_url.is_empty() {
+            if let Err(e) = check_public_url(&w.public_url) {
+                problem("/settings/webhooks/public_url".into(), e);
+            }
+        }
+        if let Some(t) = &w.tunnel {
+            if !is_name(&t.provider) {
+                problem(
+                    "/settings/webhooks/tunnel/provider".into(),
+                    format!(
+                        "{:?} is not a tunnel type (a package's provides.tunnels[].type)",
+                        t.provider
+                    ),
+                );
+            }
+            if !(t.config.is_null() || t.config.is_object()) {
+                problem(
+                    "/settings/webhooks/tunnel/config".into(),
+                    "a tunnel config is an object".into(),
+                );
+            }
+        }
         let mut connections = BTreeSet::new();
         for (i, c) in self.connections.iter().enumerate() {
             let at = format!("/connections/{i}");
@@ -618,5 +719,61 @@ mod tests {
         assert!(e.contains("not set"), "{e}");
         assert!(resolve_secret_ref("file:relative").is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn public_urls_are_http_with_a_host_and_no_credentials() {
+        for ok in [
+            "https://hooks.example.com",
+            "http://127.0.0.1:8080/x",
+            "https://[::1]:443/p?q",
+            "HTTPS://Example.COM",
+        ] {
+            assert!(check_public_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ftp://x.example",
+            "https://",
+            "https://user:pw@x.example",
+            "https://token@x.example/p",
+            "https://x.example:99999",
+            "https://x.example/a b",
+            "x.example",
+            "",
+        ] {
+            assert!(check_public_url(bad).is_err(), "{bad}");
+        }
+        assert!(check_public_url(&format!("https://x.example/{}", "a".repeat(3000))).is_err());
+    }
+
+    #[test]
+    fn the_tunnel_setting_is_parsed_and_checked() {
+        let doc = serde_json::json!({"settings": {"webhooks": {"tunnel": {
+            "provider": "ssh", "config": {"host": "h", "url": "https://x.example"}}}}});
+        let c = Config::parse(&doc).unwrap();
+        let t = c.settings.webhooks.tunnel.clone().unwrap();
+        assert_eq!(t.provider, "ssh");
+        assert_eq!(t.run_config()["host"], "h");
+        assert!(Config::unknown_fields(&doc).is_empty());
+        let none = TunnelSettings {
+            provider: "ssh".into(),
+            config: Value::Null,
+        };
+        assert_eq!(none.run_config(), serde_json::json!({}));
+        let bad = serde_json::json!({"settings": {"webhooks": {
+            "public_url": "https://u:p@x.example",
+            "tunnel": {"provider": "", "config": [], "extra": 1}}}});
+        let problems = Config::parse(&bad).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(
+            pointers,
+            [
+                "/settings/webhooks/public_url",
+                "/settings/webhooks/tunnel/provider",
+                "/settings/webhooks/tunnel/config"
+            ]
+        );
+        let unknown = Config::unknown_fields(&bad);
+        assert_eq!(unknown[0].pointer, "/settings/webhooks/tunnel/extra");
     }
 }

@@ -777,3 +777,59 @@ async fn dispatch_decodes_serves_and_refuses() {
     assert!(out["version"].as_str().unwrap().starts_with("sha256:"));
     f.close();
 }
+
+#[tokio::test]
+async fn the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach() {
+    use storaged::kv::{TunnelGetRequest, TunnelRecord};
+    let f = Fixture::new("tunnel", Limits::default());
+    let s = &f.store;
+    assert!(s
+        .tunnel_get(TunnelGetRequest {})
+        .await
+        .unwrap()
+        .tunnel
+        .is_none());
+    s.tunnel_set(TunnelRecord {
+        url: "https://hooks.example.com".into(),
+        run_id: "run_1".into(),
+        provider: "ssh".into(),
+        ..TunnelRecord::default()
+    })
+    .await
+    .unwrap();
+    let got = s
+        .tunnel_get(TunnelGetRequest {})
+        .await
+        .unwrap()
+        .tunnel
+        .unwrap();
+    assert_eq!(got.url, "https://hooks.example.com");
+    assert_eq!(got.run_id, "run_1");
+    assert!(!got.updated_at.is_empty());
+    // A credential-bearing URL is refused; cleared is fine.
+    let e = s
+        .tunnel_set(TunnelRecord {
+            url: "https://u:p@x.example".into(),
+            ..TunnelRecord::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+    s.tunnel_set(TunnelRecord {
+        reason: "the run ended".into(),
+        ..TunnelRecord::default()
+    })
+    .await
+    .unwrap();
+    let got = s
+        .tunnel_get(TunnelGetRequest {})
+        .await
+        .unwrap()
+        .tunnel
+        .unwrap();
+    assert_eq!(
+        (got.url.as_str(), got.reason.as_str()),
+        ("", "the run ended")
+    );
+    f.close();
+}

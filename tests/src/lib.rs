@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub mod agent;
+pub mod badtunnel;
 pub mod feed;
 pub mod messages;
 pub mod pause;
@@ -44,6 +45,9 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "extrunner" => extrunner::cli::main(named("open-conduit-extrunner")),
         "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
+        "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
+        "ext-ssh" => oc_ssh::main(),
+        "ext-badtunnel" => badtunnel::main_entry(),
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),
         "ext-agent" => agent::main_entry(),
@@ -101,6 +105,9 @@ pub enum Daemon {
     Schedulerd,
     /// `open-conduit-ingressd`.
     Ingressd,
+    /// `open-conduit-tunneld` (not in [`Daemon::ALL`]: started when a test runs a
+    /// tunnel).
+    Tunneld,
 }
 
 impl Daemon {
@@ -112,6 +119,7 @@ impl Daemon {
             Daemon::Extrunner => "extrunner",
             Daemon::Schedulerd => "schedulerd",
             Daemon::Ingressd => "ingressd",
+            Daemon::Tunneld => "tunneld",
         }
     }
 
@@ -393,7 +401,7 @@ impl Suite {
             Daemon::Storaged => {
                 cmd.args(["--state", &state, "--bus", &bus, "--log", log_to]);
             }
-            Daemon::Schedulerd => {
+            Daemon::Schedulerd | Daemon::Tunneld => {
                 cmd.args(["--bus", &bus, "--log", log_to]);
             }
             Daemon::Extrunner => {
@@ -582,6 +590,7 @@ impl Suite {
 
 impl Drop for Suite {
     fn drop(&mut self) {
+        self.stop(Daemon::Tunneld);
         for d in Daemon::ALL.iter().rev() {
             self.stop(*d);
         }

@@ -1,0 +1,341 @@
+//! The ssh tunnel's config (`settings.webhooks.tunnel.config`), checked with a JSON
+//! pointer for each problem.
+
+use protocol::wire::{validate_kind, Diagnostic, ValidateParams, ValidateResult};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// The longest host, user or path taken.
+pub const MAX_TEXT: usize = 1024;
+/// The longest keep-alive interval.
+pub const MAX_ALIVE_S: u64 = 3600;
+
+/// A checked config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The SSH server.
+    pub host: String,
+    /// The login.
+    pub user: String,
+    /// The server's SSH port.
+    pub port: u16,
+    /// The forwarded port on the server.
+    pub remote_port: u16,
+    /// The address the server binds it to (empty: its default).
+    pub remote_bind: String,
+    /// The public URL, templated.
+    pub url: String,
+    /// The private key.
+    pub identity_file: Option<PathBuf>,
+    /// The known_hosts file.
+    pub known_hosts: Option<PathBuf>,
+    /// `yes`, `accept-new` or `no`.
+    pub strict_host_key_checking: String,
+    /// Keep-alive interval.
+    pub server_alive_interval_s: u64,
+    /// The ssh program.
+    pub ssh: String,
+}
+
+/// One problem: the pointer into the config and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// JSON pointer.
+    pub path: String,
+    /// Message.
+    pub message: String,
+}
+
+const FIELDS: &[&str] = &[
+    "host",
+    "user",
+    "port",
+    "remote_port",
+    "remote_bind",
+    "url",
+    "identity_file",
+    "known_hosts",
+    "strict_host_key_checking",
+    "server_alive_interval_s",
+    "ssh",
+];
+
+fn safe_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_TEXT
+        && !s.starts_with('-')
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']')
+        })
+}
+
+impl Config {
+    /// Parse and check `v`: every problem, each with its pointer.
+    pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let mut bad = |path: &str, message: String| {
+            problems.push(Problem {
+                path: path.to_owned(),
+                message,
+            })
+        };
+        let Some(obj) = v.as_object() else {
+            return Err(vec![Problem {
+                path: String::new(),
+                message: "the ssh tunnel config is an object".into(),
+            }]);
+        };
+        for k in obj.keys() {
+            if !FIELDS.contains(&k.as_str()) {
+                bad(&format!("/{k}"), format!("unknown field {k:?}"));
+            }
+        }
+        let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_owned);
+        let host = text("host").unwrap_or_default();
+        if !safe_word(&host) {
+            bad("/host", "host is required: a host name or address".into());
+        }
+        let user = text("user").unwrap_or_default();
+        if !safe_word(&user) || user.contains(':') {
+            bad("/user", "user is required: a login name".into());
+        }
+        let port_of =
+            |k: &str, default: Option<u16>, bad: &mut dyn FnMut(&str, String)| match obj.get(k) {
+                None if default.is_some() => default.unwrap_or_default(),
+                None => {
+                    bad(
+                        &format!("/{k}"),
+                        format!("{k} is required: a port, 1 to 65535"),
+                    );
+                    0
+                }
+                Some(v) => match v.as_u64().and_then(|p| u16::try_from(p).ok()) {
+                    Some(p) if p > 0 => p,
+                    _ => {
+                        bad(&format!("/{k}"), format!("{k} is a port, 1 to 65535"));
+                        0
+                    }
+                },
+            };
+        let port = port_of("port", Some(22), &mut bad);
+        let remote_port = port_of("remote_port", None, &mut bad);
+        let remote_bind = text("remote_bind").unwrap_or_default();
+        if obj.contains_key("remote_bind") && !safe_word(&remote_bind) {
+            bad("/remote_bind", "remote_bind is an address".into());
+        }
+        let url = text("url").unwrap_or_default();
+        let expanded = expand(&url, &host, remote_port);
+        if url.is_empty() {
+            bad(
+                "/url",
+                "url is required: the public URL, such as https://hooks.example.com".into(),
+            );
+        } else if let Err(e) = protocol::config::check_public_url(&expanded) {
+            bad("/url", e);
+        }
+        let path_of = |k: &str, bad: &mut dyn FnMut(&str, String)| match obj.get(k) {
+            None => None,
+            Some(Value::String(s)) if s.starts_with('/') && s.len() <= MAX_TEXT => {
+                Some(PathBuf::from(s))
+            }
+            Some(_) => {
+                bad(&format!("/{k}"), format!("{k} is an absolute path"));
+                None
+            }
+        };
+        let identity_file = path_of("identity_file", &mut bad);
+        let known_hosts = path_of("known_hosts", &mut bad);
+        let strict = text("strict_host_key_checking").unwrap_or_else(|| "yes".into());
+        if !matches!(strict.as_str(), "yes" | "accept-new" | "no") {
+            bad(
+                "/strict_host_key_checking",
+                "strict_host_key_checking is yes, accept-new or no".into(),
+            );
+        }
+        let alive = match obj.get("server_alive_interval_s") {
+            None => 15,
+            Some(v) => match v.as_u64() {
+                Some(s) if (1..=MAX_ALIVE_S).contains(&s) => s,
+                _ => {
+                    bad(
+                        "/server_alive_interval_s",
+                        format!("server_alive_interval_s is 1 to {MAX_ALIVE_S} seconds"),
+                    );
+                    15
+                }
+            },
+        };
+        let ssh = text("ssh").unwrap_or_else(|| "ssh".into());
+        if ssh.is_empty() || ssh.len() > MAX_TEXT || ssh.starts_with('-') {
+            bad("/ssh", "ssh is a program name or path".into());
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Config {
+            host,
+            user,
+            port,
+            remote_port,
+            remote_bind,
+            url: expanded,
+            identity_file,
+            known_hosts,
+            strict_host_key_checking: strict,
+            server_alive_interval_s: alive,
+            ssh,
+        })
+    }
+
+    /// The `-R` spec forwarding to `addr`.
+    pub fn forward(&self, addr: &str) -> String {
+        if self.remote_bind.is_empty() {
+            format!("{}:{addr}", self.remote_port)
+        } else {
+            format!("{}:{}:{addr}", self.remote_bind, self.remote_port)
+        }
+    }
+
+    /// ssh's arguments, forwarding to `addr`.
+    pub fn args(&self, addr: &str) -> Vec<String> {
+        let mut a: Vec<String> = vec!["-v".into(), "-N".into(), "-R".into(), self.forward(addr)];
+        let opt = |a: &mut Vec<String>, o: String| {
+            a.push("-o".into());
+            a.push(o);
+        };
+        opt(&mut a, "ExitOnForwardFailure=yes".into());
+        opt(&mut a, "BatchMode=yes".into());
+        opt(
+            &mut a,
+            format!("ServerAliveInterval={}", self.server_alive_interval_s),
+        );
+        opt(&mut a, "ServerAliveCountMax=3".into());
+        opt(
+            &mut a,
+            format!("StrictHostKeyChecking={}", self.strict_host_key_checking),
+        );
+        opt(&mut a, "ConnectTimeout=30".into());
+        if let Some(k) = &self.known_hosts {
+            opt(&mut a, format!("UserKnownHostsFile={}", k.display()));
+        }
+        if let Some(k) = &self.identity_file {
+            a.push("-i".into());
+            a.push(k.display().to_string());
+            opt(&mut a, "IdentitiesOnly=yes".into());
+        }
+        a.push("-p".into());
+        a.push(self.port.to_string());
+        a.push(format!("{}@{}", self.user, self.host));
+        a
+    }
+}
+
+/// The URL template with `{host}` and `{remote_port}` replaced.
+pub fn expand(url: &str, host: &str, remote_port: u16) -> String {
+    url.replace("{host}", host)
+        .replace("{remote_port}", &remote_port.to_string())
+}
+
+/// `validate`: kind `tunnel` of type `ssh` checks the config; anything else is valid.
+pub fn validate(p: &ValidateParams) -> ValidateResult {
+    let mut result = ValidateResult::default();
+    if p.kind != validate_kind::TUNNEL || p.type_name != crate::TUNNEL_TYPE {
+        return result;
+    }
+    match Config::parse(&p.config) {
+        Ok(c) => result.describe.push(format!(
+            "forwards {}:{} on {}@{}:{} to the webhook listener; public URL {}",
+            if c.remote_bind.is_empty() {
+                "*"
+            } else {
+                &c.remote_bind
+            },
+            c.remote_port,
+            c.user,
+            c.host,
+            c.port,
+            c.url
+        )),
+        Err(problems) => {
+            for pr in problems {
+                result.diagnostics.push(Diagnostic {
+                    code: "invalid_config".into(),
+                    message: pr.message,
+                    path: pr.path,
+                });
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_config_becomes_ssh_arguments() {
+        let c = Config::parse(&json!({
+            "host": "tunnel.example.com", "user": "hooks", "remote_port": 9000,
+            "url": "https://{host}:{remote_port}", "identity_file": "/k/id",
+            "known_hosts": "/k/kh"
+        }))
+        .unwrap();
+        assert_eq!(c.url, "https://tunnel.example.com:9000");
+        let args = c.args("127.0.0.1:8080").join(" ");
+        assert!(
+            args.starts_with("-v -N -R 9000:127.0.0.1:8080 -o ExitOnForwardFailure=yes"),
+            "{args}"
+        );
+        for part in [
+            "BatchMode=yes",
+            "ServerAliveInterval=15",
+            "StrictHostKeyChecking=yes",
+            "UserKnownHostsFile=/k/kh",
+            "-i /k/id",
+            "-p 22 hooks@tunnel.example.com",
+        ] {
+            assert!(args.contains(part), "{part} in {args}");
+        }
+    }
+
+    #[test]
+    fn validate_points_at_each_problem() {
+        let p = ValidateParams {
+            kind: validate_kind::TUNNEL.into(),
+            type_name: "ssh".into(),
+            config: json!({"host": "-oProxyCommand=x", "remote_port": 70000,
+                           "url": "https://u:p@x.example", "known_hosts": "rel",
+                           "strict_host_key_checking": "maybe", "bogus": 1}),
+            ..ValidateParams::default()
+        };
+        let r = validate(&p);
+        let paths: Vec<&str> = r.diagnostics.iter().map(|d| d.path.as_str()).collect();
+        for want in [
+            "/bogus",
+            "/host",
+            "/user",
+            "/remote_port",
+            "/url",
+            "/known_hosts",
+            "/strict_host_key_checking",
+        ] {
+            assert!(paths.contains(&want), "{want} in {paths:?}");
+        }
+        let ok = ValidateParams {
+            config: json!({"host": "h", "user": "u", "remote_port": 9000, "url": "https://h"}),
+            ..p.clone()
+        };
+        let r = validate(&ok);
+        assert!(r.diagnostics.is_empty(), "{r:?}");
+        assert_eq!(r.describe.len(), 1);
+        // Another kind or type is not the provider's to check.
+        let other = ValidateParams {
+            type_name: "ngrok".into(),
+            ..p
+        };
+        assert!(validate(&other).diagnostics.is_empty());
+    }
+}

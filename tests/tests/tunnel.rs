@@ -1,0 +1,376 @@
+#![allow(clippy::unwrap_used)]
+//! Webhook tunnels, with real daemons and a real OpenSSH server: tunneld runs the
+//! bundled `ssh` provider against an `sshd` on loopback (its own host key and an
+//! authorised key made here with ssh-keygen), publishes the URL, and a POST to the
+//! forwarded port on the server's side is kept; SIGKILL of the ssh child clears the URL
+//! and it comes back; SIGKILL of tunneld, then of extrunner, and the tunnel comes back
+//! with one ssh left running. A provider that publishes a credential-bearing or
+//! non-http URL is refused, logged, not published.
+
+mod common;
+use common::*;
+
+use oc_systest::{post, sign_sha256, Daemon, Package, Suite, HANG};
+use serde_json::{json, Value};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Skip (or fail under OC_REQUIRE_PEERS) with `why`.
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("OC_REQUIRE_PEERS").is_none(),
+        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's openssh-server)"
+    );
+    eprintln!("SKIPPED: {why} (Debian's openssh-server; .ci/run installs it)");
+}
+
+/// An sshd on loopback as the current user; killed on drop.
+struct Sshd {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    user: String,
+}
+
+impl Sshd {
+    fn start(dir: &Path) -> Result<Sshd, String> {
+        if !Path::new(SSHD).exists() {
+            return Err(format!("{SSHD} is missing"));
+        }
+        for tool in ["ssh", "ssh-keygen"] {
+            if Command::new(tool).arg("-V").output().is_err()
+                && Command::new(tool).arg("-?").output().is_err()
+            {
+                return Err(format!("{tool} is missing"));
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        for key in ["host_key", "client_key"] {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(key))
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                return Err("ssh-keygen failed".into());
+            }
+        }
+        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys"))
+            .map_err(|e| e.to_string())?;
+        let port = free_port();
+        let host_pub = std::fs::read_to_string(dir.join("host_key.pub")).unwrap();
+        std::fs::write(
+            dir.join("known_hosts"),
+            format!("[127.0.0.1]:{port} {host_pub}"),
+        )
+        .unwrap();
+        let config = format!(
+            "ListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+             StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+             PubkeyAuthentication yes\nUsePAM no\nPidFile {d}/sshd.pid\nAllowTcpForwarding yes\n\
+             LogLevel VERBOSE\n",
+            d = dir.display()
+        );
+        std::fs::write(dir.join("sshd_config"), config).unwrap();
+        if nix::unistd::getuid().is_root() {
+            // Debian's sshd wants its privilege separation directory.
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
+        let mut child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .args(["-o", &format!("Port={port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start sshd: {e}"))?;
+        let deadline = Instant::now() + HANG;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let said = std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default();
+                return Err(format!("sshd exited ({status}): {}", said.trim()));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err("sshd did not listen".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .ok_or("no user name")?;
+        Ok(Sshd {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+            user,
+        })
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn packages() -> Vec<Package> {
+    let mut p = Suite::first_party();
+    p.push(Package {
+        name: "ssh".into(),
+        manifest: oc_ssh::MANIFEST.into(),
+        command: vec!["ext-ssh".into()],
+    });
+    p.push(Package {
+        name: "badtunnel".into(),
+        manifest: oc_systest::badtunnel::MANIFEST.into(),
+        command: vec!["ext-badtunnel".into()],
+    });
+    p
+}
+
+fn with_tunnel(suite: &Suite, provider: &str, tunnel_config: Value) -> Value {
+    let mut doc = config(suite);
+    doc["settings"] = json!({"webhooks": {
+        "public_url": "https://configured.example",
+        "tunnel": {"provider": provider, "config": tunnel_config}}});
+    doc
+}
+
+/// Wait until `f` is true (or fail past HANG, saying `what`).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what} within {HANG:?}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn stored_url(suite: &Suite) -> String {
+    suite
+        .call("store.tunnel_get", json!({}))
+        .ok()
+        .and_then(|v| {
+            v.pointer("/tunnel/url")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+/// The pids of the ssh processes whose command line has `spec` after `-R`.
+fn ssh_pids(spec: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_ssh = args
+            .first()
+            .is_some_and(|a| Path::new(a).file_name().is_some_and(|n| n == "ssh"));
+        if is_ssh && args.windows(2).any(|w| w[0] == "-R" && w[1] == spec) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn deliver_to(addr: SocketAddr, id: &str, body: &[u8]) -> std::io::Result<oc_systest::Response> {
+    post(
+        addr,
+        HOOK,
+        &[
+            ("Content-Type", "application/json".into()),
+            ("X-Delivery-Id", id.into()),
+            ("X-Signature-256", sign_sha256(SECRET.as_bytes(), body)),
+        ],
+        body,
+    )
+}
+
+/// The extension `name`'s configure params as it last saw them is not observable
+/// from outside; what extrunner sends is: the public URL in `ext.inspect`, else the
+/// log line it writes when the tunnel's URL changed.
+fn extrunner_reconfigured(suite: &Suite, url: &str) -> bool {
+    suite
+        .log(Daemon::Extrunner)
+        .lines()
+        .any(|l| l.contains("the tunnel's public URL changed") && l.contains(url))
+}
+
+#[test]
+fn an_ssh_tunnel_publishes_the_url_forwards_webhooks_and_comes_back() {
+    let suite = Suite::new(Path::new(BIN), "tunnel-ssh", &packages()).unwrap();
+    let sshd = match Sshd::start(&suite.dir.join("sshd")) {
+        Ok(s) => s,
+        Err(why) => return skip(&format!("no OpenSSH server: {why}")),
+    };
+    suite.start_all().unwrap();
+    suite.start(Daemon::Tunneld).unwrap();
+    let remote_port = free_port();
+    let listen = suite.http.to_string();
+    let spec = format!("{remote_port}:{listen}");
+    let public = format!("https://hooks.example.com:{remote_port}");
+    let tunnel = json!({
+        "host": "127.0.0.1", "port": sshd.port, "user": sshd.user,
+        "remote_port": remote_port, "remote_bind": "127.0.0.1",
+        "url": "https://hooks.example.com:{remote_port}",
+        "identity_file": sshd.dir.join("client_key").display().to_string(),
+        "known_hosts": sshd.dir.join("known_hosts").display().to_string(),
+    });
+    let spec = format!("127.0.0.1:{spec}");
+    suite
+        .apply_config(&with_tunnel(&suite, "ssh", tunnel), HOOK)
+        .unwrap();
+
+    // Published: in the store, in tunnel.status, and sent to the extensions.
+    until("the tunnel's URL is published", || {
+        stored_url(&suite) == public
+    });
+    let status = suite.call("tunnel.status", json!({})).unwrap();
+    assert_eq!(status["url"], public.as_str(), "{status}");
+    assert_eq!(status["package"], "ssh");
+    until("extrunner configures the extensions with it", || {
+        extrunner_reconfigured(&suite, &public)
+    });
+    assert_eq!(ssh_pids(&spec).len(), 1, "one ssh");
+
+    // A POST on the server's side of the forward reaches ingressd and is kept.
+    let forwarded: SocketAddr = format!("127.0.0.1:{remote_port}").parse().unwrap();
+    let r = deliver_to(forwarded, "through-the-tunnel", br#"{"number": 7}"#).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    until("the delivery is kept", || {
+        hook_events(&suite).iter().any(|e| {
+            e["payload"]["data"]["number"] == 7 || e.to_string().contains("through-the-tunnel")
+        })
+    });
+
+    // SIGKILL of the ssh child: the run ends, the URL is cleared, and it comes back.
+    let first = ssh_pids(&spec);
+    for pid in &first {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    until("tunneld logs the run's end", || {
+        suite
+            .log(Daemon::Tunneld)
+            .contains("the tunnel run ended; starting it again")
+    });
+    until("the URL comes back with a new ssh", || {
+        stored_url(&suite) == public && {
+            let now = ssh_pids(&spec);
+            now.len() == 1 && now != first
+        }
+    });
+    let status = suite.call("tunnel.status", json!({})).unwrap();
+    assert!(status["runs"].as_u64().unwrap() >= 2, "{status}");
+
+    // SIGKILL of tunneld: its held call is cancelled, the provider stops ssh, and the
+    // new tunneld's run takes over: one ssh again.
+    let before = ssh_pids(&spec);
+    suite.kill(Daemon::Tunneld);
+    suite.start(Daemon::Tunneld).unwrap();
+    until("the tunnel comes back after tunneld's SIGKILL", || {
+        let now = ssh_pids(&spec);
+        stored_url(&suite) == public
+            && suite
+                .call("tunnel.status", json!({}))
+                .is_ok_and(|s| s["url"] == public.as_str())
+            && now.len() == 1
+            && now != before
+    });
+
+    // SIGKILL of extrunner: the extension and its ssh go, tunneld starts the run again
+    // on the new extrunner: one ssh again.
+    let before = ssh_pids(&spec);
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    until("the tunnel comes back after extrunner's SIGKILL", || {
+        let now = ssh_pids(&spec);
+        suite
+            .call("tunnel.status", json!({}))
+            .is_ok_and(|s| s["url"] == public.as_str())
+            && now.len() == 1
+            && now != before
+    });
+    let r = deliver_to(forwarded, "after-the-restarts", br#"{"number": 8}"#).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(ssh_pids(&spec).len(), 1, "no second ssh is left running");
+
+    // Stopping tunneld stops the tunnel and clears the URL.
+    suite.stop(Daemon::Tunneld);
+    until("the URL is cleared and ssh stopped", || {
+        stored_url(&suite).is_empty() && ssh_pids(&spec).is_empty()
+    });
+}
+
+#[test]
+fn a_credential_bearing_or_non_http_url_is_refused_logged_and_not_published() {
+    let suite = Suite::new(Path::new(BIN), "tunnel-bad", &packages()).unwrap();
+    suite.start_all().unwrap();
+    suite.start(Daemon::Tunneld).unwrap();
+    for (n, url) in [
+        "https://user:secret@hooks.example.com",
+        "ftp://hooks.example.com",
+    ]
+    .iter()
+    .enumerate()
+    {
+        suite
+            .apply_config(&with_tunnel(&suite, "badtunnel", json!({"url": url})), HOOK)
+            .unwrap();
+        let ext_log = suite.dir.join("state/logs/extensions/badtunnel.log");
+        until("the provider hears the refusal", || {
+            std::fs::read_to_string(&ext_log)
+                .unwrap_or_default()
+                .contains(&format!("tunnel.url refused invalid for {url}"))
+        });
+        until("tunneld logs it", || {
+            suite
+                .log(Daemon::Tunneld)
+                .matches("the provider's public URL is refused")
+                .count()
+                > n
+        });
+        let log = std::fs::read_to_string(&ext_log).unwrap_or_default();
+        assert!(
+            log.contains("a stale run's tunnel.url refused conflict"),
+            "{log}"
+        );
+        assert_eq!(stored_url(&suite), "", "not published");
+        let status = suite.call("tunnel.status", json!({})).unwrap();
+        assert_eq!(status["url"], "", "{status}");
+        assert_eq!(status["refused"].as_u64(), Some(n as u64 + 1), "{status}");
+    }
+    assert!(
+        !suite.log(Daemon::Tunneld).contains("secret@"),
+        "the URL's credentials are not logged"
+    );
+}
