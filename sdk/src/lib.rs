@@ -623,12 +623,25 @@ fn stream_writer(fd: OwnedFd) -> Result<Writer, SdkError> {
     Ok(Box::new(tokio::fs::File::from_std(file)))
 }
 
+/// The package's `tracing` events as lines on stderr (info and above, no colour),
+/// which extrunner keeps in the package's log and the journal with
+/// `OC_EXTENSION=<name>`. A subscriber the package installed first is kept.
+fn log_to_stderr() {
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
 /// Serve `ext` over this process's stdio on a single-threaded runtime until stdin
 /// reaches EOF, the host closes the connection, or the extension has wound down
 /// after `shutdown`. Returns the exit status: 0 when the host closed the
 /// connection or after a shutdown, 1 when serving could not start or the
 /// connection broke.
 pub fn run(ext: Extension) -> i32 {
+    log_to_stderr();
     let (input, output) = match take_stdio() {
         Ok(fds) => fds,
         Err(e) => {
