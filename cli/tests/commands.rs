@@ -388,3 +388,56 @@ fn config_check_checks_workspaces_and_warns_of_an_overridden_mode() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The tunnel's config is checked by the package providing its type (`validate` kind
+/// `tunnel`), each problem with a pointer inside `settings.webhooks.tunnel.config`.
+#[test]
+fn config_check_checks_the_tunnel_through_its_provider() {
+    let dir = std::env::temp_dir().join(format!("oc-check-tunnel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let etc = dir.join("etc");
+    let check = |name: &str, tunnel: serde_json::Value| {
+        let f = dir.join(name);
+        let doc = serde_json::json!({"settings": {"webhooks": {"tunnel": tunnel}},
+                                     "scopes": [{"id": "a"}]});
+        std::fs::write(&f, doc.to_string()).unwrap();
+        run(&[
+            "config",
+            "check",
+            f.to_str().unwrap(),
+            "--config-dir",
+            etc.to_str().unwrap(),
+        ])
+    };
+    let (status, out, err) = check(
+        "good.json",
+        serde_json::json!({"provider": "ssh", "config": {"host": "tunnel.example.com",
+            "user": "hooks", "remote_port": 9000, "url": "https://hooks.example.com"}}),
+    );
+    assert_eq!(status, 0, "{out}{err}");
+    let (status, out, _) = check(
+        "bad.json",
+        serde_json::json!({"provider": "ssh", "config": {"host": "tunnel.example.com",
+            "user": "hooks", "remote_port": 70000, "url": "https://u:p@hooks.example.com"}}),
+    );
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/settings/webhooks/tunnel/config/remote_port"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/settings/webhooks/tunnel/config/url"),
+        "{out}"
+    );
+    let (status, out, _) = check(
+        "unknown.json",
+        serde_json::json!({"provider": "carrier-pigeon", "config": {}}),
+    );
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/settings/webhooks/tunnel/provider") && out.contains("unknown_type"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -96,6 +96,9 @@ fn objects(
                 owners.insert((validate_kind::EXECUTOR_MODE, &e.name), &p.name);
             }
         }
+        for t in &pv.tunnels {
+            owners.insert((validate_kind::TUNNEL, &t.type_name), &p.name);
+        }
         for r in &pv.resources {
             owners.insert((validate_kind::RESOURCE, &r.type_name), &p.name);
             if r.mode_default {
@@ -129,6 +132,20 @@ fn objects(
             warning: false,
         }),
     };
+    if let Some(t) = config
+        .settings
+        .webhooks
+        .tunnel
+        .as_ref()
+        .filter(|t| !t.provider.is_empty())
+    {
+        add(
+            "/settings/webhooks/tunnel/provider".to_owned(),
+            "tunnel provider",
+            params(validate_kind::TUNNEL, &t.provider, "", &t.run_config()),
+            Role::Check,
+        );
+    }
     for (i, c) in config.connections.iter().enumerate() {
         if c.connection_type.is_empty() {
             continue; // Config::problems names it
