@@ -552,6 +552,35 @@ impl Config {
                 }
             }
         }
+        // A resource provider's bindings: each enabled scope with a binding whose
+        // resource is of the package's types is the package's (the provider resolves
+        // what that binding's resource config needs there), and a connection the
+        // resource config names is bound to it (the git resource's credential).
+        let resource_types: BTreeSet<&str> = manifest
+            .provides
+            .resources
+            .iter()
+            .map(|r| r.type_name.as_str())
+            .collect();
+        for scope in self.scopes.iter().filter(|s| s.enabled) {
+            for b in &scope.bindings {
+                let ours = b["resource"]["type"]
+                    .as_str()
+                    .is_some_and(|t| resource_types.contains(t));
+                if !ours {
+                    continue;
+                }
+                if !out.scopes.contains(&scope.id) {
+                    out.scopes.push(scope.id.clone());
+                }
+                let connection = b["resource"]["config"]["connection"]
+                    .as_str()
+                    .unwrap_or_default();
+                if !connection.is_empty() && self.connection(connection).is_some() {
+                    named.insert(connection.to_owned());
+                }
+            }
+        }
         for name in named {
             if let Some(c) = self.connection(&name) {
                 out.params.connections.push(wire::Connection {

@@ -616,3 +616,191 @@ fn a_bad_repository_fails_the_run_before_any_process_starts() {
     assert!(!marker.exists(), "no command ran");
     assert!(leases(&suite).is_empty());
 }
+
+/// `git http-backend` (git's own smart-HTTP server, as CGI) behind a small HTTP
+/// server on a loopback port that asks for Basic authentication: a private
+/// repository over `http://`.
+struct PrivateHttp {
+    port: u16,
+    /// The requests that carried the right credential.
+    authorised: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl PrivateHttp {
+    fn start(root: PathBuf, user: &str, password: &str) -> PrivateHttp {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let expected = format!(
+            "Basic {}",
+            protocol::b64::encode(format!("{user}:{password}").as_bytes())
+        );
+        let authorised = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = authorised.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (root, expected, count) = (root.clone(), expected.clone(), count.clone());
+                std::thread::spawn(move || serve_cgi(stream, &root, &expected, &count));
+            }
+        });
+        PrivateHttp { port, authorised }
+    }
+}
+
+fn serve_cgi(
+    mut s: TcpStream,
+    root: &Path,
+    expected: &str,
+    count: &std::sync::atomic::AtomicUsize,
+) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let (method, target) = (
+        first.next().unwrap_or_default().to_owned(),
+        first.next().unwrap_or_default().to_owned(),
+    );
+    let mut headers = BTreeMap::new();
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    if headers.get("authorization").map(String::as_str) != Some(expected) {
+        let _ = s.write_all(
+            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"private\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        return;
+    }
+    count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let mut body = raw[head_end..].to_vec();
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    while body.len() < length {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let mut cgi = Command::new("git")
+        .arg("http-backend")
+        .env("GIT_PROJECT_ROOT", root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", &method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("REMOTE_USER", "agent")
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env(
+            "CONTENT_TYPE",
+            headers.get("content-type").cloned().unwrap_or_default(),
+        )
+        .env(
+            "HTTP_GIT_PROTOCOL",
+            headers.get("git-protocol").cloned().unwrap_or_default(),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    if let Some(mut stdin) = cgi.stdin.take() {
+        let _ = stdin.write_all(&body);
+    }
+    let out = cgi.wait_with_output().unwrap();
+    let split = out
+        .stdout
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| {
+            out.stdout
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|i| (i, 2))
+        });
+    let Some((at, sep)) = split else { return };
+    let cgi_head = String::from_utf8_lossy(&out.stdout[..at]).into_owned();
+    let cgi_body = &out.stdout[at + sep..];
+    let mut status = "200 OK".to_owned();
+    let mut reply = String::new();
+    for l in cgi_head.lines() {
+        match l.split_once(':') {
+            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_owned(),
+            Some(_) => reply.push_str(&format!("{l}\r\n")),
+            None => {}
+        }
+    }
+    let _ = s.write_all(
+        format!(
+            "HTTP/1.1 {status}\r\n{reply}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            cgi_body.len()
+        )
+        .as_bytes(),
+    );
+    let _ = s.write_all(cgi_body);
+}
+
+#[test]
+fn a_private_repository_is_fetched_with_the_credential_of_a_connection() {
+    if !have_git() {
+        return;
+    }
+    let suite = started("ws-private");
+    make_repo(&suite.dir);
+    let token = "s3cret-token-for-tests";
+    let server = PrivateHttp::start(suite.dir.clone(), "x-access-token", token);
+    let token_file = suite.dir.join("git-token");
+    std::fs::write(&token_file, token).unwrap();
+    let marker = suite.dir.join("marker");
+    let mut config = binding_config(
+        &suite,
+        json!({"repository": format!("http://127.0.0.1:{}/origin.git", server.port),
+               "connection": "repo", "min_free_mb": 1}),
+        json!({"MARKER": marker.display().to_string()}),
+    );
+    config["connections"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "repo", "type": "github",
+                     "secret_refs": {"token": format!("file:{}", token_file.display())}}));
+    apply(&suite, &config);
+    send(&suite, "p-1", 1);
+    let work = wait_for("the Work", HANG, || works(&suite).into_iter().next());
+    let id = work["id"].as_str().unwrap().to_owned();
+    let ex = ended(&suite, &id, 1);
+    assert_eq!(ex[0]["state"], "completed", "{ex:?}");
+    let f = fields(&suite, &ex[0]);
+    assert_eq!(f["readme"], "yes", "the private repository's files: {f:?}");
+    assert!(
+        server.authorised.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "git authenticated"
+    );
+    // The token was given to git on its environment only: it is in no file of the
+    // workspace, the cache or the logs.
+    let grep = Command::new("grep")
+        .args(["-rl", token])
+        .arg(suite.dir.join("state"))
+        .arg(suite.dir.join("logs"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&grep.stdout).trim().is_empty(),
+        "the token leaked into {}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+}

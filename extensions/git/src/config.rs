@@ -86,6 +86,29 @@ struct Raw {
     #[serde(default)]
     #[allow(dead_code)]
     pass_env: Vec<String>,
+    #[serde(default)]
+    connection: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+}
+
+/// The default secret of the connection that holds the repository's credential.
+pub const DEFAULT_SECRET: &str = "token";
+/// The default user name sent with it (GitHub's for a token over HTTPS).
+pub const DEFAULT_USERNAME: &str = "x-access-token";
+
+/// Where an HTTP(S) repository's credential comes from: a secret of a connection
+/// of the configuration, resolved through the host when git needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The connection.
+    pub connection: String,
+    /// Its secret holding the password or token.
+    pub secret: String,
+    /// The user name sent with it.
+    pub username: String,
 }
 
 /// Where the repository is, as git is given it and as messages show it.
@@ -116,6 +139,8 @@ pub struct Config {
     pub min_free_mb: u64,
     /// The environment layer's configured part (`GIT_*` only).
     pub env: BTreeMap<String, String>,
+    /// The repository's credential, for an `https://` or `http://` one.
+    pub credential: Option<Credential>,
 }
 
 fn invalid(message: impl Into<String>) -> RpcError {
@@ -167,6 +192,42 @@ impl Config {
                 )));
             }
         }
+        let credential = match raw.connection.filter(|c| !c.is_empty()) {
+            None => {
+                if raw.secret.is_some() || raw.username.is_some() {
+                    return Err(invalid(
+                        "git resource config: secret and username need a connection (the one holding the credential)",
+                    ));
+                }
+                None
+            }
+            Some(connection) => {
+                if !(source.url.starts_with("https://") || source.url.starts_with("http://")) {
+                    return Err(invalid(format!(
+                        "git resource config: a connection's credential is for https:// and http:// repositories, not {}",
+                        source.display
+                    )));
+                }
+                let secret = raw.secret.unwrap_or_else(|| DEFAULT_SECRET.to_string());
+                let username = raw.username.unwrap_or_else(|| DEFAULT_USERNAME.to_string());
+                for (field, v) in [
+                    ("connection", &connection),
+                    ("secret", &secret),
+                    ("username", &username),
+                ] {
+                    if v.is_empty() || v.len() > 256 || v.chars().any(|c| c.is_control()) {
+                        return Err(invalid(format!(
+                            "git resource config: {field} must be 1 to 256 bytes without control characters"
+                        )));
+                    }
+                }
+                Some(Credential {
+                    connection,
+                    secret,
+                    username,
+                })
+            }
+        };
         Ok(Config {
             source,
             mode,
@@ -175,6 +236,7 @@ impl Config {
             timeout: Duration::from_secs(timeout_s),
             min_free_mb: raw.min_free_mb.unwrap_or(DEFAULT_MIN_FREE_MB),
             env: raw.env,
+            credential,
         })
     }
 }

@@ -149,6 +149,26 @@ impl Git {
         result
     }
 
+    /// This git with an HTTP(S) credential for the commands it runs: a helper given
+    /// on the environment alone (never written to any repository's config) that
+    /// answers `username` and the password from two variables of the child.
+    pub fn with_credential(mut self, username: &str, password: &str) -> Git {
+        let helper = r#"!f() { test "$1" = get || exit 0; printf 'username=%s\npassword=%s\n' "$OC_GIT_USERNAME" "$OC_GIT_PASSWORD"; }; f"#;
+        for (k, v) in [
+            ("GIT_CONFIG_COUNT", "2"),
+            // An empty helper first resets any the system or user configured.
+            ("GIT_CONFIG_KEY_0", "credential.helper"),
+            ("GIT_CONFIG_VALUE_0", ""),
+            ("GIT_CONFIG_KEY_1", "credential.helper"),
+            ("GIT_CONFIG_VALUE_1", helper),
+            ("OC_GIT_USERNAME", username),
+            ("OC_GIT_PASSWORD", password),
+        ] {
+            self.env.insert(k.to_string(), v.to_string());
+        }
+        self
+    }
+
     fn note(&self, pid: Option<u32>) -> Option<PathBuf> {
         let (dir, pid) = (self.track.as_ref()?, pid?);
         let start = start_time(pid)?;

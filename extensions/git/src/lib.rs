@@ -48,9 +48,9 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
     let init = provider;
     let ext = sdk::Extension::new(MANIFEST)
         .map_err(|e| e.to_string())?
-        .on::<ProviderAcquireParams, _, _>(move |_ctx, p| {
+        .on::<ProviderAcquireParams, _, _>(move |ctx, p| {
             let pr = acquire.clone();
-            async move { pr.acquire(p).await }
+            async move { pr.acquire(Some(&ctx.host), p).await }
         })
         .on::<ProviderLookupParams, _, _>(move |_ctx, p| {
             let pr = lookup.clone();

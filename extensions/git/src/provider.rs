@@ -232,7 +232,11 @@ impl Provider {
     }
 
     /// `provider.acquire`.
-    pub async fn acquire(&self, p: ProviderAcquireParams) -> Result<ProvidedResource, RpcError> {
+    pub async fn acquire(
+        &self,
+        host: Option<&sdk::Host>,
+        p: ProviderAcquireParams,
+    ) -> Result<ProvidedResource, RpcError> {
         if !p.resource_type.is_empty() && p.resource_type != RESOURCE {
             return Err(invalid(format!(
                 "this provider serves `{RESOURCE}`, not `{}`",
@@ -275,11 +279,15 @@ impl Provider {
         let root = self.root();
         let (dir, record_path) = Self::paths(&root, mode, &key, &slug);
         let cache = Self::cache_dir(&root, &key);
-        let git = Git {
+        let mut git = Git {
             timeout: cfg.timeout,
             env: p.host_env.clone(),
             track: Some(root.join("running")),
         };
+        if let Some(c) = &cfg.credential {
+            let password = resolve_credential(host, &p.scope_id, c, &cfg.source.display).await?;
+            git = git.with_credential(&c.username, &password);
+        }
         let lock = self.lock(&key);
         let _held = lock.lock().await;
         self.reap_once(&root).await;
@@ -795,6 +803,57 @@ fn check_disk(root: &Path, min_free_mb: u64) -> Result<(), RpcError> {
         return Err(e);
     }
     Ok(())
+}
+
+/// The password of `credential`: its connection's secret, through the host's
+/// `secret.resolve` (the connection must be one the configuration binds to this
+/// package: a binding's resource config naming it).
+async fn resolve_credential(
+    host: Option<&sdk::Host>,
+    scope_id: &str,
+    credential: &config::Credential,
+    repository: &str,
+) -> Result<String, RpcError> {
+    let Some(host) = host else {
+        return Err(setup_failed(
+            "credential",
+            repository,
+            "no host to resolve the repository's credential through",
+        ));
+    };
+    let answer = host
+        .call_typed(&protocol::wire::SecretResolveParams {
+            scope_id: scope_id.to_string(),
+            connection: credential.connection.clone(),
+            names: vec![credential.secret.clone()],
+        })
+        .await
+        .map_err(|e| {
+            setup_failed(
+                "credential",
+                repository,
+                format!(
+                    "the credential of {repository} (secret {:?} of connection {:?}) could not be resolved: {}",
+                    credential.secret,
+                    credential.connection,
+                    e.rpc().map_or_else(|| e.to_string(), |r| r.message.clone())
+                ),
+            )
+        })?;
+    answer
+        .values
+        .get(&credential.secret)
+        .cloned()
+        .ok_or_else(|| {
+            setup_failed(
+                "credential",
+                repository,
+                format!(
+                    "connection {:?} has no secret {:?}",
+                    credential.connection, credential.secret
+                ),
+            )
+        })
 }
 
 async fn fetch(git: &Git, cfg: &Config, repo: &Path) -> Result<(), RpcError> {
