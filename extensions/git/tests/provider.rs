@@ -457,7 +457,10 @@ async fn a_repository_served_by_git_daemon() {
         .local_addr()
         .unwrap()
         .port();
-    let _daemon = Command::new("git")
+    // In a process group of its own: `git daemon` runs git-daemon as its child, and
+    // the whole group goes when the test ends.
+    let daemon = Command::new("git")
+        .process_group(0)
         .args([
             "daemon",
             "--reuseaddr",
@@ -472,6 +475,16 @@ async fn a_repository_served_by_git_daemon() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    struct Group(i32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.0),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    let _group = Group(daemon.id().and_then(|p| i32::try_from(p).ok()).unwrap());
     within(async {
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             tokio::time::sleep(Duration::from_millis(50)).await;
