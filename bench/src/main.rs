@@ -3,6 +3,10 @@
 //! `bench intake [--json]`: signed webhook deliveries accepted durably by the whole
 //! suite (see `intake.rs`), next to Debian's `webhook` where it is installed.
 //!
+//! `bench workspace [--json]`: a git workspace for a new Work from the git
+//! provider's warm cache against `git clone --local` of the same 10,000-file
+//! repository (see `workspace.rs`).
+//!
 //! `bench transport [--json]`: the spec's transport table for this implementation
 //! on this machine, over a real child process (this same binary, re-executed as the
 //! scenario extension), with a raw-pipe round trip measured in the same run as the
@@ -31,6 +35,7 @@ fn main() {
         )),
         Some(bus::AS_PROBE) => std::process::exit(broker::probe::main(&args[1..])),
         Some(bus::AS_UNIX_ECHO) => std::process::exit(bus::unix_echo(&args[1..])),
+        Some(workspace::AS_GIT_PROVIDER) => std::process::exit(oc_git::main()),
         Some(store::AS_STORAGED) => std::process::exit(storaged::cli::main(
             std::iter::once("open-conduit-storaged".to_string()).chain(args[1..].iter().cloned()),
         )),
@@ -58,6 +63,13 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("workspace") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = workspace::run(json) {
+                eprintln!("bench workspace: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("transport") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = transport(json) {
@@ -66,7 +78,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport|bus|store|intake [--json]");
+            eprintln!("usage: bench transport|bus|store|intake|workspace [--json]");
             std::process::exit(2);
         }
     }
@@ -75,6 +87,7 @@ fn main() {
 mod bus;
 mod intake;
 mod store;
+mod workspace;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -345,6 +358,25 @@ pub(crate) fn machine() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     format!("{cores} cores, {cpu}, Linux {kernel}")
+}
+
+/// The 1, 5 and 15-minute load averages (`/proc/loadavg`), zeros when unreadable.
+pub(crate) fn loadavg() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut out = [0.0; 3];
+    for (slot, field) in out.iter_mut().zip(text.split_whitespace()) {
+        *slot = field.parse().unwrap_or(0.0);
+    }
+    out
+}
+
+/// Whether the machine was idle for a run, from the load averages at its start and
+/// end: nothing else busy at the start (1-minute load under half the cores) and at
+/// the end no more than the bench's own one busy process added (under half the
+/// cores plus one).
+pub(crate) fn idle(start: [f64; 3], end: [f64; 3]) -> bool {
+    let half = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64 / 2.0;
+    start[0] < half && end[0] < half + 1.0
 }
 
 fn transport(as_json: bool) -> Res<()> {

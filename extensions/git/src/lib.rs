@@ -19,19 +19,24 @@
 //! behind it, `resource_exhausted` under the disk floor, `invalid` for a bad config
 //! or request. git runs as a child process bounded by `timeout_s`, never prompting.
 //!
+//! The doctor check `repositories` ([`check`]) asks every repository a binding's `git`
+//! resource names for its branches and holds the free disk space against
+//! `min_free_mb`.
+//!
 //! Modules: [`config`] the resource config, [`git`] running git, [`provider`] the
-//! methods.
+//! methods, [`check`] the doctor check.
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod config;
 pub mod fault;
 pub mod git;
 pub mod provider;
 
 use protocol::wire::{
-    ProviderAcquireParams, ProviderLookupParams, ProviderReconcileParams, ProviderSweepParams,
-    ValidateParams,
+    CheckRunParams, ProviderAcquireParams, ProviderLookupParams, ProviderReconcileParams,
+    ProviderSweepParams, ValidateParams,
 };
 pub use provider::Provider;
 
@@ -45,6 +50,7 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
     let reconcile = provider.clone();
     let sweep = provider.clone();
     let validate = provider.clone();
+    let check = provider.clone();
     let init = provider;
     let ext = sdk::Extension::new(MANIFEST)
         .map_err(|e| e.to_string())?
@@ -67,6 +73,10 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
         .on::<ValidateParams, _, _>(move |_ctx, p| {
             let pr = validate.clone();
             async move { Ok(pr.validate(&p)) }
+        })
+        .on::<CheckRunParams, _, _>(move |_ctx, p| {
+            let pr = check.clone();
+            async move { Ok(pr.check(&p).await) }
         })
         .on_initialize(move |params| init.record_initialize(params));
     if let Some(e) = ext.errors().first() {
@@ -106,10 +116,13 @@ mod tests {
             "provider.sweep",
             "provider.owner_status",
             "validate",
+            "check.run",
         ] {
             assert!(m.enables(method), "{method}");
         }
         assert!(!m.enables("executor.run"));
+        assert_eq!(m.provides.checks[0].name, check::CHECK);
+        assert!(!m.provides.checks[0].offline, "it reaches the repositories");
         assert!(extension(Provider::new()).is_ok());
     }
 }

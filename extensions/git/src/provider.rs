@@ -178,7 +178,7 @@ fn remove_dir(path: &Path) {
 }
 
 /// The free space of the file system holding `dir`, in bytes.
-fn free_bytes(dir: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
     let s = nix::sys::statvfs::statvfs(dir).ok()?;
     #[allow(clippy::unnecessary_cast)]
     Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
@@ -206,14 +206,14 @@ impl Provider {
         self.inner.dirs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         self.dirs_lock()
             .root
             .clone()
             .unwrap_or_else(|| PathBuf::from("state").join("resources").join(RESOURCE))
     }
 
-    fn config_dir(&self) -> Option<PathBuf> {
+    pub(crate) fn config_dir(&self) -> Option<PathBuf> {
         self.dirs_lock().config_dir.clone()
     }
 

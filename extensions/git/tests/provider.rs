@@ -1017,3 +1017,148 @@ async fn sweep_removes_closed_clean_workspaces_and_keeps_dirty_ones() {
         "an open Work's workspace is never swept"
     );
 }
+
+/// `check.run` for `repositories` with `bindings` (name, resource config) in one scope
+/// (a binding without a git resource among them).
+async fn check_repositories(ext: &Ext, dir: &Path, bindings: &[(&str, Value)]) -> Value {
+    let mut list: Vec<Value> = bindings
+        .iter()
+        .map(|(name, config)| {
+            json!({"name": name, "executor": "shell",
+            "resource": {"type": "git", "config": config}})
+        })
+        .collect();
+    list.push(json!({"name": "plain", "executor": "shell"}));
+    ext.call(
+        "check.run",
+        json!({"check": "repositories", "config": {"dir": dir.to_str().unwrap(),
+            "scopes": [{"id": "acme", "bindings": list}]}}),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_repositories_check_names_unreachable_repositories_and_a_low_disk() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("check");
+    let origin = make_origin(&s.0, &[]);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let good = json!({"repository": file_url(&origin)});
+    let gone = s.0.join("no-such.git");
+
+    // Reachable: ok, with its branches counted; a relative path resolves against the
+    // config view's directory, and two bindings of one repository ask it once.
+    let r = check_repositories(
+        &ext,
+        &s.0,
+        &[
+            ("agent", good.clone()),
+            (
+                "reviewer",
+                json!({"repository": "origin.git", "timeout_s": 30}),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r}");
+    let detail = r["detail"].as_str().unwrap();
+    assert!(detail.contains("2 of 2 repositories reachable"), "{r}");
+    assert!(detail.contains("MiB free"), "{r}");
+    let items: Vec<&str> = r["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap())
+        .collect();
+    assert!(
+        items.iter().any(|i| i.starts_with("ok ")
+            && i.contains("acme.agent")
+            && i.contains("2 branch(es)")),
+        "{r}"
+    );
+
+    // Unreachable: fail, naming the binding, the repository and git's own words.
+    let r = check_repositories(
+        &ext,
+        &s.0,
+        &[
+            ("agent", good.clone()),
+            ("broken", json!({"repository": file_url(&gone)})),
+            ("typo", json!({"repository": "ftp://example.com/r.git"})),
+        ],
+    )
+    .await;
+    assert_eq!(r["status"], "fail", "{r}");
+    assert_eq!(r["code"], "repository_unreachable", "{r}");
+    let detail = r["detail"].as_str().unwrap();
+    assert!(detail.contains("1 of 2 repositories reachable"), "{r}");
+    assert!(detail.contains("acme.broken"), "{r}");
+    assert!(detail.contains("no-such.git"), "{r}");
+    assert!(
+        detail.contains("does not appear to be a git repository"),
+        "git's message: {r}"
+    );
+    assert!(
+        detail.contains("acme.typo") && detail.contains("ftp"),
+        "{r}"
+    );
+    assert!(!detail.contains("acme.agent"), "only the failures: {r}");
+
+    // A repository nobody answers for: a port nobody listens on, within the bound.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = check_repositories(
+        &ext,
+        &s.0,
+        &[(
+            "daemon",
+            json!({"repository": format!("git://127.0.0.1:{closed}/r.git")}),
+        )],
+    )
+    .await;
+    assert_eq!(r["code"], "repository_unreachable", "{r}");
+
+    // The disk floor: the largest min_free_mb of the configs.
+    let r = check_repositories(
+        &ext,
+        &s.0,
+        &[
+            ("agent", good.clone()),
+            (
+                "big",
+                json!({"repository": file_url(&origin), "min_free_mb": 1u64 << 40}),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(r["status"], "fail", "{r}");
+    assert_eq!(r["code"], "disk_low", "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("min_free_mb"), "{r}");
+
+    // No git binding at all (what doctor sends when it has no configuration view):
+    // ok, saying so, with the disk against the default floor.
+    let r = ext
+        .call("check.run", json!({"check": "repositories", "config": {}}))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    assert!(r["detail"]
+        .as_str()
+        .unwrap()
+        .contains("no binding has a git resource"));
+    let r = ext
+        .call("check.run", json!({"check": "nope", "config": {}}))
+        .await
+        .unwrap();
+    assert_eq!(r["code"], "unknown_check", "{r}");
+
+    // The check is read-only: no cache, no workspace, no note.
+    assert!(!s.root().exists(), "the check made nothing");
+}
