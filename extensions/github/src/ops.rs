@@ -358,6 +358,18 @@ pub async fn run(
     }
 }
 
+/// A refusal as the agent will see it: one that carries no `data.agent_message`
+/// (the package's own refusals, whose messages are written for the agent and hold
+/// no secret) gets its message as that. A GitHub error already has its own.
+pub fn for_agent(mut e: RpcError) -> RpcError {
+    let message = protocol::toolbelt::agent_message(&e.message);
+    if let Some(Value::Object(data)) = e.data.as_mut() {
+        data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
+            .or_insert_with(|| json!(message));
+    }
+    e
+}
+
 /// True for the operations that change GitHub (and so are replayed by request ID).
 pub fn changes_github(operation: &str) -> bool {
     operation != READ_ISSUE
