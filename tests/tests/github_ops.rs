@@ -137,8 +137,8 @@ fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The `issues` delivery: the fixture's opened issue, labelled `agent`.
-fn issue_opened() -> Vec<u8> {
+/// The `issues` delivery: the fixture's opened issue `number`, labelled `agent`.
+fn issue_opened(number: u64) -> Vec<u8> {
     let raw = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../extensions/github/tests/fixtures/issues.opened.json"),
@@ -148,10 +148,11 @@ fn issue_opened() -> Vec<u8> {
     let mut label = v["issue"]["labels"][0].clone();
     label["name"] = json!("agent");
     v["issue"]["labels"].as_array_mut().unwrap().push(label);
+    v["issue"]["number"] = json!(number);
     serde_json::to_vec(&v).unwrap()
 }
 
-fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf) {
+fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf, Value) {
     let mut packages = Suite::first_party();
     packages.push(Package {
         name: "claude-code".into(),
@@ -200,14 +201,53 @@ fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf) {
                 "resource": {"type": "git",
                              "config": {"repository": format!("file://{}", bare.display()),
                                         "min_free_mb": 1}},
-                "config": {"binary": claude, "branch": "fix-1",
+                "config": {"binary": claude,
                            "env": {"FAKE_CLAUDE_MODE": "github", "FAKE_CLAUDE_RECORD": rec,
                                    "CLAUDE_CONFIG_DIR": config_dir}}
             }]
         }]
     });
     suite.apply_config(&doc, "/github/demo/repo").unwrap();
-    (suite, rec)
+    (suite, rec, doc)
+}
+
+/// Delivers the signed `issues` (opened) delivery of issue `number`.
+fn deliver_issue(suite: &Suite, id: &str, number: u64) {
+    let body = issue_opened(number);
+    let r = post(
+        suite.http,
+        "/github/demo/repo",
+        &[
+            ("Content-Type", "application/json".into()),
+            ("X-GitHub-Event", "issues".into()),
+            ("X-GitHub-Delivery", id.into()),
+            (
+                "X-Hub-Signature-256",
+                sign_sha256(GH_SECRET.as_bytes(), &body),
+            ),
+        ],
+        &body,
+    )
+    .unwrap();
+    assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
+}
+
+/// The `n`th turn's MCP exchange, once recorded.
+fn exchange(rec: &Path, n: usize) -> Vec<Value> {
+    wait_for("the agent's MCP exchange", || {
+        records(rec)
+            .into_iter()
+            .filter_map(|r| r["mcp"].as_array().cloned())
+            .nth(n)
+    })
+}
+
+/// The tool result of `method` in an exchange.
+fn result_of(mcp: &[Value], m: &str) -> Value {
+    mcp.iter()
+        .find(|x| x["method"] == m)
+        .unwrap_or_else(|| panic!("no {m} in {mcp:#?}"))["answer"]["result"]
+        .clone()
 }
 
 #[test]
@@ -227,38 +267,12 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
     let _ = std::fs::remove_dir_all(&repos);
     std::fs::create_dir_all(&repos).unwrap();
     let bare = common::repo::make_repo(&repos);
-    let (suite, rec) = suite_with(&prism, &bare);
-
-    let body = issue_opened();
-    let r = post(
-        suite.http,
-        "/github/demo/repo",
-        &[
-            ("Content-Type", "application/json".into()),
-            ("X-GitHub-Event", "issues".into()),
-            ("X-GitHub-Delivery", "gh-ops-1".into()),
-            (
-                "X-Hub-Signature-256",
-                sign_sha256(GH_SECRET.as_bytes(), &body),
-            ),
-        ],
-        &body,
-    )
-    .unwrap();
-    assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
+    let (suite, rec, doc) = suite_with(&prism, &bare);
+    deliver_issue(&suite, "gh-ops-1", 1);
 
     // The turn ran its calls through the real MCP server.
-    let mcp = wait_for("the agent's MCP exchange", || {
-        records(&rec)
-            .into_iter()
-            .find_map(|r| r["mcp"].as_array().cloned())
-    });
-    let answer = |m: &str| {
-        mcp.iter()
-            .find(|x| x["method"] == m)
-            .unwrap_or_else(|| panic!("no {m} in {mcp:#?}"))["answer"]["result"]
-            .clone()
-    };
+    let mcp = exchange(&rec, 0);
+    let answer = |m: &str| result_of(&mcp, m);
     let context = answer("tools/call read_context");
     assert_eq!(context["isError"], false, "{context}");
     let ops = &context["structuredContent"]["operations"];
@@ -286,7 +300,23 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
         .find(|x| x["method"] == "tools/call github.open_pull_request")
         .unwrap()["branch"]
         .clone();
-    assert_eq!(branch, "fix-1", "the PR's head is the workspace's branch");
+    // The PR's head is the Work's own branch, checked out in its workspace.
+    let work_id = suite
+        .call("store.works", json!({"scope_id": "demo"}))
+        .unwrap()["works"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let leases = suite
+        .call("store.resource_leases", json!({ "owner": work_id }))
+        .unwrap();
+    let dir = leases["leases"][0]["dir"].as_str().unwrap().to_owned();
+    assert_eq!(
+        branch.as_str(),
+        Some(common::repo::git(Path::new(&dir), &["rev-parse", "--abbrev-ref", "HEAD"]).as_str()),
+        "{leases}"
+    );
+    assert!(branch.as_str().unwrap().starts_with("oc/"), "{branch}");
     // A refusal reaches the agent with its message, not only its code.
     let empty = answer("tools/call github.comment empty");
     assert_eq!(empty["isError"], true, "{empty}");
@@ -339,6 +369,26 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
         "every request answered 2xx: {log:#?}"
     );
     assert!(violations.is_empty(), "{violations:#?}");
+
+    // GitHub's own refusal reaches the agent with its message: the connection now
+    // points where Prism knows no route, and every call of the next Work is 404.
+    let mut doc = doc;
+    doc["connections"][0]["config"]["api_url"] = json!(format!("{}/nowhere", prism.url));
+    suite.apply_config(&doc, "/github/demo/repo").unwrap();
+    deliver_issue(&suite, "gh-ops-2", 2);
+    let mcp = exchange(&rec, 1);
+    let refused = result_of(&mcp, "tools/call github.comment");
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("not_found: github.comment: GitHub answered 404: Route not resolved"),
+        "{text}"
+    );
+    assert!(
+        text.len() <= 500 + "not_found: github.comment: ".len(),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN));
 
     // The github package's request lines reach its log, without the token.
     let ext_log = wait_for("the github request lines", || {

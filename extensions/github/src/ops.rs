@@ -8,8 +8,8 @@
 //! the repositories the scope's `github` entries receive. The GitHub connection
 //! is the binding's (`authority.connection`).
 //!
-//! Calls that change GitHub are idempotent on the request ID: the output is kept
-//! in the package's KV under `op/<digest>` (committed with an `absent` check), and
+//! Calls that change GitHub are idempotent on the Work's request ID: the output is
+//! kept in the package's KV under `op/<digest of scope, Work, request ID>` (committed with an `absent` check), and
 //! a call repeating a request ID answers it without calling GitHub again.
 
 use protocol::wire::{
@@ -375,10 +375,13 @@ pub fn changes_github(operation: &str) -> bool {
     operation != READ_ISSUE
 }
 
-/// The KV key a request ID's result is kept under.
+/// The KV key a request ID's result is kept under: the request ID is the calling
+/// Work's (as the toolbelt keeps it), so another Work's same ID is another call.
 pub fn replay_key(authority: &Authority, request_id: &str) -> String {
     let mut h = Sha256::new();
     h.update(authority.scope_id.as_bytes());
+    h.update([0]);
+    h.update(authority.work_id.as_bytes());
     h.update([0]);
     h.update(request_id.as_bytes());
     let d = h.finalize();

@@ -350,4 +350,17 @@ async fn a_comment_goes_to_the_works_issue_once_per_request_id() {
     .await
     .unwrap();
     assert_eq!(ok["number"], 3);
+    // Another Work's same request ID is its own call, not the first Work's answer.
+    let before = seen.lock().unwrap().len();
+    let other = call(
+        &peer,
+        "github.comment",
+        "req-1",
+        "w2",
+        json!({"body": "On it.", "repository": REPO, "number": 3}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other["number"], 3, "{other}");
+    assert_eq!(seen.lock().unwrap().len(), before + 1);
 }
