@@ -10,7 +10,9 @@
 //! `unauthorized` (a token that is not the execution's current one), `invalid`,
 //! `not_found`, `conflict` (a call with the same request ID is in progress),
 //! `unavailable` (a daemon the tool needs is down; retry with the same request ID) or
-//! `internal`. The message never echoes the token.
+//! `internal`. The message never echoes the token; an operation's refusal carries
+//! only what the operation meant for the agent ([`AGENT_MESSAGE_FIELD`], made safe
+//! by [`agent_message`]).
 //!
 //! The token never travels in an environment variable: an executor writes it to a
 //! private (0600) file and names that file in [`ENV_TOKEN_FILE`]; the client reads the
