@@ -6,7 +6,8 @@
 //! Each tool call goes to the toolbelt socket named by `OS_ENDPOINT` as one
 //! `toolbelt.call`, with the token read afresh from the file `OS_TOKEN_FILE` names (so a
 //! token replaced when a run is adopted is used at once; the token itself is never in
-//! the environment). A refusal is an `isError` result carrying the safe code only; a
+//! the environment). A refusal is an `isError` result carrying the safe code and the
+//! host's message (for an operation, only what it meant for the agent, bounded); a
 //! call that gets no answer says why: no answer within 60 s (the operation may still
 //! finish; a retry with the same `request_id` never repeats it), the endpoint
 //! unreachable (nothing listening, with the cause), or the connection broken mid-call.

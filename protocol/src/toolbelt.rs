@@ -10,7 +10,9 @@
 //! `unauthorized` (a token that is not the execution's current one), `invalid`,
 //! `not_found`, `conflict` (a call with the same request ID is in progress),
 //! `unavailable` (a daemon the tool needs is down; retry with the same request ID) or
-//! `internal`. The message never echoes the token.
+//! `internal`. The message never echoes the token; an operation's refusal carries
+//! only what the operation meant for the agent ([`AGENT_MESSAGE_FIELD`], made safe
+//! by [`agent_message`]).
 //!
 //! The token never travels in an environment variable: an executor writes it to a
 //! private (0600) file and names that file in [`ENV_TOKEN_FILE`]; the client reads the
@@ -36,6 +38,79 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The largest input a tool takes, in bytes of JSON.
 pub const MAX_INPUT_BYTES: usize = 1024 * 1024;
+
+/// The field of an operation's refusal (`data.agent_message`) holding a message meant
+/// for the agent: the toolbelt forwards it, made safe by [`agent_message`], in the
+/// agent's tool result. A refusal without one reaches the agent as its code only.
+pub const AGENT_MESSAGE_FIELD: &str = "agent_message";
+
+/// The longest message of an operation's refusal the agent is shown, in bytes.
+pub const MAX_AGENT_MESSAGE_BYTES: usize = 500;
+
+/// What stands in for a word that looks like a credential.
+pub const REDACTED: &str = "[redacted]";
+
+/// Token prefixes never shown to an agent: the toolbelt's own, GitHub's (`ghp_`,
+/// `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), a JWT's header, and the
+/// `Bearer`/`token` authorization schemes' values.
+const SECRET_PREFIXES: &[&str] = &[
+    "oct1.",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "eyj",
+    "sk-",
+    "xox",
+];
+
+fn looks_secret(word: &str) -> bool {
+    let w = word
+        .trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_ascii_lowercase();
+    SECRET_PREFIXES.iter().any(|p| w.starts_with(p))
+}
+
+/// An operation's message made fit for an agent: one line without control
+/// characters, each word that looks like a credential (a token prefix, or the word
+/// after `Bearer`, `token` or `Authorization:`) replaced by [`REDACTED`], at most
+/// [`MAX_AGENT_MESSAGE_BYTES`] (cut at a character boundary, ending in `…`).
+pub fn agent_message(text: &str) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut words: Vec<String> = Vec::new();
+    let mut after_scheme = false;
+    for word in one_line.split(' ').filter(|w| !w.is_empty()) {
+        let lower = word.to_ascii_lowercase();
+        if after_scheme || looks_secret(word) {
+            words.push(REDACTED.to_string());
+        } else {
+            words.push(word.to_string());
+        }
+        after_scheme = matches!(
+            lower.trim_end_matches(':'),
+            "bearer" | "token" | "authorization" | "basic"
+        );
+    }
+    let joined = words.join(" ");
+    if joined.len() <= MAX_AGENT_MESSAGE_BYTES {
+        return joined;
+    }
+    let ellipsis = "…";
+    let mut out = String::with_capacity(MAX_AGENT_MESSAGE_BYTES);
+    for c in joined.chars() {
+        if out.len() + c.len_utf8() + ellipsis.len() > MAX_AGENT_MESSAGE_BYTES {
+            break;
+        }
+        out.push(c);
+    }
+    out.push_str(ellipsis);
+    out
+}
 
 /// The builtin tools.
 pub const TOOLS: &[&str] = &[
@@ -298,6 +373,27 @@ fn join(at: &str, field: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_agent_message_is_one_bounded_line_without_credentials() {
+        let m = agent_message("GitHub answered 404: Not Found\n(see https://docs.github.com/rest)");
+        assert_eq!(
+            m,
+            "GitHub answered 404: Not Found (see https://docs.github.com/rest)"
+        );
+        let m =
+            agent_message("sent Bearer abc123 and ghp_0123456789 and oct1.w.e.1.mac, token: xyz");
+        assert!(
+            !m.contains("abc123") && !m.contains("ghp_") && !m.contains("oct1."),
+            "{m}"
+        );
+        assert!(!m.contains("xyz"), "{m}");
+        assert!(m.contains(REDACTED), "{m}");
+        let long = "é".repeat(2 * MAX_AGENT_MESSAGE_BYTES);
+        let m = agent_message(&long);
+        assert!(m.len() <= MAX_AGENT_MESSAGE_BYTES, "{}", m.len());
+        assert!(m.ends_with('…'));
+    }
+
     #[test]
     fn tool_inputs_are_held_to_their_published_schemas() {
         use serde_json::json;

@@ -710,14 +710,7 @@ impl Toolbelt {
             .await;
         let answer = match answer {
             Ok(a) => a,
-            Err(CallError::Rpc(e)) => {
-                // The extension's own refusal crosses with its safe code only.
-                let code = e.app_code().unwrap_or("internal").to_owned();
-                return Err(RpcError::new(
-                    safe_code(&code),
-                    format!("{name} refused the call ({code})"),
-                ));
-            }
+            Err(CallError::Rpc(e)) => return Err(refusal(name, &e)),
             Err(e) => {
                 return Err(refuse(
                     Code::Unavailable,
@@ -745,6 +738,29 @@ impl Toolbelt {
             _ => Ok(answer["output"].clone()),
         }
     }
+}
+
+/// An extension's refusal as the agent sees it: its safe code, and the message the
+/// operation meant for the agent (`data.agent_message`, made safe and bounded by
+/// [`tb::agent_message`]) or else only the code. The refusal's own `message` (for
+/// logs) never crosses.
+fn refusal(operation: &str, e: &RpcError) -> RpcError {
+    let code = e.app_code().unwrap_or("internal");
+    let said = e
+        .data
+        .as_ref()
+        .and_then(|d| d.get(tb::AGENT_MESSAGE_FIELD))
+        .and_then(Value::as_str)
+        .map(tb::agent_message)
+        .filter(|m| !m.is_empty());
+    let message = match said {
+        Some(m) => format!("{operation}: {m}"),
+        None => format!(
+            "{operation} refused the call ({})",
+            safe_code(code).as_str()
+        ),
+    };
+    RpcError::new(safe_code(code), message)
 }
 
 /// Only the codes an agent may see; anything else is `internal`.
@@ -839,6 +855,37 @@ impl Handler for Toolbelt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_carries_the_agent_message_bounded_and_never_the_log_message() {
+        let mut e = RpcError::new(Code::NotFound, "internal detail for the log");
+        let r = refusal("github.comment", &e);
+        assert_eq!(r.app_code(), Some("not_found"));
+        assert_eq!(r.message, "github.comment refused the call (not_found)");
+        if let Some(d) = e.data.as_mut() {
+            d[tb::AGENT_MESSAGE_FIELD] = json!(format!(
+                "GitHub answered 404: Not Found Bearer s3cret {}",
+                "x".repeat(900)
+            ));
+        }
+        let r = refusal("github.comment", &e);
+        assert!(
+            r.message
+                .starts_with("github.comment: GitHub answered 404: Not Found"),
+            "{}",
+            r.message
+        );
+        assert!(!r.message.contains("s3cret") && !r.message.contains("internal detail"));
+        assert!(r.message.len() <= "github.comment: ".len() + tb::MAX_AGENT_MESSAGE_BYTES);
+        // An unknown code is internal, its message still the agent's.
+        let mut odd = RpcError::authored("quota_blown", "log");
+        if let Some(d) = odd.data.as_mut() {
+            d[tb::AGENT_MESSAGE_FIELD] = json!("try later");
+        }
+        let r = refusal("x.op", &odd);
+        assert_eq!(r.app_code(), Some("internal"));
+        assert_eq!(r.message, "x.op: try later");
+    }
 
     #[test]
     fn hex_round_trips_and_refuses_odd_text() {

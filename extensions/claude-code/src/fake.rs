@@ -20,7 +20,8 @@
 //!   "No conversation found with session ID" to a resume), `hang` (never
 //!   ends its turn), `crash` (exits 3 without a result), `error` (a result
 //!   with `is_error`), `wait` (calls the toolbelt's wait), `no_status`,
-//!   `denied` (refuses the toolbelt's declare_outcome, as a permission mode does).
+//!   `denied` (refuses the toolbelt's declare_outcome, as a permission mode does),
+//!   `github` (calls the github operations through the toolbelt: [`github_calls`]).
 //! * `FAKE_CLAUDE_STATE`: the structured status's state (default `building`).
 //! * `FAKE_CLAUDE_USAGE`: `input,output,cache_read,cache_creation` of the
 //!   turn's one model call (default `100,50,1000,200`).
@@ -204,8 +205,69 @@ fn mcp(config: &str, mode: &str) -> Option<std::process::Child> {
         );
         exchange.push(json!({"method": "tools/call wait", "answer": w}));
     }
+    if mode == "github" {
+        github_calls(&mut call, &mut exchange);
+    }
     record(&json!({"mcp": exchange, "env": env}));
     Some(child)
+}
+
+/// Mode `github`: through the toolbelt's `call`, a comment (request ID
+/// `fake-comment`), a label, a pull request whose head is the branch checked out in
+/// the cwd (`git rev-parse --abbrev-ref HEAD`) onto `main`, the same comment again
+/// (the same request ID), and a comment without a body; each answer is recorded as
+/// `tools/call <operation>` (the repeat as `… again`, the empty one as `… empty`).
+fn github_calls(
+    call: &mut impl FnMut(Option<u64>, &str, Value) -> Option<Value>,
+    exchange: &mut Vec<Value>,
+) {
+    let branch = Command::new("git")
+        .args(["rev-parse", "--abbrev-ref", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let calls = [
+        (
+            "github.comment",
+            json!({"body": "On it."}),
+            "fake-comment",
+            "",
+        ),
+        (
+            "github.add_labels",
+            json!({"labels": ["triaged"]}),
+            "fake-labels",
+            "",
+        ),
+        (
+            "github.open_pull_request",
+            json!({"head": branch, "base": "main", "title": "Fix the bug", "body": "Fixes it."}),
+            "fake-pr",
+            "",
+        ),
+        (
+            "github.comment",
+            json!({"body": "On it."}),
+            "fake-comment",
+            " again",
+        ),
+        (
+            "github.comment",
+            json!({"body": ""}),
+            "fake-empty",
+            " empty",
+        ),
+    ];
+    for (i, (operation, input, request_id, tag)) in calls.into_iter().enumerate() {
+        let answer = call(
+            Some(10 + i as u64),
+            "tools/call",
+            json!({"name": "call", "arguments": {"operation": operation, "input": input, "request_id": request_id}}),
+        );
+        exchange.push(json!({"method": format!("tools/call {operation}{tag}"), "answer": answer, "branch": branch}));
+    }
 }
 
 fn usage_numbers() -> [u64; 4] {

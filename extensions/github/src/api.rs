@@ -16,7 +16,8 @@
 //!   limit) or with `Retry-After` (a secondary limit) is waited out once when the
 //!   wait is at most [`MAX_WAIT`], else it fails `unavailable` naming the reset time.
 //! - Errors carry GitHub's `message`, `documentation_url` and the status
-//!   ([`ApiError`]); every request is logged with `tracing` (method, path, status,
+//!   ([`ApiError`]), and a message for the agent (`data.agent_message`, which the
+//!   toolbelt forwards bounded to its tool result); every request is logged with `tracing` (method, path, status,
 //!   elapsed ms), never a token.
 //!
 //! `ureq` blocks: the async methods run it on tokio's blocking pool.
@@ -125,8 +126,38 @@ impl ApiError {
         }
         if let Some(Value::Object(data)) = e.data.as_mut() {
             data.insert("github".into(), Value::Object(github));
+            data.insert(
+                protocol::toolbelt::AGENT_MESSAGE_FIELD.into(),
+                json!(self.agent_message()),
+            );
         }
         e
+    }
+
+    /// What the agent is told (`data.agent_message`, bounded by the toolbelt):
+    /// GitHub's status and message, the retry time of a rate limit, the
+    /// documentation URL, and a 422's field errors (resource, field, code).
+    pub fn agent_message(&self) -> String {
+        let mut m = self.to_string();
+        if let Some(Value::Array(errs)) = &self.errors {
+            let parts: Vec<String> = errs
+                .iter()
+                .take(5)
+                .map(|e| match e {
+                    Value::String(s) => s.clone(),
+                    e => ["resource", "field", "code", "message"]
+                        .iter()
+                        .filter_map(|k| e[*k].as_str().map(|v| format!("{k}={v}")))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                })
+                .filter(|p| !p.is_empty())
+                .collect();
+            if !parts.is_empty() {
+                m.push_str(&format!("; errors: {}", parts.join("; ")));
+            }
+        }
+        protocol::toolbelt::agent_message(&m)
     }
 }
 
@@ -137,7 +168,7 @@ impl std::fmt::Display for ApiError {
             None => write!(f, "GitHub API: {}", self.message)?,
         }
         if let Some(r) = &self.reset_at {
-            write!(f, " (the rate limit resets at {r})")?;
+            write!(f, " (rate limited: retry after {r})")?;
         }
         if let Some(d) = &self.documentation_url {
             write!(f, " (see {d})")?;
@@ -599,9 +630,18 @@ fn read_bounded(
 /// and `errors` when the body has them.
 pub fn github_error(status: u16, body: &[u8]) -> ApiError {
     let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    // GitHub's `message`; else an RFC 7807 problem's `title: detail` (a proxy's,
+    // or Prism's own).
     let message = parsed["message"]
         .as_str()
         .map(str::to_string)
+        .or_else(|| {
+            let title = parsed["title"].as_str()?;
+            Some(match parsed["detail"].as_str() {
+                Some(d) => format!("{title}: {d}"),
+                None => title.to_string(),
+            })
+        })
         .unwrap_or_else(|| format!("HTTP {status}"));
     let code = match status {
         401 | 403 => Code::Unauthorized,

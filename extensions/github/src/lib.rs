@@ -391,7 +391,11 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
         .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
         .on::<OperationCallParams, _, _>(move |ctx, params| {
             let state = op_state.clone();
-            async move { ops::call(&state, &ctx.host, &params).await }
+            async move {
+                ops::call(&state, &ctx.host, &params)
+                    .await
+                    .map_err(ops::for_agent)
+            }
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }

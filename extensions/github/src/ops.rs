@@ -8,8 +8,8 @@
 //! the repositories the scope's `github` entries receive. The GitHub connection
 //! is the binding's (`authority.connection`).
 //!
-//! Calls that change GitHub are idempotent on the request ID: the output is kept
-//! in the package's KV under `op/<digest>` (committed with an `absent` check), and
+//! Calls that change GitHub are idempotent on the Work's request ID: the output is
+//! kept in the package's KV under `op/<digest of scope, Work, request ID>` (committed with an `absent` check), and
 //! a call repeating a request ID answers it without calling GitHub again.
 
 use protocol::wire::{
@@ -358,15 +358,30 @@ pub async fn run(
     }
 }
 
+/// A refusal as the agent will see it: one that carries no `data.agent_message`
+/// (the package's own refusals, whose messages are written for the agent and hold
+/// no secret) gets its message as that. A GitHub error already has its own.
+pub fn for_agent(mut e: RpcError) -> RpcError {
+    let message = protocol::toolbelt::agent_message(&e.message);
+    if let Some(Value::Object(data)) = e.data.as_mut() {
+        data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
+            .or_insert_with(|| json!(message));
+    }
+    e
+}
+
 /// True for the operations that change GitHub (and so are replayed by request ID).
 pub fn changes_github(operation: &str) -> bool {
     operation != READ_ISSUE
 }
 
-/// The KV key a request ID's result is kept under.
+/// The KV key a request ID's result is kept under: the request ID is the calling
+/// Work's (as the toolbelt keeps it), so another Work's same ID is another call.
 pub fn replay_key(authority: &Authority, request_id: &str) -> String {
     let mut h = Sha256::new();
     h.update(authority.scope_id.as_bytes());
+    h.update([0]);
+    h.update(authority.work_id.as_bytes());
     h.update([0]);
     h.update(request_id.as_bytes());
     let d = h.finalize();

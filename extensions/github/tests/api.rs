@@ -242,6 +242,16 @@ fn prism_refuses_a_malformed_request_as_invalid_with_githubs_error_shape() {
     let rpc = err.to_rpc();
     assert_eq!(rpc.app_code(), Some("invalid"));
     assert_eq!(rpc.data.as_ref().unwrap()["github"]["status"], 422);
+    // What the agent is told: GitHub's status, message, documentation URL and
+    // field errors, bounded.
+    let told = rpc.data.as_ref().unwrap()["agent_message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(told.starts_with("GitHub answered 422: "), "{told}");
+    assert!(told.contains("(see "), "{told}");
+    assert!(told.contains("errors: "), "{told}");
+    assert!(told.len() <= protocol::toolbelt::MAX_AGENT_MESSAGE_BYTES);
 }
 
 #[test]
@@ -526,6 +536,10 @@ fn errors_carry_githubs_message_and_their_codes() {
     let client = token_client(&s.url);
     let e = client.request_blocking("GET", "/401", None).unwrap_err();
     assert_eq!((e.code, e.status), (Code::Unauthorized, Some(401)));
+    assert_eq!(
+        e.to_rpc().data.unwrap()["agent_message"],
+        "GitHub answered 401: Bad credentials (see https://docs.github.com/rest)"
+    );
     assert_eq!(e.message, "Bad credentials");
     assert_eq!(
         e.documentation_url.as_deref(),
@@ -563,6 +577,11 @@ fn the_primary_rate_limit_fails_unavailable_naming_the_reset() {
     assert_eq!(e.reset_at.as_deref(), Some(want.as_str()));
     assert!(e.to_string().contains(&want), "{e}");
     assert_eq!(e.to_rpc().data.unwrap()["github"]["reset_at"], want);
+    // The agent is told when to retry, and GitHub's message.
+    let told = e.to_rpc().data.unwrap()["agent_message"].clone();
+    let told = told.as_str().unwrap();
+    assert!(told.contains(&format!("retry after {want}")), "{told}");
+    assert!(told.contains("API rate limit exceeded"), "{told}");
     assert_eq!(s.seen.lock().unwrap().len(), 1, "an hour is not waited");
 }
 

@@ -304,6 +304,15 @@ async fn a_comment_goes_to_the_works_issue_once_per_request_id() {
     .await
     .unwrap_err();
     assert!(e.is(Code::Unauthorized), "{e}");
+    // The package's own refusal carries its message for the agent.
+    let CallError::Rpc(rpc) = &e else {
+        panic!("{e}")
+    };
+    let told = rpc.data.as_ref().unwrap()["agent_message"].clone();
+    assert!(
+        told.as_str().unwrap().contains("not someone/else"),
+        "{told}"
+    );
     // A Work with no GitHub Events may name its scope's entry repository, and
     // must give a number.
     let e = call(
@@ -341,4 +350,17 @@ async fn a_comment_goes_to_the_works_issue_once_per_request_id() {
     .await
     .unwrap();
     assert_eq!(ok["number"], 3);
+    // Another Work's same request ID is its own call, not the first Work's answer.
+    let before = seen.lock().unwrap().len();
+    let other = call(
+        &peer,
+        "github.comment",
+        "req-1",
+        "w2",
+        json!({"body": "On it.", "repository": REPO, "number": 3}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other["number"], 3, "{other}");
+    assert_eq!(seen.lock().unwrap().len(), before + 1);
 }
