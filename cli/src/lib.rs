@@ -280,6 +280,8 @@ fn run_extension(name: Option<&str>) -> i32 {
         "claude-code" => return oc_claude_code::main(),
         "git" => return oc_git::main(),
         "ssh" => return oc_ssh::main(),
+        "cloudflared" => return oc_cloudflared::main(),
+        "ngrok" => return oc_ngrok::main(),
         other => {
             eprintln!(
                 "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",

@@ -134,6 +134,8 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("claude-code", oc_claude_code::MANIFEST),
         ("git", oc_git::MANIFEST),
         ("ssh", oc_ssh::MANIFEST),
+        ("cloudflared", oc_cloudflared::MANIFEST),
+        ("ngrok", oc_ngrok::MANIFEST),
     ]
 }
 

@@ -36,6 +36,7 @@ pub mod detached;
 pub mod dirs;
 pub mod runs;
 pub mod signals;
+pub mod tunnel;
 pub mod workspace;
 pub mod wrapper;
 

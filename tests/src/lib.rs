@@ -27,6 +27,7 @@ pub mod badtunnel;
 pub mod feed;
 pub mod messages;
 pub mod pause;
+pub mod standins;
 
 /// How long anything here may take before a test calls it hung. Nothing measures time.
 pub const HANG: Duration = Duration::from_secs(60);
@@ -47,6 +48,10 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
         "ext-ssh" => oc_ssh::main(),
+        "ext-cloudflared" => oc_cloudflared::main(),
+        "ext-ngrok" => oc_ngrok::main(),
+        "fake-cloudflared" => standins::cloudflared(&rest.clone().collect::<Vec<_>>()),
+        "fake-ngrok" => standins::ngrok(&rest.clone().collect::<Vec<_>>()),
         "ext-badtunnel" => badtunnel::main_entry(),
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),

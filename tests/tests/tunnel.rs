@@ -140,6 +140,16 @@ fn packages() -> Vec<Package> {
         command: vec!["ext-ssh".into()],
     });
     p.push(Package {
+        name: "cloudflared".into(),
+        manifest: oc_cloudflared::MANIFEST.into(),
+        command: vec!["ext-cloudflared".into()],
+    });
+    p.push(Package {
+        name: "ngrok".into(),
+        manifest: oc_ngrok::MANIFEST.into(),
+        command: vec!["ext-ngrok".into()],
+    });
+    p.push(Package {
         name: "badtunnel".into(),
         manifest: oc_systest::badtunnel::MANIFEST.into(),
         command: vec!["ext-badtunnel".into()],
@@ -373,4 +383,144 @@ fn a_credential_bearing_or_non_http_url_is_refused_logged_and_not_published() {
         !suite.log(Daemon::Tunneld).contains("secret@"),
         "the URL's credentials are not logged"
     );
+}
+
+/// The pids of the processes whose command line is `oc-suite <standin> …` with `arg`.
+fn standin_pids(standin: &str, arg: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.get(1).is_some_and(|a| a == standin) && args.iter().any(|a| a == arg) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A program named `name` that runs the suite's binary as `standin` (with `env`).
+fn standin_program(suite: &Suite, name: &str, standin: &str, env: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = suite.dir.join(name);
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\n{env} exec {BIN} {standin} \"$@\"\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Kill the one stand-in running now and see the URL cleared and a new stand-in's
+/// URL published.
+fn kill_standin_and_see_it_come_back(
+    suite: &Suite,
+    standin: &str,
+    arg: &str,
+    url_of: fn(i32) -> String,
+) {
+    let first = standin_pids(standin, arg);
+    assert_eq!(first.len(), 1, "one {standin}: {first:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    until("tunneld logs the run's end", || {
+        suite
+            .log(Daemon::Tunneld)
+            .contains("the tunnel run ended; starting it again")
+    });
+    until("a new stand-in's URL is published", || {
+        let now = standin_pids(standin, arg);
+        now.len() == 1 && now != first && stored_url(suite) == url_of(now[0])
+    });
+}
+
+/// The cloudflared provider against the stand-in (`oc_systest::standins`: it prints
+/// cloudflared's quick tunnel banner and connection line, and forwards nothing):
+/// the URL it printed is published; killing it clears the URL and it comes back.
+#[test]
+fn a_cloudflared_quick_tunnel_publishes_the_printed_url_and_comes_back() {
+    let suite = Suite::new(Path::new(BIN), "tunnel-cloudflared", &packages()).unwrap();
+    suite.start_all().unwrap();
+    suite.start(Daemon::Tunneld).unwrap();
+    let program = standin_program(&suite, "cloudflared", "fake-cloudflared", "");
+    let origin = format!("http://{}", suite.http);
+    suite
+        .apply_config(
+            &with_tunnel(
+                &suite,
+                "cloudflared",
+                json!({"binary": program.display().to_string()}),
+            ),
+            HOOK,
+        )
+        .unwrap();
+    until("the printed URL is published", || {
+        let pids = standin_pids("fake-cloudflared", &origin);
+        pids.len() == 1 && stored_url(&suite) == oc_systest::standins::cloudflared_url(pids[0])
+    });
+    let status = suite.call("tunnel.status", json!({})).unwrap();
+    assert_eq!(status["package"], "cloudflared", "{status}");
+    kill_standin_and_see_it_come_back(
+        &suite,
+        "fake-cloudflared",
+        &origin,
+        oc_systest::standins::cloudflared_url,
+    );
+    suite.stop(Daemon::Tunneld);
+    until("the URL is cleared and the stand-in stopped", || {
+        stored_url(&suite).is_empty() && standin_pids("fake-cloudflared", &origin).is_empty()
+    });
+}
+
+/// The ngrok provider against the stand-in (`oc_systest::standins`: it serves the
+/// agent API's `/api/tunnels` on a port of its own, and forwards nothing): the URL
+/// the API shows is published; killing it clears the URL and it comes back.
+#[test]
+fn an_ngrok_tunnel_publishes_the_api_url_and_comes_back() {
+    let suite = Suite::new(Path::new(BIN), "tunnel-ngrok", &packages()).unwrap();
+    suite.start_all().unwrap();
+    suite.start(Daemon::Tunneld).unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let program = standin_program(
+        &suite,
+        "ngrok",
+        "fake-ngrok",
+        &format!("OC_STANDIN_NGROK_API={api}"),
+    );
+    let listen = suite.http.to_string();
+    suite
+        .apply_config(
+            &with_tunnel(
+                &suite,
+                "ngrok",
+                json!({"binary": program.display().to_string(), "api_addr": api}),
+            ),
+            HOOK,
+        )
+        .unwrap();
+    until("the API's URL is published", || {
+        let pids = standin_pids("fake-ngrok", &listen);
+        pids.len() == 1 && stored_url(&suite) == oc_systest::standins::ngrok_url(pids[0])
+    });
+    kill_standin_and_see_it_come_back(
+        &suite,
+        "fake-ngrok",
+        &listen,
+        oc_systest::standins::ngrok_url,
+    );
+    suite.stop(Daemon::Tunneld);
+    until("the URL is cleared and the stand-in stopped", || {
+        stored_url(&suite).is_empty() && standin_pids("fake-ngrok", &listen).is_empty()
+    });
 }

@@ -26,7 +26,7 @@ pub const MANIFEST: &str = include_str!("../open-conduit-extension.json");
 pub const TUNNEL_TYPE: &str = "ssh";
 
 /// How long a stopped ssh gets after SIGTERM before SIGKILL.
-pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+pub const STOP_GRACE: std::time::Duration = sdk::tunnel::STOP_GRACE;
 
 /// The extension, with every handler.
 pub fn extension() -> Result<sdk::Extension, String> {

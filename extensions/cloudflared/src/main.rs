@@ -1,0 +1,5 @@
+//! `oc-cloudflared-extension`: the cloudflared tunnel provider, served over stdio.
+
+fn main() {
+    std::process::exit(oc_cloudflared::main());
+}

@@ -1,0 +1,5 @@
+//! `oc-ngrok-extension`: the ngrok tunnel provider, served over stdio.
+
+fn main() {
+    std::process::exit(oc_ngrok::main());
+}
