@@ -784,7 +784,8 @@ pub struct Verdict {
     pub fix: String,
 }
 
-fn verdict(name: &str, status: &'static str, detail: String, fix: &str) -> Verdict {
+/// A verdict.
+pub fn verdict(name: &str, status: &'static str, detail: String, fix: &str) -> Verdict {
     Verdict {
         name: name.to_owned(),
         status,
@@ -1000,6 +1001,7 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             "see `open-conduit logs ingressd`",
         )),
     }
+    out.extend(crate::reach::public_url(bus));
     out
 }
 

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod man;
 pub mod mcp;
+pub mod reach;
 pub mod resources;
 pub mod up;
 

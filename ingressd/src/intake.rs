@@ -279,6 +279,7 @@ impl Handler for Service {
                         .collect();
                     protocol::reply(&json!({
                         "listen": listen,
+                        "instance": crate::instance(),
                         "routes": list,
                         "complete": routes.is_complete(),
                         "fetches": fetched,

@@ -184,3 +184,23 @@ impl Default for Limits {
         }
     }
 }
+
+/// The header `/healthz` names this ingressd process in.
+pub const INSTANCE_HEADER: &str = "X-Open-Conduit-Ingressd";
+
+/// This process's random instance ID (`ingress.routes`' `instance`, and the
+/// [`INSTANCE_HEADER`] of `/healthz`): how doctor tells that a request sent to the
+/// public URL came back to this ingressd.
+pub fn instance() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        use std::io::Read;
+        let mut b = [0u8; 8];
+        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        let pid = std::process::id();
+        format!(
+            "{pid}-{}",
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        )
+    })
+}

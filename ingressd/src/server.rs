@@ -401,11 +401,19 @@ async fn connection(
                         let ok = timeout(HEALTH_TIMEOUT, shared.intake.healthy())
                             .await
                             .unwrap_or(false);
-                        if ok {
+                        let mut a = if ok {
                             plain(200, "ok")
                         } else {
                             plain(503, "unhealthy: deliveries cannot be taken now")
-                        }
+                        };
+                        // Which ingressd answered: doctor compares it with the one on
+                        // the bus, so a request through the tunnel is known to come
+                        // back here.
+                        a.headers.push((
+                            crate::INSTANCE_HEADER.to_owned(),
+                            crate::instance().to_owned(),
+                        ));
+                        a
                     }
                     Action::Metrics => {
                         let mut a = Answer::text(200, shared.metrics.render());

@@ -85,6 +85,9 @@ pub fn how_it_ended(status: &ExitStatus) -> String {
     }
 }
 
+/// How long an ended child's last output is waited for.
+pub const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
 /// What [`Child::next`] saw.
 #[derive(Debug)]
 pub enum Event {
@@ -202,21 +205,30 @@ impl Child {
             },
             status = child.wait() => status,
         };
-        self.end(status)
+        self.end(status).await
     }
 
-    fn end(&mut self, status: std::io::Result<ExitStatus>) -> Event {
+    async fn end(&mut self, status: std::io::Result<ExitStatus>) -> Event {
         let how = match status {
             Ok(s) => how_it_ended(&s),
             Err(e) => format!("could not be waited for: {e}"),
         };
-        // What it said last, before it went.
-        while let Ok(line) = self.lines.try_recv() {
-            self.remember(&line);
-        }
         if let Some(pgid) = self.pgid {
             // Anything left in its group goes with it.
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+        // What it said last, before it went: its output up to the end of its pipes
+        // (the readers may not have reached it yet), for at most DRAIN_WAIT.
+        let lines = &mut self.lines;
+        let mut said = Vec::new();
+        let _ = tokio::time::timeout(DRAIN_WAIT, async {
+            while let Some(line) = lines.recv().await {
+                said.push(line);
+            }
+        })
+        .await;
+        for line in said {
+            self.remember(&line);
         }
         self.ended = Some(how.clone());
         Event::Ended(self.error(how))

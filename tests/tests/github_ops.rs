@@ -26,6 +26,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The connection's token: it must appear in no log.
+/// What the fake claude does through the toolbelt (`FAKE_CLAUDE_MODE=calls`): a
+/// comment (request ID `fake-comment`), a label, a pull request whose head is the
+/// branch its workspace has checked out, onto `main`, the same comment again (the
+/// same request ID), and a comment without a body.
+const AGENT_CALLS: &str = r#"[
+ {"operation": "github.comment", "input": {"body": "On it."}, "request_id": "fake-comment"},
+ {"operation": "github.add_labels", "input": {"labels": ["triaged"]}, "request_id": "fake-labels"},
+ {"operation": "github.open_pull_request", "input": {"head": "{branch}", "base": "main", "title": "Fix the bug", "body": "Fixes it."}, "request_id": "fake-pr"},
+ {"operation": "github.comment", "input": {"body": "On it."}, "request_id": "fake-comment", "tag": " again"},
+ {"operation": "github.comment", "input": {"body": ""}, "request_id": "fake-empty", "tag": " empty"}
+]"#;
+
 const TOKEN: &str = "ghp_e2eSecretTokenNeverLogged0123456789";
 const REPO: &str = "Codertocat/Hello-World";
 
@@ -202,7 +214,8 @@ fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf, Value) {
                              "config": {"repository": format!("file://{}", bare.display()),
                                         "min_free_mb": 1}},
                 "config": {"binary": claude,
-                           "env": {"FAKE_CLAUDE_MODE": "github", "FAKE_CLAUDE_RECORD": rec,
+                           "env": {"FAKE_CLAUDE_MODE": "calls", "FAKE_CLAUDE_RECORD": rec,
+                                   "FAKE_CLAUDE_CALLS": AGENT_CALLS,
                                    "CLAUDE_CONFIG_DIR": config_dir}}
             }]
         }]

@@ -245,11 +245,13 @@ fn an_ssh_tunnel_publishes_the_url_forwards_webhooks_and_comes_back() {
     let remote_port = free_port();
     let listen = suite.http.to_string();
     let spec = format!("{remote_port}:{listen}");
-    let public = format!("https://hooks.example.com:{remote_port}");
+    // The server's side of the forward is the public URL here: plain HTTP on its
+    // loopback, so that doctor's round trip can be made for real.
+    let public = format!("http://127.0.0.1:{remote_port}");
     let tunnel = json!({
         "host": "127.0.0.1", "port": sshd.port, "user": sshd.user,
         "remote_port": remote_port, "remote_bind": "127.0.0.1",
-        "url": "https://hooks.example.com:{remote_port}",
+        "url": "http://127.0.0.1:{remote_port}",
         "identity_file": sshd.dir.join("client_key").display().to_string(),
         "known_hosts": sshd.dir.join("known_hosts").display().to_string(),
     });
@@ -279,6 +281,35 @@ fn an_ssh_tunnel_publishes_the_url_forwards_webhooks_and_comes_back() {
             e["payload"]["data"]["number"] == 7 || e.to_string().contains("through-the-tunnel")
         })
     });
+
+    // doctor sends a request to the public URL's /healthz, which comes back to this
+    // ingressd through the tunnel; `status` prints the URL.
+    let doctor = Command::new(BIN)
+        .args(["open-conduit", "--bus"])
+        .arg(&suite.bus)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("public-url"))
+        .unwrap_or_else(|| panic!("no public-url check: {doctor}"));
+    assert!(
+        line.contains("ok") && line.contains("came back to this ingressd"),
+        "{doctor}"
+    );
+    let status = Command::new(BIN)
+        .args(["open-conduit", "--bus"])
+        .arg(&suite.bus)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains(&public),
+        "status names the public URL: {}",
+        String::from_utf8_lossy(&status.stdout)
+    );
 
     // SIGKILL of the ssh child: the run ends, the URL is cleared, and it comes back.
     let first = ssh_pids(&spec);

@@ -21,7 +21,7 @@
 //!   ends its turn), `crash` (exits 3 without a result), `error` (a result
 //!   with `is_error`), `wait` (calls the toolbelt's wait), `no_status`,
 //!   `denied` (refuses the toolbelt's declare_outcome, as a permission mode does),
-//!   `github` (calls the github operations through the toolbelt: [`github_calls`]).
+//!   `calls` (the toolbelt `call`s `FAKE_CLAUDE_CALLS` lists: [`scripted_calls`]).
 //! * `FAKE_CLAUDE_STATE`: the structured status's state (default `building`).
 //! * `FAKE_CLAUDE_USAGE`: `input,output,cache_read,cache_creation` of the
 //!   turn's one model call (default `100,50,1000,200`).
@@ -205,19 +205,19 @@ fn mcp(config: &str, mode: &str) -> Option<std::process::Child> {
         );
         exchange.push(json!({"method": "tools/call wait", "answer": w}));
     }
-    if mode == "github" {
-        github_calls(&mut call, &mut exchange);
+    if mode == "calls" {
+        scripted_calls(&mut call, &mut exchange);
     }
     record(&json!({"mcp": exchange, "env": env}));
     Some(child)
 }
 
-/// Mode `github`: through the toolbelt's `call`, a comment (request ID
-/// `fake-comment`), a label, a pull request whose head is the branch checked out in
-/// the cwd (`git rev-parse --abbrev-ref HEAD`) onto `main`, the same comment again
-/// (the same request ID), and a comment without a body; each answer is recorded as
-/// `tools/call <operation>` (the repeat as `… again`, the empty one as `… empty`).
-fn github_calls(
+/// Mode `calls`: each toolbelt `call` that `FAKE_CLAUDE_CALLS` lists (a JSON array
+/// of `{"operation", "input", "request_id", "tag"}`), in order; the text `{branch}`
+/// anywhere in an input becomes the branch checked out in the cwd
+/// (`git rev-parse --abbrev-ref HEAD`). Each answer is recorded as
+/// `tools/call <operation><tag>`, with the branch.
+fn scripted_calls(
     call: &mut impl FnMut(Option<u64>, &str, Value) -> Option<Value>,
     exchange: &mut Vec<Value>,
 ) {
@@ -228,45 +228,19 @@ fn github_calls(
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let calls = [
-        (
-            "github.comment",
-            json!({"body": "On it."}),
-            "fake-comment",
-            "",
-        ),
-        (
-            "github.add_labels",
-            json!({"labels": ["triaged"]}),
-            "fake-labels",
-            "",
-        ),
-        (
-            "github.open_pull_request",
-            json!({"head": branch, "base": "main", "title": "Fix the bug", "body": "Fixes it."}),
-            "fake-pr",
-            "",
-        ),
-        (
-            "github.comment",
-            json!({"body": "On it."}),
-            "fake-comment",
-            " again",
-        ),
-        (
-            "github.comment",
-            json!({"body": ""}),
-            "fake-empty",
-            " empty",
-        ),
-    ];
-    for (i, (operation, input, request_id, tag)) in calls.into_iter().enumerate() {
+    let script = var("FAKE_CLAUDE_CALLS").replace("{branch}", &branch);
+    let calls: Vec<Value> = serde_json::from_str(&script).unwrap_or_default();
+    for (i, c) in calls.iter().enumerate() {
+        let operation = c["operation"].as_str().unwrap_or_default();
+        let tag = c["tag"].as_str().unwrap_or_default();
         let answer = call(
             Some(10 + i as u64),
             "tools/call",
-            json!({"name": "call", "arguments": {"operation": operation, "input": input, "request_id": request_id}}),
+            json!({"name": "call", "arguments": {"operation": operation,
+                   "input": c["input"], "request_id": c["request_id"]}}),
         );
-        exchange.push(json!({"method": format!("tools/call {operation}{tag}"), "answer": answer, "branch": branch}));
+        exchange.push(json!({"method": format!("tools/call {operation}{tag}"),
+                             "answer": answer, "branch": branch}));
     }
 }
 
