@@ -163,6 +163,10 @@ pub struct Runner {
     stopping: AtomicBool,
     workspaces: Arc<Workspaces>,
     tunnels: Arc<TunnelRuns>,
+    /// The configuration generation last applied, for the checks' view of it.
+    applied: Mutex<Option<Arc<Config>>>,
+    /// The configuration directory (the installed packages' root's parent).
+    config_dir: String,
 }
 
 impl std::fmt::Debug for Runner {
@@ -440,6 +444,17 @@ impl Runner {
             stopping: AtomicBool::new(false),
             workspaces,
             tunnels,
+            applied: Mutex::new(
+                config
+                    .initial
+                    .as_ref()
+                    .map(|(doc, _)| Arc::new(doc.clone())),
+            ),
+            config_dir: config
+                .installed_root
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
         }
     }
 
@@ -739,8 +754,41 @@ impl Runner {
         timeout: Duration,
         cancel: Option<CancelToken>,
     ) -> Result<Reply, RpcError> {
+        if method == "check.run" {
+            let params = self.with_check_view(name, params)?;
+            return self
+                .call_within(name, method, &params, in_transaction, Some(timeout), cancel)
+                .await;
+        }
         self.call_within(name, method, params, in_transaction, Some(timeout), cancel)
             .await
+    }
+
+    /// `check.run`'s params with the configuration view filled in (spec: check.run
+    /// carries the read-only view of the configuration that uses the package), when
+    /// the caller sent none.
+    fn with_check_view<P: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        params: &P,
+    ) -> Result<Value, RpcError> {
+        let mut v = serde_json::to_value(params).map_err(RpcError::invalid_params)?;
+        let empty = match v.get("config") {
+            None | Some(Value::Null) => true,
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(_) => false,
+        };
+        let doc = lock(&self.applied).clone();
+        if let (true, Some(doc), Some(manifest), Some(obj)) =
+            (empty, doc, self.manifest(name), v.as_object_mut())
+        {
+            let view = doc.check_view(manifest, &self.config_dir);
+            obj.insert(
+                "config".into(),
+                serde_json::to_value(view).map_err(RpcError::unauthored)?,
+            );
+        }
+        Ok(v)
     }
 
     /// The tunnel runs held open, and the tunnel's public URL.
@@ -1007,6 +1055,7 @@ impl Runner {
     /// again, the reason it failed, if it did; a failed one keeps its earlier
     /// registration and gets the new configuration at its next start.
     pub async fn apply(&self, doc: &Config, generation: &str) -> Vec<(String, Result<(), String>)> {
+        *lock(&self.applied) = Some(Arc::new(doc.clone()));
         for e in &self.entries {
             configure_entry(
                 doc,

@@ -476,6 +476,109 @@ impl Config {
         self.scopes.iter().find(|s| s.id == id)
     }
 
+    /// The read-only view of this configuration a package's `check.run` receives
+    /// (spec: check.run's `config`): each enabled scope that uses the package (an
+    /// entry of its types, a route on its handlers, a binding on its executors or
+    /// resource types, or granted one of its operations) with those routes,
+    /// bindings (the executor config only for its own executors) and its own
+    /// entries; the connections of its types those name (config only, secret names
+    /// never values); the tunnel when its type is the package's. `dir` is the config
+    /// file's directory.
+    pub fn check_view(&self, manifest: &Manifest, dir: &str) -> wire::CheckConfig {
+        let pv = &manifest.provides;
+        let entry_types: BTreeSet<&str> =
+            pv.extensions.iter().map(|t| t.type_name.as_str()).collect();
+        let handlers: BTreeSet<&str> = pv.routes.iter().map(|r| r.handler.as_str()).collect();
+        let executors: BTreeSet<&str> = pv.executors.iter().map(|x| x.name.as_str()).collect();
+        let resources: BTreeSet<&str> = pv.resources.iter().map(|r| r.type_name.as_str()).collect();
+        let operations: BTreeSet<&str> = pv.operations.iter().map(|o| o.name.as_str()).collect();
+        let connection_types: BTreeSet<&str> = pv
+            .connections
+            .iter()
+            .map(|t| t.type_name.as_str())
+            .collect();
+        let mut out = wire::CheckConfig {
+            dir: dir.to_owned(),
+            ..wire::CheckConfig::default()
+        };
+        let mut named = BTreeSet::new();
+        for scope in self.scopes.iter().filter(|s| s.enabled) {
+            let mut view = wire::CheckScope {
+                id: scope.id.clone(),
+                ..wire::CheckScope::default()
+            };
+            for e in scope
+                .entries
+                .iter()
+                .filter(|e| entry_types.contains(e.entry_type.as_str()))
+            {
+                if self
+                    .connection(&e.connection)
+                    .is_some_and(|c| connection_types.contains(c.connection_type.as_str()))
+                {
+                    named.insert(e.connection.clone());
+                }
+                view.entries.push(wire::Entry {
+                    scope_id: scope.id.clone(),
+                    entry_type: e.entry_type.clone(),
+                    name: e.name.clone(),
+                    connection: e.connection.clone(),
+                    binding_connections: Vec::new(),
+                    config: e.config.clone(),
+                });
+            }
+            view.routes = scope
+                .routes
+                .iter()
+                .filter(|r| handlers.contains(r.handler.as_str()))
+                .cloned()
+                .collect();
+            for b in &scope.bindings {
+                let Ok(mut binding) = serde_json::from_value::<wire::Binding>(b.clone()) else {
+                    continue;
+                };
+                let own_executor = executors.contains(binding.executor.as_str());
+                let own_resource = binding
+                    .resource
+                    .as_ref()
+                    .is_some_and(|r| resources.contains(r.resource_type.as_str()));
+                let granted = binding
+                    .operations
+                    .iter()
+                    .any(|o| operations.contains(o.as_str()));
+                if !(own_executor || own_resource || granted) {
+                    continue;
+                }
+                if !own_executor {
+                    binding.config = Value::Null;
+                }
+                view.bindings.push(binding);
+            }
+            if !(view.entries.is_empty() && view.routes.is_empty() && view.bindings.is_empty()) {
+                out.scopes.push(view);
+            }
+        }
+        for name in named {
+            if let Some(c) = self.connection(&name) {
+                out.connections.push(wire::Connection {
+                    name: c.name.clone(),
+                    connection_type: c.connection_type.clone(),
+                    config: c.config.clone(),
+                    secrets: c.secret_refs.keys().cloned().collect(),
+                });
+            }
+        }
+        if let Some(t) = &self.settings.webhooks.tunnel {
+            if pv.tunnels.iter().any(|x| x.type_name == t.provider) {
+                out.tunnel = Some(wire::CheckTunnel {
+                    tunnel_type: t.provider.clone(),
+                    config: t.run_config(),
+                });
+            }
+        }
+        out
+    }
+
     /// What the extension of `manifest` is configured with: its entries (of the types it
     /// declares) in enabled scopes, those in disabled scopes apart, the connections those
     /// entries name when of a connection type it declares, the connections the bindings
@@ -642,6 +745,34 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_check_sees_the_scopes_that_use_its_package() {
+        let git = crate::manifest::parse_manifest(
+            br#"{"protocol":[1],"name":"git","version":"1","command":["x"],
+                "provides":{"resources":[{"type":"git","modes":["work"]}]}}"#,
+        )
+        .unwrap();
+        let doc = json!({"scopes": [
+            {"id": "a", "bindings": [
+                {"name": "agent", "executor": "claude-code", "config": {"model": "opus"},
+                 "resource": {"type": "git", "config": {"repository": "/r"}}},
+                {"name": "plain", "executor": "shell", "config": {"script": "true"}}]},
+            {"id": "b", "bindings": [{"name": "other", "executor": "shell"}]},
+            {"id": "c", "enabled": false, "bindings": [
+                {"name": "off", "executor": "shell", "resource": {"type": "git"}}]}
+        ]});
+        let config = Config::parse(&doc).unwrap();
+        let view = config.check_view(&git, "/etc/open-conduit");
+        assert_eq!(view.dir, "/etc/open-conduit");
+        assert_eq!(view.scopes.len(), 1, "{view:?}");
+        let b = &view.scopes[0].bindings;
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].name, "agent");
+        assert_eq!(b[0].resource.as_ref().unwrap().config["repository"], "/r");
+        // Another package's executor config is not the provider's to see.
+        assert!(b[0].config.is_null());
+    }
 
     fn manifest() -> Manifest {
         crate::manifest::parse_manifest(

@@ -344,6 +344,18 @@ fn each_work_runs_in_its_own_worktree_and_resumes_in_it() {
         "{}",
         show.1
     );
+    // doctor asks the git package about the configured repository, which answers.
+    let doctor = cli(&suite, &["doctor"]);
+    let line = doctor
+        .1
+        .lines()
+        .find(|l| l.contains("git_repositories"))
+        .unwrap_or_else(|| panic!("no git_repositories check: {}", doctor.1));
+    assert!(
+        line.contains("ok") && line.contains("1 of 1 repositories reachable"),
+        "{}",
+        doctor.1
+    );
     let list = cli(&suite, &["resource", "list"]);
     assert_eq!(list.0, 0, "{list:?}");
     assert!(
@@ -610,6 +622,20 @@ fn a_bad_repository_fails_the_run_before_any_process_starts() {
         assert!(error.contains(says), "case {n}: {error}");
         let show = cli(&suite, &["work", "show", &id]);
         assert!(show.1.contains(code), "case {n}: {}", show.1);
+        if n == 0 {
+            // doctor names the unreachable repository.
+            let doctor = cli(&suite, &["doctor"]);
+            let line = doctor
+                .1
+                .lines()
+                .find(|l| l.contains("git_repositories"))
+                .unwrap_or_else(|| panic!("no git_repositories check: {}", doctor.1));
+            assert!(
+                line.contains("fail") && line.contains("/nonexistent/repo.git"),
+                "{}",
+                doctor.1
+            );
+        }
         // Stop its retries before the next case.
         let _ = cli(&suite, &["work", "cancel", &id]);
     }
