@@ -44,6 +44,90 @@ pub fn check_type(p: &TunnelRunParams, expected: &str) -> Result<(), RpcError> {
     }
 }
 
+/// One problem with a tunnel config: the JSON pointer into it and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// JSON pointer.
+    pub path: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A config's problems as `tunnel.run`'s refusal (`invalid`: the host does not
+/// retry it until the configuration changes).
+pub fn refusal(problems: &[Problem]) -> RpcError {
+    invalid(
+        problems
+            .iter()
+            .map(|pr| format!("{}: {}", pr.path, pr.message))
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// `validate` kind `tunnel`: what a valid config sets up, or each problem as an
+/// `invalid_config` diagnostic at its pointer.
+pub fn validation(checked: Result<String, Vec<Problem>>) -> protocol::wire::ValidateResult {
+    let mut result = protocol::wire::ValidateResult::default();
+    match checked {
+        Ok(describe) => result.describe.push(describe),
+        Err(problems) => {
+            for pr in problems {
+                result.diagnostics.push(protocol::wire::Diagnostic {
+                    code: "invalid_config".into(),
+                    message: pr.message,
+                    path: pr.path,
+                });
+            }
+        }
+    }
+    result
+}
+
+/// The listener `tunnel.run` names, as an IP address and port.
+pub fn listener(p: &TunnelRunParams) -> Result<std::net::SocketAddr, RpcError> {
+    p.addr.parse().map_err(|_| {
+        invalid(format!(
+            "the listener's address {:?} is not an IP address and port",
+            p.addr
+        ))
+    })
+}
+
+/// A one-word secret from the file a config names in `field` (a token): at most
+/// `max` bytes, UTF-8, trimmed, no whitespace or control character inside.
+pub async fn read_secret_file(
+    field: &str,
+    path: &std::path::Path,
+    max: u64,
+) -> Result<String, RpcError> {
+    let unavailable = |e: String| {
+        RpcError::new(
+            Code::Unavailable,
+            format!("{field} {}: {e}", path.display()),
+        )
+    };
+    let f = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let mut buf = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    if buf.len() as u64 > max {
+        return Err(unavailable(format!("over the {max}-byte limit")));
+    }
+    let secret = String::from_utf8(buf)
+        .map_err(|_| unavailable("not UTF-8".into()))?
+        .trim()
+        .to_owned();
+    if secret.is_empty() || secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(unavailable("holds no secret (one word)".into()));
+    }
+    Ok(secret)
+}
+
 /// Check a public URL a provider found (in its program's output or API): an
 /// `https://` URL with a host and nothing the host would refuse.
 pub fn check_https(url: &str) -> Result<(), String> {

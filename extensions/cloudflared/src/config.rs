@@ -1,7 +1,7 @@
 //! The cloudflared tunnel's config (`settings.webhooks.tunnel.config`), checked with
 //! a JSON pointer for each problem.
 
-use protocol::wire::{validate_kind, Diagnostic, ValidateParams, ValidateResult};
+use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -19,14 +19,7 @@ pub struct Config {
     pub url: Option<String>,
 }
 
-/// One problem: the pointer into the config and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// JSON pointer.
-    pub path: String,
-    /// Message.
-    pub message: String,
-}
+pub use sdk::tunnel::Problem;
 
 const FIELDS: &[&str] = &["binary", "token_file", "url"];
 
@@ -129,12 +122,10 @@ impl Config {
 /// `validate`: kind `tunnel` of type `cloudflared` checks the config; anything else
 /// is valid.
 pub fn validate(p: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
     if p.kind != validate_kind::TUNNEL || p.type_name != crate::TUNNEL_TYPE {
-        return result;
+        return ValidateResult::default();
     }
-    match Config::parse(&p.config) {
-        Ok(c) => result.describe.push(match (&c.token_file, &c.url) {
+    sdk::tunnel::validation(Config::parse(&p.config).map(|c| match (&c.token_file, &c.url) {
             (Some(t), Some(u)) => format!(
                 "runs {} as the named tunnel whose token is in {}; public URL {u}",
                 c.binary,
@@ -144,18 +135,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
                 "runs {} as a quick tunnel; public URL https://<random>.trycloudflare.com, new on each start",
                 c.binary
             ),
-        }),
-        Err(problems) => {
-            for pr in problems {
-                result.diagnostics.push(Diagnostic {
-                    code: "invalid_config".into(),
-                    message: pr.message,
-                    path: pr.path,
-                });
-            }
-        }
-    }
-    result
+        }))
 }
 
 #[cfg(test)]

@@ -1,12 +1,9 @@
 //! `tunnel.run`: cloudflared as a child in its own process group ([`sdk::tunnel`]),
 //! for as long as the host holds the call.
 
-use std::net::SocketAddr;
-
 use protocol::wire::{TunnelRunParams, TunnelRunResult};
 use protocol::{Code, RpcError};
-use sdk::tunnel::{invalid, Event};
-use tokio::io::AsyncReadExt;
+use sdk::tunnel::Event;
 
 use crate::config::Config;
 
@@ -18,6 +15,8 @@ pub const CONNECTED: &str = "Registered tunnel connection";
 pub const QUICK_DOMAIN: &str = ".trycloudflare.com";
 /// The largest token file read.
 pub const MAX_TOKEN: u64 = 16 * 1024;
+/// The config field naming the token file.
+const FILE_FIELD: &str = "token_file";
 
 /// The quick tunnel's URL in a cloudflared log line, if the line has one: the
 /// banner's `|  https://<words>.trycloudflare.com  |`.
@@ -34,59 +33,21 @@ pub fn quick_url(line: &str) -> Option<String> {
         })
 }
 
-async fn read_token(path: &std::path::Path) -> Result<String, RpcError> {
-    let unavailable = |e: String| {
-        RpcError::new(
-            Code::Unavailable,
-            format!("token_file {}: {e}", path.display()),
-        )
-    };
-    let f = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let mut buf = Vec::new();
-    f.take(MAX_TOKEN + 1)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    if buf.len() as u64 > MAX_TOKEN {
-        return Err(unavailable(format!("over the {MAX_TOKEN}-byte limit")));
-    }
-    let token = String::from_utf8(buf)
-        .map_err(|_| unavailable("not UTF-8".into()))?
-        .trim()
-        .to_owned();
-    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(unavailable("holds no token (one word)".into()));
-    }
-    Ok(token)
-}
-
 /// Serve one `tunnel.run`: an error when the config cannot run (`invalid`, which
 /// the host does not retry), when cloudflared cannot start or dies, or prints a
 /// quick tunnel URL that is not https (`unavailable`), or when the host refuses
 /// the URL.
 pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, RpcError> {
     sdk::tunnel::check_type(&p, crate::TUNNEL_TYPE)?;
-    let config = Config::parse(&p.config).map_err(|problems| {
-        invalid(
-            problems
-                .iter()
-                .map(|pr| format!("{}: {}", pr.path, pr.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
-    let addr: SocketAddr = p.addr.parse().map_err(|_| {
-        invalid(format!(
-            "the listener's address {:?} is not an IP address and port",
-            p.addr
-        ))
-    })?;
+    let config = Config::parse(&p.config).map_err(|problems| sdk::tunnel::refusal(&problems))?;
+    let addr = sdk::tunnel::listener(&p)?;
     let mut cmd = tokio::process::Command::new(&config.binary);
     cmd.args(config.args(&addr.to_string()));
     if let Some(path) = &config.token_file {
-        cmd.env("TUNNEL_TOKEN", read_token(path).await?);
+        cmd.env(
+            "TUNNEL_TOKEN",
+            sdk::tunnel::read_secret_file(FILE_FIELD, path, MAX_TOKEN).await?,
+        );
     }
     let mut child = sdk::tunnel::Child::spawn(&format!("cloudflared ({:?})", config.binary), cmd)?;
     eprintln!(

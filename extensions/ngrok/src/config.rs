@@ -1,7 +1,7 @@
 //! The ngrok tunnel's config (`settings.webhooks.tunnel.config`), checked with a JSON
 //! pointer for each problem.
 
-use protocol::wire::{validate_kind, Diagnostic, ValidateParams, ValidateResult};
+use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,14 +24,7 @@ pub struct Config {
     pub api_addr: SocketAddr,
 }
 
-/// One problem: the pointer into the config and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// JSON pointer.
-    pub path: String,
-    /// Message.
-    pub message: String,
-}
+pub use sdk::tunnel::Problem;
 
 const FIELDS: &[&str] = &["binary", "authtoken_file", "domain", "api_addr"];
 
@@ -165,12 +158,11 @@ impl Config {
 /// `validate`: kind `tunnel` of type `ngrok` checks the config; anything else is
 /// valid.
 pub fn validate(p: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
     if p.kind != validate_kind::TUNNEL || p.type_name != crate::TUNNEL_TYPE {
-        return result;
+        return ValidateResult::default();
     }
-    match Config::parse(&p.config) {
-        Ok(c) => result.describe.push(format!(
+    sdk::tunnel::validation(Config::parse(&p.config).map(|c| {
+        format!(
             "runs {} http to the webhook listener; public URL {}, read from the agent's API on {}",
             c.binary,
             c.domain.as_ref().map_or_else(
@@ -178,18 +170,8 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
                 |d| format!("https://{d}")
             ),
             c.api_addr
-        )),
-        Err(problems) => {
-            for pr in problems {
-                result.diagnostics.push(Diagnostic {
-                    code: "invalid_config".into(),
-                    message: pr.message,
-                    path: pr.path,
-                });
-            }
-        }
-    }
-    result
+        )
+    }))
 }
 
 #[cfg(test)]

@@ -1,13 +1,11 @@
 //! `tunnel.run`: the ngrok agent as a child in its own process group
 //! ([`sdk::tunnel`]), its public URL from its local API.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use protocol::wire::{TunnelRunParams, TunnelRunResult};
 use protocol::{Code, RpcError};
-use sdk::tunnel::{invalid, Event};
-use tokio::io::AsyncReadExt;
+use sdk::tunnel::Event;
 
 use crate::config::Config;
 
@@ -17,34 +15,8 @@ pub const POLL: Duration = Duration::from_millis(250);
 pub const MAX_POLLS: u32 = 240;
 /// The largest authtoken file read.
 pub const MAX_TOKEN: u64 = 16 * 1024;
-
-async fn read_token(path: &std::path::Path) -> Result<String, RpcError> {
-    let unavailable = |e: String| {
-        RpcError::new(
-            Code::Unavailable,
-            format!("authtoken_file {}: {e}", path.display()),
-        )
-    };
-    let f = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let mut buf = Vec::new();
-    f.take(MAX_TOKEN + 1)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    if buf.len() as u64 > MAX_TOKEN {
-        return Err(unavailable(format!("over the {MAX_TOKEN}-byte limit")));
-    }
-    let token = String::from_utf8(buf)
-        .map_err(|_| unavailable("not UTF-8".into()))?
-        .trim()
-        .to_owned();
-    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(unavailable("holds no authtoken (one word)".into()));
-    }
-    Ok(token)
-}
+/// The config field naming the authtoken file.
+const FILE_FIELD: &str = "authtoken_file";
 
 /// Serve one `tunnel.run`: an error when the config cannot run (`invalid`, which
 /// the host does not retry), when the agent cannot start or dies, shows no https
@@ -52,25 +24,15 @@ async fn read_token(path: &std::path::Path) -> Result<String, RpcError> {
 /// when the host refuses the URL.
 pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, RpcError> {
     sdk::tunnel::check_type(&p, crate::TUNNEL_TYPE)?;
-    let config = Config::parse(&p.config).map_err(|problems| {
-        invalid(
-            problems
-                .iter()
-                .map(|pr| format!("{}: {}", pr.path, pr.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
-    let addr: SocketAddr = p.addr.parse().map_err(|_| {
-        invalid(format!(
-            "the listener's address {:?} is not an IP address and port",
-            p.addr
-        ))
-    })?;
+    let config = Config::parse(&p.config).map_err(|problems| sdk::tunnel::refusal(&problems))?;
+    let addr = sdk::tunnel::listener(&p)?;
     let mut cmd = tokio::process::Command::new(&config.binary);
     cmd.args(config.args(&addr.to_string()));
     if let Some(path) = &config.authtoken_file {
-        cmd.env("NGROK_AUTHTOKEN", read_token(path).await?);
+        cmd.env(
+            "NGROK_AUTHTOKEN",
+            sdk::tunnel::read_secret_file(FILE_FIELD, path, MAX_TOKEN).await?,
+        );
     }
     let mut child = sdk::tunnel::Child::spawn(&format!("ngrok ({:?})", config.binary), cmd)?;
     eprintln!(

@@ -1,7 +1,7 @@
 //! The ssh tunnel's config (`settings.webhooks.tunnel.config`), checked with a JSON
 //! pointer for each problem.
 
-use protocol::wire::{validate_kind, Diagnostic, ValidateParams, ValidateResult};
+use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -37,14 +37,7 @@ pub struct Config {
     pub ssh: String,
 }
 
-/// One problem: the pointer into the config and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// JSON pointer.
-    pub path: String,
-    /// Message.
-    pub message: String,
-}
+pub use sdk::tunnel::Problem;
 
 const FIELDS: &[&str] = &[
     "host",
@@ -238,12 +231,11 @@ pub fn expand(url: &str, host: &str, remote_port: u16) -> String {
 
 /// `validate`: kind `tunnel` of type `ssh` checks the config; anything else is valid.
 pub fn validate(p: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
     if p.kind != validate_kind::TUNNEL || p.type_name != crate::TUNNEL_TYPE {
-        return result;
+        return ValidateResult::default();
     }
-    match Config::parse(&p.config) {
-        Ok(c) => result.describe.push(format!(
+    sdk::tunnel::validation(Config::parse(&p.config).map(|c| {
+        format!(
             "forwards {}:{} on {}@{}:{} to the webhook listener; public URL {}",
             if c.remote_bind.is_empty() {
                 "*"
@@ -255,18 +247,8 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
             c.host,
             c.port,
             c.url
-        )),
-        Err(problems) => {
-            for pr in problems {
-                result.diagnostics.push(Diagnostic {
-                    code: "invalid_config".into(),
-                    message: pr.message,
-                    path: pr.path,
-                });
-            }
-        }
-    }
-    result
+        )
+    }))
 }
 
 #[cfg(test)]

@@ -2,11 +2,9 @@
 //! holds the call (the supervision is [`sdk::tunnel`]'s, shared with the other
 //! tunnel providers).
 
-use std::net::SocketAddr;
-
 use protocol::wire::{TunnelRunParams, TunnelRunResult};
 use protocol::RpcError;
-use sdk::tunnel::{invalid, Event};
+use sdk::tunnel::Event;
 
 use crate::config::Config;
 
@@ -18,21 +16,8 @@ pub const FORWARD_UP: &str = "remote forward success";
 /// the host refuses the URL.
 pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, RpcError> {
     sdk::tunnel::check_type(&p, crate::TUNNEL_TYPE)?;
-    let config = Config::parse(&p.config).map_err(|problems| {
-        invalid(
-            problems
-                .iter()
-                .map(|pr| format!("{}: {}", pr.path, pr.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
-    let addr: SocketAddr = p.addr.parse().map_err(|_| {
-        invalid(format!(
-            "the listener's address {:?} is not an IP address and port",
-            p.addr
-        ))
-    })?;
+    let config = Config::parse(&p.config).map_err(|problems| sdk::tunnel::refusal(&problems))?;
+    let addr = sdk::tunnel::listener(&p)?;
     let mut cmd = tokio::process::Command::new(&config.ssh);
     cmd.args(config.args(&addr.to_string()));
     let mut child = sdk::tunnel::Child::spawn(&format!("ssh ({:?})", config.ssh), cmd)?;
