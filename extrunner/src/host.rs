@@ -71,6 +71,8 @@ pub struct Identity {
     pub scopes: Vec<String>,
     /// The connections bound to its configured entries.
     pub connections: Vec<String>,
+    /// Those it may resolve outside any scope: the tunnel's, when it runs the tunnel.
+    pub unscoped: Vec<String>,
 }
 
 impl Identity {
@@ -81,6 +83,7 @@ impl Identity {
             manifest,
             scopes,
             connections,
+            unscoped: Vec::new(),
         }
     }
 
@@ -134,6 +137,17 @@ impl BoundIdentity {
         let mut next = Identity::clone(&current);
         next.scopes = scopes;
         next.connections = connections;
+        *current = Arc::new(next);
+    }
+
+    /// The connections the package may resolve outside any scope (the tunnel's).
+    pub fn rebind_unscoped(&self, unscoped: Vec<String>) {
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut next = Identity::clone(&current);
+        next.unscoped = unscoped;
         *current = Arc::new(next);
     }
 }
@@ -1112,9 +1126,11 @@ impl Scoped<'_> {
     }
 
     fn secret_resolve(&self, p: SecretResolveParams) -> Result<SecretResolveResult, RpcError> {
-        if !self.identity.in_scope(&p.scope_id)
-            || !self.identity.connections.contains(&p.connection)
-        {
+        // A connection of a scope that uses the package, or the tunnel's (asked with
+        // no scope: the tunnel is the suite's).
+        let scoped = self.identity.in_scope(&p.scope_id);
+        let unscoped = p.scope_id.is_empty() && self.identity.unscoped.contains(&p.connection);
+        if !(scoped || unscoped) || !self.identity.connections.contains(&p.connection) {
             return Err(RpcError::new(
                 Code::Unauthorized,
                 format!(

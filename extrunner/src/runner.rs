@@ -294,6 +294,7 @@ fn configure_entry(
         .collect();
     configuration.set(ec.params, refs);
     identity.rebind(ec.scopes, ec.connections);
+    identity.rebind_unscoped(ec.unscoped_connections);
 }
 
 /// How long a `webhook.handle` may take.

@@ -229,6 +229,10 @@ pub struct ExtensionConfig {
     pub scopes: Vec<String>,
     /// The connections its entries name.
     pub connections: Vec<String>,
+    /// The connections it may resolve outside any scope: the one the tunnel's
+    /// config names (`settings.webhooks.tunnel.config.connection`), when the tunnel
+    /// is of its types.
+    pub unscoped_connections: Vec<String>,
 }
 
 fn is_name(s: &str) -> bool {
@@ -682,6 +686,20 @@ impl Config {
                 if !connection.is_empty() && self.connection(connection).is_some() {
                     named.insert(connection.to_owned());
                 }
+            }
+        }
+        // The tunnel's connection (its key or token), when the tunnel is the package's:
+        // the tunnel is the suite's, in no scope.
+        if let Some(t) = &self.settings.webhooks.tunnel {
+            let ours = manifest
+                .provides
+                .tunnels
+                .iter()
+                .any(|x| x.type_name == t.provider);
+            let connection = t.config["connection"].as_str().unwrap_or_default();
+            if ours && !connection.is_empty() && self.connection(connection).is_some() {
+                named.insert(connection.to_owned());
+                out.unscoped_connections.push(connection.to_owned());
             }
         }
         for name in named {

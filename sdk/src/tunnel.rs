@@ -128,6 +128,37 @@ pub async fn read_secret_file(
     Ok(secret)
 }
 
+/// The secret `secret` of the connection the tunnel config names (a key or a
+/// token), through the host: the tunnel is the suite's, so it is asked with no
+/// scope, which the host allows only for the connection of the tunnel the package
+/// runs. A refusal is `invalid` (the config names something it cannot have).
+pub async fn connection_secret(
+    ctx: &crate::Ctx,
+    connection: &str,
+    secret: &str,
+) -> Result<String, RpcError> {
+    let got = ctx
+        .host
+        .call_typed(&protocol::wire::SecretResolveParams {
+            scope_id: String::new(),
+            connection: connection.to_owned(),
+            names: vec![secret.to_owned()],
+        })
+        .await
+        .map_err(|e| {
+            invalid(format!(
+                "secret {secret:?} of connection {connection:?} cannot be read: {}",
+                e.rpc().map_or_else(|| e.to_string(), |r| r.message.clone())
+            ))
+        })?;
+    match got.values.get(secret) {
+        Some(v) if !v.trim().is_empty() => Ok(v.clone()),
+        _ => Err(invalid(format!(
+            "connection {connection:?} has no secret {secret:?}"
+        ))),
+    }
+}
+
 /// Check a public URL a provider found (in its program's output or API): an
 /// `https://` URL with a host and nothing the host would refuse.
 pub fn check_https(url: &str) -> Result<(), String> {

@@ -252,13 +252,17 @@ fn an_ssh_tunnel_publishes_the_url_forwards_webhooks_and_comes_back() {
         "host": "127.0.0.1", "port": sshd.port, "user": sshd.user,
         "remote_port": remote_port, "remote_bind": "127.0.0.1",
         "url": "http://127.0.0.1:{remote_port}",
-        "identity_file": sshd.dir.join("client_key").display().to_string(),
+        // The key is a connection's secret: the provider writes it to a file of the
+        // run's own, removed when the run ends.
+        "connection": "tunnel-key",
         "known_hosts": sshd.dir.join("known_hosts").display().to_string(),
     });
     let spec = format!("127.0.0.1:{spec}");
-    suite
-        .apply_config(&with_tunnel(&suite, "ssh", tunnel), HOOK)
-        .unwrap();
+    let mut doc = with_tunnel(&suite, "ssh", tunnel);
+    doc["connections"].as_array_mut().unwrap().push(json!({
+        "name": "tunnel-key", "type": "ssh-key",
+        "secret_refs": {"private_key": format!("file:{}", sshd.dir.join("client_key").display())}}));
+    suite.apply_config(&doc, HOOK).unwrap();
 
     // Published: in the store, in tunnel.status, and sent to the extensions.
     until("the tunnel's URL is published", || {

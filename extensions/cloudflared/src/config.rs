@@ -15,13 +15,15 @@ pub struct Config {
     pub binary: String,
     /// A named tunnel's token file; none runs a quick tunnel.
     pub token_file: Option<PathBuf>,
+    /// Or the connection and secret holding the token (`connection`, `secret`).
+    pub token_secret: Option<(String, String)>,
     /// A named tunnel's public URL.
     pub url: Option<String>,
 }
 
 pub use sdk::tunnel::Problem;
 
-const FIELDS: &[&str] = &["binary", "token_file", "url"];
+const FIELDS: &[&str] = &["binary", "token_file", "connection", "secret", "url"];
 
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
@@ -85,12 +87,53 @@ impl Config {
                 None
             }
         };
-        match (&token_file, &url) {
-            (Some(_), None) if !obj.contains_key("url") => bad(
+        let word = |k: &str| match obj.get(k) {
+            Some(Value::String(s))
+                if !s.is_empty() && s.len() <= MAX_TEXT && !s.chars().any(char::is_control) =>
+            {
+                Some(Ok(s.clone()))
+            }
+            Some(_) => Some(Err(())),
+            None => None,
+        };
+        let token_secret = match (word("connection"), word("secret")) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                bad(
+                    "/secret",
+                    "secret needs a connection (the one holding the token)".into(),
+                );
+                None
+            }
+            (Some(Err(())), _) => {
+                bad("/connection", "connection is a connection's name".into());
+                None
+            }
+            (_, Some(Err(()))) => {
+                bad("/secret", "secret is a secret's name".into());
+                None
+            }
+            (Some(Ok(c)), s) => {
+                if token_file.is_some() {
+                    bad(
+                        "/connection",
+                        "give the token as token_file or as a connection's secret, not both".into(),
+                    );
+                }
+                let secret = match s {
+                    Some(Ok(s)) => s,
+                    _ => "token".to_owned(),
+                };
+                Some((c, secret))
+            }
+        };
+        let named = token_file.is_some() || token_secret.is_some();
+        match (named, &url) {
+            (true, None) if !obj.contains_key("url") => bad(
                 "/url",
                 "url is required with token_file: the hostname the named tunnel's DNS route gives it, such as https://hooks.example.com".into(),
             ),
-            (None, Some(_)) => bad(
+            (false, Some(_)) => bad(
                 "/url",
                 "url is a named tunnel's (with token_file); a quick tunnel's URL is the one cloudflared prints".into(),
             ),
@@ -102,14 +145,20 @@ impl Config {
         Ok(Config {
             binary,
             token_file,
+            token_secret,
             url,
         })
+    }
+
+    /// A named tunnel (a token from a file or a connection), else a quick one.
+    pub fn named(&self) -> bool {
+        self.token_file.is_some() || self.token_secret.is_some()
     }
 
     /// cloudflared's arguments, forwarding to `addr`.
     pub fn args(&self, addr: &str) -> Vec<String> {
         let mut a: Vec<String> = vec!["tunnel".into(), "--no-autoupdate".into()];
-        if self.token_file.is_some() {
+        if self.named() {
             a.push("run".into());
         } else {
             a.push("--url".into());
@@ -125,11 +174,15 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
     if p.kind != validate_kind::TUNNEL || p.type_name != crate::TUNNEL_TYPE {
         return ValidateResult::default();
     }
-    sdk::tunnel::validation(Config::parse(&p.config).map(|c| match (&c.token_file, &c.url) {
-            (Some(t), Some(u)) => format!(
+    sdk::tunnel::validation(Config::parse(&p.config).map(|c| match (&c.token_file, &c.token_secret, &c.url) {
+            (Some(t), _, Some(u)) => format!(
                 "runs {} as the named tunnel whose token is in {}; public URL {u}",
                 c.binary,
                 t.display()
+            ),
+            (_, Some((conn, secret)), Some(u)) => format!(
+                "runs {} as the named tunnel whose token is secret {secret:?} of connection {conn:?}; public URL {u}",
+                c.binary
             ),
             _ => format!(
                 "runs {} as a quick tunnel; public URL https://<random>.trycloudflare.com, new on each start",

@@ -49,11 +49,17 @@ pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, R
             sdk::tunnel::read_secret_file(FILE_FIELD, path, MAX_TOKEN).await?,
         );
     }
+    if let Some((connection, secret)) = &config.token_secret {
+        cmd.env(
+            "TUNNEL_TOKEN",
+            sdk::tunnel::connection_secret(&ctx, connection, secret).await?,
+        );
+    }
     let mut child = sdk::tunnel::Child::spawn(&format!("cloudflared ({:?})", config.binary), cmd)?;
     eprintln!(
         "cloudflared: run {}: {} to http://{addr}",
         p.run_id,
-        if config.token_file.is_some() {
+        if config.named() {
             "a named tunnel"
         } else {
             "a quick tunnel"

@@ -27,6 +27,9 @@ pub struct Config {
     pub url: String,
     /// The private key.
     pub identity_file: Option<PathBuf>,
+    /// Or the connection and secret holding it (`connection`, `secret`): resolved
+    /// through the host when a run starts, written to a file of the run's own.
+    pub key_secret: Option<(String, String)>,
     /// The known_hosts file.
     pub known_hosts: Option<PathBuf>,
     /// `yes`, `accept-new` or `no`.
@@ -47,6 +50,8 @@ const FIELDS: &[&str] = &[
     "remote_bind",
     "url",
     "identity_file",
+    "connection",
+    "secret",
     "known_hosts",
     "strict_host_key_checking",
     "server_alive_interval_s",
@@ -138,6 +143,34 @@ impl Config {
         };
         let identity_file = path_of("identity_file", &mut bad);
         let known_hosts = path_of("known_hosts", &mut bad);
+        let key_secret = match text("connection") {
+            None => {
+                if obj.contains_key("secret") {
+                    bad(
+                        "/secret",
+                        "secret needs a connection (the one holding the key)".into(),
+                    );
+                }
+                None
+            }
+            Some(c) => {
+                let secret = text("secret").unwrap_or_else(|| "private_key".into());
+                if !safe_word(&c) {
+                    bad("/connection", "connection is a connection's name".into());
+                }
+                if !safe_word(&secret) {
+                    bad("/secret", "secret is a secret's name".into());
+                }
+                if identity_file.is_some() {
+                    bad(
+                        "/connection",
+                        "give the key as identity_file or as a connection's secret, not both"
+                            .into(),
+                    );
+                }
+                Some((c, secret))
+            }
+        };
         let strict = text("strict_host_key_checking").unwrap_or_else(|| "yes".into());
         if !matches!(strict.as_str(), "yes" | "accept-new" | "no") {
             bad(
@@ -173,6 +206,7 @@ impl Config {
             remote_bind,
             url: expanded,
             identity_file,
+            key_secret,
             known_hosts,
             strict_host_key_checking: strict,
             server_alive_interval_s: alive,

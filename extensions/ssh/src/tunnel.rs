@@ -18,6 +18,17 @@ pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, R
     sdk::tunnel::check_type(&p, crate::TUNNEL_TYPE)?;
     let config = Config::parse(&p.config).map_err(|problems| sdk::tunnel::refusal(&problems))?;
     let addr = sdk::tunnel::listener(&p)?;
+    // A key held by a connection is written to a file of this run's own (0600),
+    // removed when the run ends.
+    let mut config = config;
+    let _key = match config.key_secret.clone() {
+        Some((connection, secret)) => {
+            let key = KeyFile::write(&ctx, &p.run_id, &connection, &secret).await?;
+            config.identity_file = Some(key.0.clone());
+            Some(key)
+        }
+        None => None,
+    };
     let mut cmd = tokio::process::Command::new(&config.ssh);
     cmd.args(config.args(&addr.to_string()));
     let mut child = sdk::tunnel::Child::spawn(&format!("ssh ({:?})", config.ssh), cmd)?;
@@ -43,5 +54,55 @@ pub async fn run(ctx: sdk::Ctx, p: TunnelRunParams) -> Result<TunnelRunResult, R
                 }
             }
         }
+    }
+}
+
+/// A private key from a connection's secret, in a file only this process may read;
+/// removed when dropped.
+struct KeyFile(std::path::PathBuf);
+
+impl KeyFile {
+    async fn write(
+        ctx: &sdk::Ctx,
+        run_id: &str,
+        connection: &str,
+        secret: &str,
+    ) -> Result<KeyFile, RpcError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let key = sdk::tunnel::connection_secret(ctx, connection, secret).await?;
+        let safe: String = run_id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(64)
+            .collect();
+        let path = std::env::temp_dir().join(format!("oc-ssh-key-{}-{safe}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| {
+                RpcError::new(
+                    protocol::Code::Unavailable,
+                    format!("cannot write the key file {}: {e}", path.display()),
+                )
+            })?;
+        let guard = KeyFile(path);
+        // ssh wants the key's last line ended (a `file:` reference drops it).
+        f.write_all(format!("{}\n", key.trim_end()).as_bytes())
+            .map_err(|e| {
+                RpcError::new(
+                    protocol::Code::Unavailable,
+                    format!("cannot write the key file: {e}"),
+                )
+            })?;
+        Ok(guard)
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
