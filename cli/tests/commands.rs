@@ -416,6 +416,24 @@ fn config_check_checks_the_tunnel_through_its_provider() {
             "user": "hooks", "remote_port": 9000, "url": "https://hooks.example.com"}}),
     );
     assert_eq!(status, 0, "{out}{err}");
+    // The key as a connection's secret: the connection's type is the ssh package's.
+    let f = dir.join("keyed.json");
+    let doc = serde_json::json!({
+        "connections": [{"name": "tunnel-key", "type": "ssh-key",
+                         "secret_refs": {"private_key": "file:/etc/open-conduit/secrets/k"}}],
+        "settings": {"webhooks": {"tunnel": {"provider": "ssh", "config": {
+            "host": "tunnel.example.com", "user": "hooks", "remote_port": 9000,
+            "url": "https://hooks.example.com", "connection": "tunnel-key"}}}},
+        "scopes": [{"id": "a"}]});
+    std::fs::write(&f, doc.to_string()).unwrap();
+    let (status, out, err) = run(&[
+        "config",
+        "check",
+        f.to_str().unwrap(),
+        "--config-dir",
+        etc.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{out}{err}");
     let (status, out, _) = check(
         "bad.json",
         serde_json::json!({"provider": "ssh", "config": {"host": "tunnel.example.com",
