@@ -44,6 +44,41 @@ pub fn check_type(p: &TunnelRunParams, expected: &str) -> Result<(), RpcError> {
     }
 }
 
+/// A tunnel provider package: `manifest`, serving `tunnel.run` with `run` and
+/// `validate` with `validate` (what every bundled tunnel provider is).
+pub fn provider<F, Fut>(
+    manifest: &str,
+    run: F,
+    validate: fn(&protocol::wire::ValidateParams) -> protocol::wire::ValidateResult,
+) -> Result<crate::Extension, String>
+where
+    F: Fn(crate::Ctx, TunnelRunParams) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<protocol::wire::TunnelRunResult, RpcError>>
+        + Send
+        + 'static,
+{
+    let ext = crate::Extension::new(manifest)
+        .map_err(|e| e.to_string())?
+        .on::<TunnelRunParams, _, _>(run)
+        .on::<protocol::wire::ValidateParams, _, _>(move |_ctx, p| async move { Ok(validate(&p)) });
+    if let Some(e) = ext.errors().first() {
+        return Err(e.to_string());
+    }
+    Ok(ext)
+}
+
+/// A provider binary's entry point: `ext` served over stdio, or why it could not be
+/// made (exit status 2). Returns the exit status.
+pub fn serve(name: &str, ext: Result<crate::Extension, String>) -> i32 {
+    match ext {
+        Ok(ext) => crate::run(ext),
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            2
+        }
+    }
+}
+
 /// One problem with a tunnel config: the JSON pointer into it and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

@@ -17,8 +17,6 @@
 pub mod config;
 pub mod tunnel;
 
-use protocol::wire::{TunnelRunParams, ValidateParams};
-
 /// The manifest, `open-conduit-extension.json`.
 pub const MANIFEST: &str = include_str!("../open-conduit-extension.json");
 
@@ -30,25 +28,12 @@ pub const STOP_GRACE: std::time::Duration = sdk::tunnel::STOP_GRACE;
 
 /// The extension, with every handler.
 pub fn extension() -> Result<sdk::Extension, String> {
-    let ext = sdk::Extension::new(MANIFEST)
-        .map_err(|e| e.to_string())?
-        .on::<TunnelRunParams, _, _>(|ctx, p| async move { tunnel::run(ctx, p).await })
-        .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(config::validate(&p)) });
-    if let Some(e) = ext.errors().first() {
-        return Err(e.to_string());
-    }
-    Ok(ext)
+    sdk::tunnel::provider(MANIFEST, tunnel::run, config::validate)
 }
 
 /// The binary's entry point: the provider served over stdio. Returns the exit status.
 pub fn main() -> i32 {
-    match extension() {
-        Ok(ext) => sdk::run(ext),
-        Err(e) => {
-            eprintln!("ssh: {e}");
-            2
-        }
-    }
+    sdk::tunnel::serve(TUNNEL_TYPE, extension())
 }
 
 #[cfg(test)]
