@@ -88,6 +88,33 @@ pub struct Problem {
     pub message: String,
 }
 
+/// A checked config's object, and the problems found so far.
+pub type Checking<'a> = (&'a serde_json::Map<String, serde_json::Value>, Vec<Problem>);
+
+/// The start of checking a tunnel config of type `tunnel_type`: the object, and a
+/// problem for each field not in `fields`; not an object is the one problem.
+pub fn config_object<'a>(
+    v: &'a serde_json::Value,
+    tunnel_type: &str,
+    fields: &[&str],
+) -> Result<Checking<'a>, Vec<Problem>> {
+    let Some(obj) = v.as_object() else {
+        return Err(vec![Problem {
+            path: String::new(),
+            message: format!("the {tunnel_type} tunnel config is an object"),
+        }]);
+    };
+    let problems = obj
+        .keys()
+        .filter(|k| !fields.contains(&k.as_str()))
+        .map(|k| Problem {
+            path: format!("/{k}"),
+            message: format!("unknown field {k:?}"),
+        })
+        .collect();
+    Ok((obj, problems))
+}
+
 /// A config's problems as `tunnel.run`'s refusal (`invalid`: the host does not
 /// retry it until the configuration changes).
 pub fn refusal(problems: &[Problem]) -> RpcError {

@@ -28,24 +28,13 @@ const FIELDS: &[&str] = &["binary", "token_file", "connection", "secret", "url"]
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
     pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
-        let mut problems = Vec::new();
+        let (obj, mut problems) = sdk::tunnel::config_object(v, crate::TUNNEL_TYPE, FIELDS)?;
         let mut bad = |path: &str, message: String| {
             problems.push(Problem {
                 path: path.to_owned(),
                 message,
             })
         };
-        let Some(obj) = v.as_object() else {
-            return Err(vec![Problem {
-                path: String::new(),
-                message: "the cloudflared tunnel config is an object".into(),
-            }]);
-        };
-        for k in obj.keys() {
-            if !FIELDS.contains(&k.as_str()) {
-                bad(&format!("/{k}"), format!("unknown field {k:?}"));
-            }
-        }
         let binary = match obj.get("binary") {
             None => "cloudflared".to_owned(),
             Some(Value::String(s))

@@ -70,24 +70,13 @@ fn safe_word(s: &str) -> bool {
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
     pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
-        let mut problems = Vec::new();
+        let (obj, mut problems) = sdk::tunnel::config_object(v, crate::TUNNEL_TYPE, FIELDS)?;
         let mut bad = |path: &str, message: String| {
             problems.push(Problem {
                 path: path.to_owned(),
                 message,
             })
         };
-        let Some(obj) = v.as_object() else {
-            return Err(vec![Problem {
-                path: String::new(),
-                message: "the ssh tunnel config is an object".into(),
-            }]);
-        };
-        for k in obj.keys() {
-            if !FIELDS.contains(&k.as_str()) {
-                bad(&format!("/{k}"), format!("unknown field {k:?}"));
-            }
-        }
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_owned);
         let host = text("host").unwrap_or_default();
         if !safe_word(&host) {
