@@ -566,6 +566,9 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
             text(w, "description"),
             text(w, "state")
         );
+        if let Some(p) = w["progress"].as_str().filter(|p| !p.is_empty()) {
+            println!("  progress: {p}");
+        }
     }
     println!("inputs:");
     for i in &why {

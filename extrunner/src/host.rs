@@ -46,7 +46,7 @@ use protocol::wire::{
     KvGetResult, KvListParams, KvListResult, KvPut, SecretResolveParams, SecretResolveResult,
     StateEventParams, StateEventResult, StateEventsParams, StateEventsResult, StateSequenceResult,
     StateTimersParams, StateTimersResult, StateWorkEventsParams, TimerArmParams, TimerArmResult,
-    TimerCancelParams, TimerCancelResult,
+    TimerCancelParams, TimerCancelResult, WaitProgressParams, WaitProgressResult,
 };
 
 /// The most secret names one `secret.resolve` may ask for.
@@ -380,6 +380,7 @@ async fn serve(
         "state.sequence" => protocol::reply(&host.state_sequence().await?),
         "state.timers" => protocol::reply(&host.state_timers(request.params()?).await?),
         "timer.arm" => protocol::reply(&host.timer_arm(request.params()?).await?),
+        "wait.progress" => protocol::reply(&host.wait_progress(request.params()?).await?),
         "timer.cancel" => protocol::reply(&host.timer_cancel(request.params()?).await?),
         "artifact.create" => protocol::reply(&host.artifact_create(request.params()?).await?),
         "artifact.write" => protocol::reply(&host.artifact_write(request.params()?).await?),
@@ -953,6 +954,18 @@ impl Scoped<'_> {
             Err(e) if e.is(Code::NotFound) => Ok(StateEventsResult::default()),
             Err(e) => Err(e),
         }
+    }
+
+    /// `wait.progress`: the progress line of a Work's active Wait, which only the
+    /// extension whose wait operation planned it may set (storaged checks the owner).
+    async fn wait_progress(&self, p: WaitProgressParams) -> Result<WaitProgressResult, RpcError> {
+        let _: Value = self
+            .store(
+                "store.wait_progress",
+                json!({"owner": self.name(), "work_id": p.work_id, "progress": p.progress}),
+            )
+            .await?;
+        Ok(WaitProgressResult {})
     }
 
     async fn state_sequence(&self) -> Result<StateSequenceResult, RpcError> {

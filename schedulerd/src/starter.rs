@@ -397,11 +397,14 @@ impl Starter {
         // replaces the executor's, unless the executor failed.
         let declared = crate::toolbelt::declared(&self.bus, &a.execution_id).await;
         let mut r = r;
+        // An executor's own Wait is its own; one the turn declared is its planner's.
+        let mut wait_owner = a.extension.clone();
         if let Some(d) = &declared {
             if r.outcome != Outcome::Failed {
                 if let Some(w) = &d.wait {
                     r.outcome = Outcome::Waiting;
                     r.wait = Some(w.clone());
+                    wait_owner = d.wait_owner.clone();
                 } else if let Some((o, summary)) = &d.outcome {
                     r.outcome = *o;
                     if !summary.is_empty() {
@@ -438,7 +441,7 @@ impl Starter {
         if r.outcome == Outcome::Waiting {
             if let Some(w) = &r.wait {
                 req["wait"] = json!({
-                    "owner": a.executor,
+                    "owner": wait_owner,
                     "description": w.description,
                     "keys": w.keys,
                     "types": w.types,

@@ -98,6 +98,9 @@ struct Caller {
 pub struct Declared {
     /// The Wait the turn ends parked on.
     pub wait: Option<WaitRequest>,
+    /// Who owns that Wait: the extension whose wait operation planned it, or
+    /// nobody (empty) for the toolbelt's own `wait`.
+    pub wait_owner: String,
     /// The outcome the agent declared, and its summary.
     pub outcome: Option<(wire::Outcome, String)>,
 }
@@ -197,7 +200,12 @@ pub async fn declared(bus: &Bus, execution_id: &str) -> Option<Declared> {
                     .to_owned(),
             )
         });
-    Some(Declared { wait, outcome })
+    let wait_owner = v["wait_owner"].as_str().unwrap_or_default().to_owned();
+    Some(Declared {
+        wait,
+        wait_owner,
+        outcome,
+    })
 }
 
 /// Forget what the turn of `execution_id` declared (after its attempt settled).
@@ -398,7 +406,8 @@ impl Toolbelt {
             tb::TOOL_READ_CONTEXT => self.read_context(&caller).await,
             tb::TOOL_WAIT => {
                 let wait = wait_from_input(&p.input, &caller.work)?;
-                self.declare(&caller, json!({ "wait": wait })).await?;
+                self.declare(&caller, json!({ "wait": wait, "wait_owner": "" }))
+                    .await?;
                 Ok(json!({"wait": wait,
                           "note": "declared: end your turn now; the Work waits and a matching event resumes it"}))
             }
@@ -724,7 +733,8 @@ impl Toolbelt {
                     .map_err(|_| refuse(Code::Internal, "internal error"))?;
                 let mut wait = wait;
                 wait.description = wait.clipped_description();
-                self.declare(caller, json!({ "wait": wait })).await?;
+                self.declare(caller, json!({ "wait": wait, "wait_owner": extension }))
+                    .await?;
                 Ok(json!({"wait": wait}))
             }
             "operation.emit" => {

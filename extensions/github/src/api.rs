@@ -315,17 +315,43 @@ impl Client {
         Ok(self.send(method, path, body, true)?.body)
     }
 
+    /// [`Client::get_all`] of a listing whose pages are objects holding the list in
+    /// `field` (`{"total_count": 2, "check_runs": [...]}`).
+    pub async fn get_all_in(
+        &self,
+        path: &str,
+        field: &'static str,
+        max_pages: usize,
+    ) -> Result<(Vec<Value>, bool), ApiError> {
+        let this = self.clone();
+        let path = path.to_string();
+        blocking(move || this.pages_blocking(&path, Some(field), max_pages)).await
+    }
+
     /// [`Client::get_all`], blocking.
     pub fn get_all_blocking(
         &self,
         path: &str,
         max_pages: usize,
     ) -> Result<(Vec<Value>, bool), ApiError> {
+        self.pages_blocking(path, None, max_pages)
+    }
+
+    fn pages_blocking(
+        &self,
+        path: &str,
+        field: Option<&str>,
+        max_pages: usize,
+    ) -> Result<(Vec<Value>, bool), ApiError> {
         let mut items = Vec::new();
         let mut url = path.to_string();
         for _ in 0..max_pages.max(1) {
             let page = self.send("GET", &url, None, true)?;
-            match page.body {
+            let body = match (field, page.body) {
+                (Some(f), Value::Object(mut m)) => m.remove(f).unwrap_or(Value::Null),
+                (_, body) => body,
+            };
+            match body {
                 Value::Array(list) => items.extend(list),
                 other => {
                     return Err(ApiError::new(

@@ -12,7 +12,8 @@
 //!
 //! - [`api`] is a client of GitHub's REST API (token or GitHub App auth,
 //!   pagination, conditional GETs, rate limits); [`app`] signs the App's JWT.
-//! - [`ops`] serves the toolbelt operations on `operation.call`.
+//! - [`ops`] serves the toolbelt operations on `operation.call`; [`waits`] serves
+//!   `github.wait` on `operation.wait` and the `github.waits` task that wakes it.
 
 #![warn(missing_docs)]
 
@@ -23,14 +24,15 @@ pub mod ops;
 pub mod project;
 pub mod route;
 pub mod signature;
+pub mod waits;
 pub mod webhook;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
-    ValidateParams, ValidateResult, WebhookHandleParams,
+    ConfigureResult, Connection, OperationCallParams, OperationWaitParams, RouteMatchParams,
+    SecretResolveParams, TaskRunParams, ValidateParams, ValidateResult, WebhookHandleParams,
 };
 use protocol::RpcError;
 
@@ -49,7 +51,8 @@ pub const TOKEN: &str = "token";
 /// The secret of a connection that holds a GitHub App's private key (PEM).
 pub const PRIVATE_KEY: &str = "private_key";
 
-/// The five Event families, each fed by one GitHub webhook event.
+/// The Event families: five fed by GitHub webhook events, and `github.wait`, which
+/// the package delivers itself when a `github.wait` operation's condition holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     /// `issues` → `github.issue`.
@@ -62,16 +65,20 @@ pub enum Family {
     PullRequestReview,
     /// `check_run` → `github.check_run`.
     CheckRun,
+    /// No webhook event: what wakes a `github.wait` (`github.wait.checks_completed`,
+    /// `github.wait.reviewed`, `github.wait.replied`), see [`waits`].
+    Wait,
 }
 
 impl Family {
     /// Every family, in manifest order.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Issue,
         Family::IssueComment,
         Family::PullRequest,
         Family::PullRequestReview,
         Family::CheckRun,
+        Family::Wait,
     ];
 
     /// The family name (`github.issue`).
@@ -82,6 +89,7 @@ impl Family {
             Family::PullRequest => "github.pull_request",
             Family::PullRequestReview => "github.pull_request_review",
             Family::CheckRun => "github.check_run",
+            Family::Wait => "github.wait",
         }
     }
 
@@ -93,10 +101,12 @@ impl Family {
             Family::PullRequest => "github.pull_request.v1",
             Family::PullRequestReview => "github.pull_request_review.v1",
             Family::CheckRun => "github.check_run.v1",
+            Family::Wait => "github.wait.v1",
         }
     }
 
-    /// The GitHub webhook event (`X-GitHub-Event`) that feeds it.
+    /// The GitHub webhook event (`X-GitHub-Event`) that feeds it (none for
+    /// [`Family::Wait`]: "").
     pub fn github_event(self) -> &'static str {
         match self {
             Family::Issue => "issues",
@@ -104,12 +114,15 @@ impl Family {
             Family::PullRequest => "pull_request",
             Family::PullRequestReview => "pull_request_review",
             Family::CheckRun => "check_run",
+            Family::Wait => "",
         }
     }
 
     /// The family a GitHub webhook event feeds, if any.
     pub fn from_github_event(event: &str) -> Option<Family> {
-        Family::ALL.into_iter().find(|f| f.github_event() == event)
+        Family::ALL
+            .into_iter()
+            .find(|f| !f.github_event().is_empty() && f.github_event() == event)
     }
 
     /// The family an Event type belongs to: the type is the family name or
@@ -378,7 +391,9 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
     let webhook_state = state.clone();
-    let op_state = state;
+    let op_state = state.clone();
+    let wait_state = state.clone();
+    let task_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |_ctx, params| {
             let state = configure_state.clone();
@@ -395,6 +410,26 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
                 ops::call(&state, &ctx.host, &params)
                     .await
                     .map_err(ops::for_agent)
+            }
+        })
+        .on::<OperationWaitParams, _, _>(move |ctx, params| {
+            let state = wait_state.clone();
+            async move {
+                waits::plan(&state, &ctx.host, &params)
+                    .await
+                    .map_err(ops::for_agent)
+            }
+        })
+        .on::<TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move {
+                match params.task.as_str() {
+                    waits::TASK => waits::pass(&state, &ctx.host).await,
+                    other => Err(RpcError::new(
+                        protocol::Code::NotFound,
+                        format!("`{other}` is not a task of this package"),
+                    )),
+                }
             }
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))

@@ -316,6 +316,7 @@ pub fn project(family: Family, delivery_id: &str, payload: &Value) -> Result<Ing
             timestamp(payload, "/check_run/completed_at")
                 .or(timestamp(payload, "/check_run/started_at"))
         }
+        Family::Wait => return Err("github.wait is no webhook event".into()),
     };
     Ok(IngressEvent {
         event_type: format!("{}.{}", family.name(), sanitize_action(action)),

@@ -149,6 +149,12 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
             config.events.join(", ")
         ));
     }
+    if family == Family::Wait && !config.events.iter().any(|p| p.starts_with("github.wait")) {
+        return no(format!(
+            "`{}` wakes the Wait that planned it; a route takes it only when its events name github.wait",
+            event.event_type
+        ));
+    }
     let data = &event.payload.data;
     let repository = data
         .get("repository")
@@ -227,6 +233,7 @@ fn link(label: &str, url: &str) -> Option<DisplayLink> {
 pub fn display(family: Family, data: &Value) -> Option<WorkDisplay> {
     let s = |field: &str| data.get(field).and_then(Value::as_str).unwrap_or_default();
     let display = match family {
+        Family::Wait => return None,
         Family::CheckRun => {
             let number = data
                 .get("pull_requests")
