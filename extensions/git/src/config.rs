@@ -80,6 +80,8 @@ struct Raw {
     #[serde(default)]
     min_free_mb: Option<u64>,
     #[serde(default)]
+    spares: Option<u32>,
+    #[serde(default)]
     env: BTreeMap<String, String>,
     /// The host's grant (ResourceAcquisition.HostEnv); the values arrive as
     /// `host_env`, so the names are only accepted here.
@@ -93,6 +95,11 @@ struct Raw {
     #[serde(default)]
     username: Option<String>,
 }
+
+/// Spare worktrees kept ready when the config names no number.
+pub const DEFAULT_SPARES: u32 = 1;
+/// The most spare worktrees a repository may keep.
+pub const MAX_SPARES: u32 = 8;
 
 /// The default secret of the connection that holds the repository's credential.
 pub const DEFAULT_SECRET: &str = "token";
@@ -137,6 +144,8 @@ pub struct Config {
     pub timeout: Duration,
     /// The disk floor, in MiB.
     pub min_free_mb: u64,
+    /// Spare worktrees kept ready for new Works (mode `work`).
+    pub spares: u32,
     /// The environment layer's configured part (`GIT_*` only).
     pub env: BTreeMap<String, String>,
     /// The repository's credential, for an `https://` or `http://` one.
@@ -228,6 +237,12 @@ impl Config {
                 })
             }
         };
+        let spares = raw.spares.unwrap_or(DEFAULT_SPARES);
+        if spares > MAX_SPARES {
+            return Err(invalid(format!(
+                "git resource config: spares {spares} is over {MAX_SPARES} (MAX_SPARES)"
+            )));
+        }
         Ok(Config {
             source,
             mode,
@@ -235,6 +250,7 @@ impl Config {
             branch_prefix,
             timeout: Duration::from_secs(timeout_s),
             min_free_mb: raw.min_free_mb.unwrap_or(DEFAULT_MIN_FREE_MB),
+            spares,
             env: raw.env,
             credential,
         })

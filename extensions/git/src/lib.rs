@@ -24,7 +24,8 @@
 //! `min_free_mb`.
 //!
 //! Modules: [`config`] the resource config, [`git`] running git, [`provider`] the
-//! methods, [`check`] the doctor check.
+//! methods, [`spare`] the spare worktrees a new Work's workspace is made from,
+//! [`check`] the doctor check.
 
 #![warn(missing_docs)]
 
@@ -33,6 +34,7 @@ pub mod config;
 pub mod fault;
 pub mod git;
 pub mod provider;
+pub mod spare;
 
 use protocol::wire::{
     CheckRunParams, ProviderAcquireParams, ProviderLookupParams, ProviderReconcileParams,

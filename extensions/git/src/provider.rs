@@ -333,11 +333,26 @@ impl Provider {
             created_ms: protocol::time::now_ms(),
         };
         write_record(&record_path, &record)?;
-        let made = match mode {
-            Mode::Work | Mode::Shared => {
+        let new_branch = mode == Mode::Work
+            && cfg.spares > 0
+            && !local_branch(&git, &cache, &branch).await
+            && !remote_branch(&git, &cache, &branch).await;
+        let from_spare = if new_branch {
+            crate::spare::take(&git, &cache, &root, &key, &base, &dir, &branch).await
+        } else {
+            None
+        };
+        let made = match (mode, from_spare) {
+            (_, Some(Ok(()))) => Ok(()),
+            (_, Some(Err(why))) => {
+                tracing::warn!(%why, "a spare worktree could not become the workspace; checking out anew");
+                remove_workspace(&git, mode, &cache, &dir, &branch).await;
                 add_worktree(&git, &cfg, mode, &cache, &dir, &branch, &base).await
             }
-            Mode::Fresh => make_clone(&git, &cfg, &cache, &dir, &branch, &base).await,
+            (Mode::Work | Mode::Shared, None) => {
+                add_worktree(&git, &cfg, mode, &cache, &dir, &branch, &base).await
+            }
+            (Mode::Fresh, None) => make_clone(&git, &cfg, &cache, &dir, &branch, &base).await,
         };
         let made = match made {
             Ok(()) if workspace_ok(&git, &dir).await => Ok(()),
@@ -359,7 +374,39 @@ impl Provider {
         crate::fault::pause_point("pause_after_add").await;
         record.state = READY.into();
         write_record(&record_path, &record)?;
-        Ok(resource(&git, &record, &dir, &cfg.env).await)
+        let answer = resource(&git, &record, &dir, &cfg.env).await;
+        if mode == Mode::Work && cfg.spares > 0 {
+            self.top_up(git, cfg, key, base);
+        }
+        Ok(answer)
+    }
+
+    /// Tops the spare worktrees of `key` from `base` up to the config's `spares`, in
+    /// the background, holding the cache's lock (an acquisition waits behind it).
+    fn top_up(&self, git: Git, cfg: Config, key: String, base: String) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let lock = this.lock(&key);
+            let _held = lock.lock().await;
+            let root = this.root();
+            let cache = Self::cache_dir(&root, &key);
+            while crate::spare::count(&root, &key, &base) < cfg.spares as usize {
+                if check_disk(&root, cfg.min_free_mb).is_err() {
+                    tracing::info!(key = %key, "no spare worktree made: the disk is under min_free_mb");
+                    return;
+                }
+                if let Err(why) = crate::spare::make(&git, &cache, &root, &key, &base).await {
+                    tracing::warn!(key = %key, %why, "making a spare worktree failed");
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Waits until nothing holds the cache lock of `key` (a spare being made).
+    pub async fn settled(&self, key: &str) {
+        let lock = self.lock(key);
+        let _held = lock.lock().await;
     }
 
     /// Makes the bare cache when it is missing (in a temporary directory renamed into
@@ -530,6 +577,19 @@ impl Provider {
                     reference: format!("cache/{name}"),
                     dir: entry.to_string_lossy().into_owned(),
                     reason: "a half-made cache (its first fetch was interrupted)".into(),
+                    ..Default::default()
+                });
+            }
+        }
+        for key in crate::spare::keys(&root) {
+            let lock = self.lock(&key);
+            let _held = lock.lock().await;
+            let cache = Self::cache_dir(&root, &key);
+            for dir in crate::spare::reconcile(&git, &cache, &root, &key).await {
+                out.removed.push(ResourceNote {
+                    reference: format!("spare/{key}"),
+                    dir: dir.to_string_lossy().into_owned(),
+                    reason: "a half-made spare worktree".into(),
                     ..Default::default()
                 });
             }

@@ -246,7 +246,12 @@ fn worktrees(root: &Path) -> Vec<String> {
             if block.trim().is_empty() || block.lines().any(|l| l == "bare") {
                 continue;
             }
-            out.push(block.lines().next().unwrap_or("").to_string());
+            let first = block.lines().next().unwrap_or("").to_string();
+            // The provider's spare worktrees are nobody's workspace.
+            if first.contains("/spare/") {
+                continue;
+            }
+            out.push(first);
         }
     }
     out
@@ -909,7 +914,15 @@ async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_resta
         )
         .await
         .unwrap();
-    assert_eq!(r["removed"], Value::Null, "nothing left to repair: {r}");
+    // Nothing of a workspace is left to repair (a spare worktree the killed
+    // provider was making in the background may be).
+    let repaired: Vec<&Value> = r["removed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| !n["ref"].as_str().unwrap_or_default().starts_with("spare/"))
+        .collect();
+    assert!(repaired.is_empty(), "nothing left to repair: {r}");
     assert_eq!(
         r["resources"].as_array().unwrap().len(),
         3,
@@ -1161,4 +1174,156 @@ async fn the_repositories_check_names_unreachable_repositories_and_a_low_disk() 
 
     // The check is read-only: no cache, no workspace, no note.
     assert!(!s.root().exists(), "the check made nothing");
+}
+
+/// The whole spare worktrees of the (only) cache, and the half-made ones.
+fn spares(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut whole, mut half) = (Vec::new(), Vec::new());
+    for key in std::fs::read_dir(root.join("spare")).into_iter().flatten() {
+        for e in std::fs::read_dir(key.unwrap().path()).unwrap() {
+            let p = e.unwrap().path();
+            if !p.is_dir() {
+                continue;
+            }
+            let rec: Option<Value> = std::fs::read(p.with_extension("json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            match rec {
+                Some(r) if r["state"] == "ready" => whole.push(p),
+                _ => half.push(p),
+            }
+        }
+    }
+    (whole, half)
+}
+
+async fn a_whole_spare(root: &Path) -> PathBuf {
+    within(async {
+        loop {
+            if let Some(p) = spares(root).0.into_iter().next() {
+                return p;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("spare");
+    let files: Vec<(String, String)> = (1..=4)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n")))
+        .collect();
+    let mut extra: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    extra.push((".gitattributes", "f*.txt filter=slow\n"));
+    let origin = make_origin(&s.0, &extra);
+    let host = Arc::new(HostState::default());
+    let config = json!({"repository": file_url(&origin)});
+    let root = s.root();
+
+    // After the first acquisition the provider makes a spare in the background.
+    let ext = Ext::start(&s, &host, &[]).await;
+    let w1 = ext
+        .acquire("w-1", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let spare = a_whole_spare(&root).await;
+    // The next new Work's workspace is that spare, moved and on its own branch.
+    let w2 = ext
+        .acquire("w-2", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let d2 = dir_of(&w2);
+    assert!(!spare.exists(), "the spare was taken: {}", spare.display());
+    assert_eq!(
+        git(&d2, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        w2["data"]["branch"].as_str().unwrap()
+    );
+    assert_eq!(git(&d2, &["status", "--porcelain"]), "", "clean");
+    assert_eq!(
+        std::fs::read_to_string(d2.join("f4.txt")).unwrap(),
+        "file 4\n"
+    );
+    assert_eq!(w2["data"]["head"], w1["data"]["head"]);
+    // It is a worktree of the cache like any other, and its commits are its own.
+    assert_eq!(worktrees(&root).len(), 2);
+    std::fs::write(d2.join("mine.txt"), "w-2's\n").unwrap();
+    git(&d2, &["add", "mine.txt"]);
+    git(&d2, &["commit", "-q", "-m", "w-2's change"]);
+    assert!(!dir_of(&w1).join("mine.txt").exists());
+    // The pool is topped up again, and an acquisition again answers the same.
+    let next = a_whole_spare(&root).await;
+    assert_ne!(next, spare);
+    let again = ext
+        .acquire("w-2", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(dir_of(&again), d2);
+    drop(ext);
+
+    // Killed while it makes a spare (the checkout is slow): the half-made spare is
+    // removed by the next reconcile, worktree entry and all.
+    let slow = [
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
+        ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
+    ];
+    let mut ext = Ext::start(&s, &host, &slow).await;
+    ext.acquire("w-3", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let half = within(async {
+        loop {
+            if let Some(p) = spares(&root).1.into_iter().next() {
+                if p.join(".git").exists() {
+                    return p;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    ext.kill();
+    let _ = ext.child.wait().await;
+    let ext = Ext::start(&s, &host, &[]).await;
+    let r = ext
+        .call(
+            "provider.reconcile",
+            json!({"type": "git", "pass_id": "r-spare"}),
+        )
+        .await
+        .unwrap();
+    let removed: Vec<&Value> = r["removed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["reason"] == "a half-made spare worktree")
+        .collect();
+    assert_eq!(removed.len(), 1, "{r}");
+    assert_eq!(removed[0]["dir"], half.to_string_lossy().as_ref());
+    assert!(!half.exists());
+    assert!(spares(&root).1.is_empty());
+    let list = git(
+        &root
+            .join("cache")
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+        &["worktree", "list", "--porcelain"],
+    );
+    assert!(
+        !list.contains(half.to_string_lossy().as_ref()),
+        "no worktree entry left for it: {list}"
+    );
+    assert_eq!(worktrees(&root).len(), 3, "w-1, w-2 and w-3 remain");
 }
