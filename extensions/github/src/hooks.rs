@@ -78,10 +78,10 @@ impl Desired {
         }
     }
 
-    /// The body of a create or update: the hook's whole configuration.
+    /// The body of an update (`PATCH`): the hook's whole configuration. A
+    /// create's adds `"name": "web"`.
     pub fn body(&self, secret: &str) -> Value {
         json!({
-            "name": "web",
             "active": true,
             "events": self.events,
             "config": {"url": self.url, "content_type": "json", "secret": secret, "insecure_ssl": "0"},
@@ -273,7 +273,11 @@ async fn ensure(
                 .request(
                     "POST",
                     &format!("/repos/{owner}/{repo}/hooks"),
-                    Some(desired.body(&secret)),
+                    Some({
+                        let mut body = desired.body(&secret);
+                        body["name"] = json!("web");
+                        body
+                    }),
                 )
                 .await
                 .map_err(|e| explain(&e, entry, "creating the webhook"))?;
@@ -441,18 +445,19 @@ pub async fn check(state: &State, host: &sdk::Host) -> CheckRunResult {
             "a webhook is missing or unreadable".into(),
         ),
     };
-    let detail = if worst > 0 {
-        format!(
-            "{detail}: {}",
-            items
-                .iter()
-                .filter(|i| !i.ends_with(" ok"))
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
+    let shown: Vec<String> = if worst > 0 {
+        items
+            .iter()
+            .filter(|i| !i.ends_with(" ok"))
+            .cloned()
+            .collect()
     } else {
+        items.clone()
+    };
+    let detail = if shown.is_empty() {
         detail
+    } else {
+        format!("{detail}: {}", shown.join("; "))
     };
     CheckRunResult {
         ok: None,
