@@ -151,7 +151,13 @@ fn the_managed_webhook_is_created_kept_and_moved_with_the_public_url() {
         .unwrap();
 
     // The first pass (this one, or the one configure set off) creates the hook.
-    let detail = task(&suite).unwrap();
+    let detail = task(&suite).unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}",
+            std::fs::read_to_string(suite.dir.join("state/logs/extensions/github.log"))
+                .unwrap_or_default()
+        )
+    });
     assert!(detail.contains("demo/repo"), "{detail}");
     let posts = gh.requests("POST", &format!("/repos/{REPO}/hooks"));
     assert_eq!(posts.len(), 1, "{posts:#?}");
@@ -225,7 +231,16 @@ fn the_managed_webhook_is_created_kept_and_moved_with_the_public_url() {
         .apply_config(&doc(&suite, &gh.url, Some("https://b.example.com")), PATH)
         .unwrap();
     hooks.lock().unwrap().forbid = true;
-    let why = task(&suite).unwrap_err();
+    // (until the package has the configuration with the public URL again)
+    let deadline = Instant::now() + HANG;
+    let why = loop {
+        let why = task(&suite).unwrap_err();
+        if !why.contains("no public_url") {
+            break why;
+        }
+        assert!(Instant::now() < deadline, "still no public_url: {why}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(
         why.contains("GitHub answered 403: Resource not accessible by personal access token")
             && why.contains("Webhooks"),

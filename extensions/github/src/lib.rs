@@ -302,6 +302,12 @@ impl State {
                 .map(|c| (c.name.clone(), c.clone()))
                 .collect();
             *lock(&self.public_url) = params.public_url.trim().to_string();
+            eprintln!(
+                "github: configured {} entries (generation {}, public_url {:?})",
+                registry.entries.len(),
+                params.generation,
+                params.public_url
+            );
             let sources: Vec<String> = registry.entries.iter().map(|e| e.source.clone()).collect();
             lock(&self.notes).retain(|(s, _), _| sources.contains(s));
             self.replace(registry);
