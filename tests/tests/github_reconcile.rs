@@ -271,7 +271,7 @@ fn missed_deliveries_are_read_back_once_each() {
         .attempt("guid-live", "issues", &live, 200, false);
     let first_id = 90_000;
     report(&suite, "past the live delivery", |r| {
-        r["outcome"] == "complete" && r["checkpoint"] == first_id.to_string()
+        r["outcome"] == "complete" && r["checkpoint"] == json!(first_id.to_string())
     });
     assert_eq!(delivered(&suite), ["guid-live"]);
 
@@ -307,7 +307,7 @@ fn missed_deliveries_are_read_back_once_each() {
     suite.wait_for_route(PATH).unwrap();
     let newest = 90_005;
     let r = report(&suite, "past the missed deliveries", |r| {
-        r["outcome"] == "complete" && r["checkpoint"] == newest.to_string()
+        r["outcome"] == "complete" && r["checkpoint"] == json!(newest.to_string())
     });
     assert_eq!(
         delivered(&suite),
@@ -342,7 +342,9 @@ fn missed_deliveries_are_read_back_once_each() {
 
     // A later pass adds nothing.
     report(&suite, "of a later pass", |r| {
-        r["outcome"] == "complete" && r["added"] == 0 && r["checkpoint"] == newest.to_string()
+        r["outcome"] == "complete"
+            && r["added"] == 0
+            && r["checkpoint"] == json!(newest.to_string())
     });
     // Nor does a whole scan from no checkpoint: every missed delivery is observed
     // again (the comment once per failed attempt) and is the same Event.
