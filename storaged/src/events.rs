@@ -5,7 +5,10 @@
 //! (source, delivery_id) and observation identity (source, item, item_version) are
 //! bound to a canonical signature of its envelope. The same identity with the same
 //! signature is the same event (answered, nothing added); with another signature
-//! it is `conflict`, and the whole batch applies nothing.
+//! it is `conflict`, and the whole batch applies nothing. The signature of an event
+//! with a delivery_id leaves its item and item_version out, so an observation that
+//! names a delivery (a webhook delivery read back by reconcile) and that delivery
+//! arriving live are one event, whichever comes first.
 //!
 //! An event with a delivery_id is named `evt_` + the first 32 hex digits of
 //! sha256(source "\n" delivery_id) (the spec's EmittedEventID), so a transaction's
@@ -541,6 +544,13 @@ fn prepare(
             Some(Parent { root_id, depth })
         }
     };
+    // An event with a delivery ID is that delivery whichever way it came: a live
+    // delivery, or an observation naming it (a reconcile reading back a missed
+    // webhook delivery), so the item it was observed as is not part of its envelope.
+    let (item, item_version) = match ev.delivery_id {
+        Some(_) => (None, None),
+        None => (ev.item.as_ref(), ev.item_version.as_ref()),
+    };
     let signature = util::digest(
         util::canonical_with(
             &json!({
@@ -548,8 +558,8 @@ fn prepare(
             "type": ev.event_type,
             "source": ev.source,
             "delivery_id": ev.delivery_id,
-            "item": ev.item,
-            "item_version": ev.item_version,
+            "item": item,
+            "item_version": item_version,
             "schema": ev.schema,
             "payload": Value::Null,
             "keys": ev.keys,

@@ -233,6 +233,25 @@ async fn a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts() {
         assert_eq!(f.count("events").await, n, "{what}");
         assert_eq!(f.count("event_keys").await, 0, "{what}");
     }
+    // An observation naming a delivery is that delivery, whichever comes first.
+    let mut named = ev("s1", Some("d1"));
+    named.item = Some("d1".into());
+    named.item_version = Some("1".into());
+    let out = f.accept(vec![named.clone()]).await.unwrap();
+    assert!(
+        !out.added_any,
+        "the observation of a kept delivery adds nothing"
+    );
+    let mut first_named = ev("s1", Some("d9"));
+    first_named.item = Some("d9".into());
+    first_named.item_version = Some("1".into());
+    assert!(f.accept(vec![first_named.clone()]).await.unwrap().added_any);
+    let live = f.accept(vec![ev("s1", Some("d9"))]).await.unwrap();
+    assert!(
+        !live.added_any,
+        "the delivery of a kept observation adds nothing"
+    );
+    assert!(!f.accept(vec![first_named]).await.unwrap().added_any);
     // The same delivery at another source is another event.
     let mut other = ev("s1", Some("d1"));
     other.source = "github/app".into();

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 pub mod agent;
 pub mod badtunnel;
 pub mod feed;
+pub mod github;
 pub mod messages;
 pub mod pause;
 pub mod standins;

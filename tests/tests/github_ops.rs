@@ -16,13 +16,10 @@
 mod common;
 use common::*;
 
+use oc_systest::github::{start_prism, Prism};
 use oc_systest::{post, sign_sha256, Daemon, Package, Suite, HANG};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The connection's token: it must appear in no log.
@@ -40,89 +37,6 @@ const AGENT_CALLS: &str = r#"[
 
 const TOKEN: &str = "ghp_e2eSecretTokenNeverLogged0123456789";
 const REPO: &str = "Codertocat/Hello-World";
-
-struct Prism {
-    url: String,
-    log: Arc<Mutex<Vec<String>>>,
-    child: Child,
-}
-
-impl Drop for Prism {
-    fn drop(&mut self) {
-        // The wrapper kills Prism when its stdin closes.
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn required() -> bool {
-    std::env::var("OC_REQUIRE_PEERS").is_ok_and(|v| v == "1")
-}
-
-fn start_prism() -> Result<Prism, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("github-api");
-    let bin = dir.join("node_modules/.bin/prism");
-    let spec = dir.join("node_modules/@octokit/openapi/generated/api.github.com.json");
-    let node = Command::new("node").arg("--version").output();
-    if !node.is_ok_and(|o| o.status.success()) {
-        return Err("node is not installed".into());
-    }
-    if !bin.exists() || !spec.exists() {
-        return Err(format!(
-            "{} has no node_modules (run npm ci --prefix tests/github-api)",
-            dir.display()
-        ));
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let script = format!(
-        "'{}' mock --dynamic --errors -h 127.0.0.1 -p {port} '{}' 2>&1 & pid=$!; cat >/dev/null; kill $pid",
-        bin.display(),
-        spec.display()
-    );
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting prism: {e}"))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        let mut ready = Some(tx);
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("Prism is listening") {
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(true);
-                }
-            }
-            lines.lock().unwrap().push(line);
-        }
-        if let Some(tx) = ready.take() {
-            let _ = tx.send(false);
-        }
-    });
-    let prism = Prism {
-        url: format!("http://127.0.0.1:{port}"),
-        log,
-        child,
-    };
-    // Loading GitHub's description takes Prism a while (20-30 s, more on a busy host).
-    match rx.recv_timeout(Duration::from_secs(300)) {
-        Ok(true) => Ok(prism),
-        _ => Err(format!(
-            "prism did not start listening: {}",
-            prism.log.lock().unwrap().join("\n")
-        )),
-    }
-}
 
 fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + HANG;
@@ -203,7 +117,7 @@ fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf, Value) {
             "id": "demo",
             "entries": [
                 {"type": "github", "name": "repo", "connection": "gh",
-                 "config": {"repository": REPO}}
+                 "config": {"repository": REPO, "reconcile_interval_s": 0}}
             ],
             "routes": [{"handler": "github", "binding": "cc",
                         "config": {"events": ["github.issue.opened"], "labels": ["agent"]}}],
@@ -268,7 +182,10 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
     let prism = match start_prism() {
         Ok(p) => p,
         Err(why) => {
-            assert!(!required(), "no Prism under OC_REQUIRE_PEERS=1: {why}");
+            assert!(
+                !oc_systest::github::required(),
+                "no Prism under OC_REQUIRE_PEERS=1: {why}"
+            );
             eprintln!("SKIPPED: {why}");
             return;
         }

@@ -305,6 +305,13 @@ impl Client {
         blocking(move || this.get_all_blocking(&path, max_pages)).await
     }
 
+    /// One GET page: its status, body and the `Link` header's next URL.
+    pub async fn get_page(&self, path: &str) -> Result<Page, ApiError> {
+        let this = self.clone();
+        let path = path.to_string();
+        blocking(move || this.send("GET", &path, None, true)).await
+    }
+
     /// [`Client::request`], blocking.
     pub fn request_blocking(
         &self,
@@ -684,6 +691,54 @@ pub fn github_error(status: u16, body: &[u8]) -> ApiError {
         errors: parsed.get("errors").filter(|e| !e.is_null()).cloned(),
         reset_at: None,
     }
+}
+
+/// The value of query parameter `name` in `url`, percent-decoded.
+pub fn query_param(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    let query = query.split('#').next().unwrap_or_default();
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+/// `s` percent-encoded for a query value (everything but RFC 3986's unreserved).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The `rel="next"` URL of a `Link` header.

@@ -3,13 +3,18 @@
 //! An entry of type `github` has the config
 //!
 //! ```json
-//! {"repository": "owner/name", "path": "/github/custom", "events": ["issues", "check_run"]}
+//! {"repository": "owner/name", "path": "/github/custom", "events": ["issues", "check_run"],
+//!  "reconcile_interval_s": 300, "manage_webhook": false}
 //! ```
 //!
 //! `repository` is required; `path` defaults to `/github/<scope_id>/<entry>` and
 //! must stay under `/github`; `events` (the GitHub event names to accept)
-//! defaults to all five. The entry must name a connection of type `github`: its
-//! `webhook_secret` signs the deliveries.
+//! defaults to all five. `reconcile_interval_s` (default
+//! [`DEFAULT_RECONCILE_INTERVAL_S`], 0 turns it off) is how often the webhook's
+//! recent deliveries are read back for the ones that failed ([`crate::reconcile`]);
+//! `manage_webhook` (default false) makes the `github.webhooks` task keep the
+//! repository's webhook pointing here ([`crate::hooks`]). The entry must name a
+//! connection of type `github`: its `webhook_secret` signs the deliveries.
 
 use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl, WebhookPath};
 use protocol::RpcError;
@@ -24,6 +29,10 @@ pub const PATH_PREFIX: &str = "/github";
 const MAX_REPOSITORY_BYTES: usize = 200;
 /// The longest webhook path accepted, in bytes.
 const MAX_PATH_BYTES: usize = 512;
+/// Seconds between reconcile passes when an entry does not say.
+pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
+/// The longest reconcile interval accepted (a week), in seconds.
+pub const MAX_RECONCILE_INTERVAL_S: u64 = 7 * 24 * 3600;
 
 /// A config problem: the field (a config key, or `connection`) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +61,10 @@ pub struct ParsedConfig {
     pub path: Option<String>,
     /// The families to accept (`None`: all).
     pub events: Option<Vec<Family>>,
+    /// Seconds between reconcile passes (0: none).
+    pub reconcile_interval_s: u64,
+    /// True when the `github.webhooks` task manages the repository's webhook.
+    pub manage_webhook: bool,
 }
 
 impl ParsedConfig {
@@ -69,10 +82,18 @@ impl ParsedConfig {
             Some(p) => p.clone(),
             None => format!("{PATH_PREFIX}/<scope>/<entry>"),
         };
-        format!(
+        let mut line = format!(
             "receives {events} webhooks of {} at {path}",
             self.repository
-        )
+        );
+        match self.reconcile_interval_s {
+            0 => line.push_str(", without reconcile"),
+            n => line.push_str(&format!(", reconciled every {n} s")),
+        }
+        if self.manage_webhook {
+            line.push_str(", managing the repository's webhook");
+        }
+        line
     }
 }
 
@@ -93,6 +114,10 @@ pub struct EntryConfig {
     pub events: Option<Vec<Family>>,
     /// Its source name, `github/<scope_id>/<entry>`.
     pub source: String,
+    /// Seconds between reconcile passes (0: none).
+    pub reconcile_interval_s: u64,
+    /// True when the `github.webhooks` task manages the repository's webhook.
+    pub manage_webhook: bool,
 }
 
 impl EntryConfig {
@@ -144,11 +169,56 @@ impl EntryConfig {
             }
             Some(_) => return Err(ConfigError::new("events", "must be a list of strings")),
         };
+        let reconcile_interval_s = match map.get("reconcile_interval_s") {
+            None | Some(Value::Null) => DEFAULT_RECONCILE_INTERVAL_S,
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(n) if n <= MAX_RECONCILE_INTERVAL_S => n,
+                _ => {
+                    return Err(ConfigError::new(
+                        "reconcile_interval_s",
+                        format!(
+                            "must be a whole number of seconds from 0 (off) to \
+                             {MAX_RECONCILE_INTERVAL_S}"
+                        ),
+                    ))
+                }
+            },
+            Some(_) => {
+                return Err(ConfigError::new(
+                    "reconcile_interval_s",
+                    "must be a number of seconds (0: off)",
+                ))
+            }
+        };
+        let manage_webhook = match map.get("manage_webhook") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(ConfigError::new("manage_webhook", "must be true or false")),
+        };
         Ok(ParsedConfig {
             repository,
             path,
             events,
+            reconcile_interval_s,
+            manage_webhook,
         })
+    }
+
+    /// The GitHub events the entry takes, in manifest order (all five when its
+    /// config names none).
+    pub fn github_events(&self) -> Vec<&'static str> {
+        Family::ALL
+            .into_iter()
+            .filter(|f| self.accepts(*f))
+            .map(Family::github_event)
+            .collect()
+    }
+
+    /// The repository's owner and name.
+    pub fn owner_repo(&self) -> (&str, &str) {
+        self.repository
+            .split_once('/')
+            .unwrap_or((self.repository.as_str(), ""))
     }
 
     /// True when the entry accepts `family`.
@@ -357,6 +427,8 @@ impl Registry {
                 path,
                 events: parsed.events,
                 source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
+                reconcile_interval_s: parsed.reconcile_interval_s,
+                manage_webhook: parsed.manage_webhook,
             });
         }
         Ok(Registry { entries })
@@ -372,7 +444,7 @@ impl Registry {
                 scope_id: e.scope_id.clone(),
                 entry: e.name.clone(),
                 families: Family::names(),
-                reconcile_interval_s: 0,
+                reconcile_interval_s: e.reconcile_interval_s,
             });
             result.webhooks.push(WebhookPath {
                 path: e.path.clone(),
@@ -382,6 +454,11 @@ impl Registry {
             });
         }
         result
+    }
+
+    /// The entry whose source is `source`.
+    pub fn entry_of_source(&self, source: &str) -> Option<&EntryConfig> {
+        self.entries.iter().find(|e| e.source == source)
     }
 
     /// The entry whose path is the longest that covers `request_path`.

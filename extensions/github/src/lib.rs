@@ -14,25 +14,33 @@
 //!   pagination, conditional GETs, rate limits); [`app`] signs the App's JWT.
 //! - [`ops`] serves the toolbelt operations on `operation.call`; [`waits`] serves
 //!   `github.wait` on `operation.wait` and the `github.waits` task that wakes it.
+//! - [`reconcile`] serves `ingress.reconcile`: the webhook's failed deliveries,
+//!   read back from GitHub's delivery log.
+//! - [`hooks`] finds the webhook an entry receives, keeps a managed one as
+//!   configured (the `github.webhooks` task on `task.run`) and reports it to doctor
+//!   (`check.run`).
 
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod app;
 pub mod config;
+pub mod hooks;
 pub mod ops;
 pub mod project;
+pub mod reconcile;
 pub mod route;
 pub mod signature;
 pub mod waits;
 pub mod webhook;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, OperationWaitParams, RouteMatchParams,
-    SecretResolveParams, TaskRunParams, ValidateParams, ValidateResult, WebhookHandleParams,
+    CheckRunParams, CheckRunResult, ConfigureResult, Connection, IngressReconcileParams,
+    OperationCallParams, OperationWaitParams, RouteMatchParams, SecretResolveParams, TaskRunParams,
+    TaskRunResult, ValidateParams, ValidateResult, WebhookHandleParams,
 };
 use protocol::RpcError;
 
@@ -50,6 +58,11 @@ pub const TOKEN: &str = "token";
 
 /// The secret of a connection that holds a GitHub App's private key (PEM).
 pub const PRIVATE_KEY: &str = "private_key";
+
+/// What a kept note is about: the last reconcile pass.
+pub const NOTE_RECONCILE: &str = "reconcile";
+/// What a kept note is about: the last `webhooks` task pass.
+pub const NOTE_WEBHOOK: &str = "webhooks";
 
 /// The Event families: five fed by GitHub webhook events, and `github.wait`, which
 /// the package delivers itself when a `github.wait` operation's condition holds.
@@ -161,6 +174,12 @@ pub struct State {
     connections: Mutex<HashMap<String, Connection>>,
     /// API clients per (scope, connection), dropped by every configure.
     clients: Mutex<HashMap<(String, String), api::Client>>,
+    /// The public URL of the last configure (empty: none).
+    public_url: Mutex<String>,
+    /// The last failure of each (source, pass kind), for doctor.
+    notes: Mutex<BTreeMap<(String, &'static str), String>>,
+    /// Held by a `webhooks` pass: passes never overlap.
+    webhook_pass: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -171,6 +190,30 @@ impl State {
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
         lock(&self.registry).clone()
+    }
+
+    /// The public URL of the last configure (empty: none).
+    pub fn public_url(&self) -> String {
+        lock(&self.public_url).clone()
+    }
+
+    /// Keeps (or, with `None`, clears) the last failure of a pass of `kind` over
+    /// `source`.
+    pub fn note(&self, source: &str, kind: &'static str, why: Option<String>) {
+        let mut notes = lock(&self.notes);
+        match why {
+            Some(why) => notes.insert((source.to_string(), kind), why),
+            None => notes.remove(&(source.to_string(), kind)),
+        };
+    }
+
+    /// The kept failures of `source`'s passes: (kind, why).
+    pub fn notes_of(&self, source: &str) -> Vec<(&'static str, String)> {
+        lock(&self.notes)
+            .iter()
+            .filter(|((s, _), _)| s == source)
+            .map(|((_, k), why)| (*k, why.clone()))
+            .collect()
     }
 
     /// Replaces the entries and drops every cached secret.
@@ -271,6 +314,15 @@ impl State {
                 .iter()
                 .map(|c| (c.name.clone(), c.clone()))
                 .collect();
+            *lock(&self.public_url) = params.public_url.trim().to_string();
+            eprintln!(
+                "github: configured {} entries (generation {}, public_url {:?})",
+                registry.entries.len(),
+                params.generation,
+                params.public_url
+            );
+            let sources: Vec<String> = registry.entries.iter().map(|e| e.source.clone()).collect();
+            lock(&self.notes).retain(|(s, _), _| sources.contains(s));
             self.replace(registry);
         }
         Ok(result)
@@ -386,22 +438,81 @@ pub fn validate(params: &ValidateParams) -> ValidateResult {
     result
 }
 
+/// Serves `task.run`: one pass of the named task.
+pub async fn run_task(
+    state: &State,
+    host: &sdk::Host,
+    params: &TaskRunParams,
+) -> Result<TaskRunResult, RpcError> {
+    match params.task.as_str() {
+        hooks::TASK => hooks::pass(state, host).await,
+        waits::TASK => waits::pass(state, host).await,
+        other => Err(RpcError::new(
+            protocol::Code::NotFound,
+            format!(
+                "no task `{other}` (this package runs `{}` and `{}`)",
+                hooks::TASK,
+                waits::TASK
+            ),
+        )),
+    }
+}
+
+/// Serves `check.run`: the named doctor check.
+pub async fn run_check(state: &State, host: &sdk::Host, params: &CheckRunParams) -> CheckRunResult {
+    match params.check.as_str() {
+        hooks::CHECK => hooks::check(state, host).await,
+        other => CheckRunResult {
+            status: "warn".into(),
+            code: "extension_check_invalid".into(),
+            detail: format!("no check `{other}` (this package runs `{}`)", hooks::CHECK),
+            ..CheckRunResult::default()
+        },
+    }
+}
+
 /// The extension, ready for [`sdk::run`].
 pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
     let webhook_state = state.clone();
-    let op_state = state.clone();
+    let reconcile_state = state.clone();
+    let task_state = state.clone();
+    let check_state = state.clone();
     let wait_state = state.clone();
-    let task_state = state;
+    let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
-        .on_configure(move |_ctx, params| {
+        .on_configure(move |ctx, params| {
             let state = configure_state.clone();
-            async move { state.configure(&params) }
+            async move {
+                let result = state.configure(&params)?;
+                if !params.dry_run && state.registry().entries.iter().any(|e| e.manage_webhook) {
+                    // The first pass soon after a configure (a new entry or
+                    // public URL), besides the task's own interval.
+                    tokio::spawn(async move {
+                        if let Err(e) = hooks::pass(&state, &ctx.host).await {
+                            eprintln!("github: webhooks pass after configure: {}", e.message);
+                        }
+                    });
+                }
+                Ok(result)
+            }
         })
         .on::<WebhookHandleParams, _, _>(move |ctx, params| {
             let state = webhook_state.clone();
             async move { Ok(state.webhook(&ctx.host, &params).await) }
+        })
+        .on::<IngressReconcileParams, _, _>(move |ctx, params| {
+            let state = reconcile_state.clone();
+            async move { reconcile::page(&state, &ctx.host, &params).await }
+        })
+        .on::<TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move { run_task(&state, &ctx.host, &params).await }
+        })
+        .on::<CheckRunParams, _, _>(move |ctx, params| {
+            let state = check_state.clone();
+            async move { Ok(run_check(&state, &ctx.host, &params).await) }
         })
         .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
         .on::<OperationCallParams, _, _>(move |ctx, params| {
@@ -418,18 +529,6 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
                 waits::plan(&state, &ctx.host, &params)
                     .await
                     .map_err(ops::for_agent)
-            }
-        })
-        .on::<TaskRunParams, _, _>(move |ctx, params| {
-            let state = task_state.clone();
-            async move {
-                match params.task.as_str() {
-                    waits::TASK => waits::pass(&state, &ctx.host).await,
-                    other => Err(RpcError::new(
-                        protocol::Code::NotFound,
-                        format!("`{other}` is not a task of this package"),
-                    )),
-                }
             }
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))

@@ -151,6 +151,26 @@ fn decide(
         let zen = payload.get("zen").cloned().unwrap_or(Value::Null);
         return Err(json_answer(200, &json!({"ok": true, "zen": zen})));
     }
+    let event = event_of(entry, event, delivery_id, &payload)?;
+    Ok(Delivery {
+        source: entry.source.clone(),
+        delivery_id: delivery_id.to_string(),
+        body: None,
+        events: vec![event],
+    })
+}
+
+/// The Event a delivery of GitHub event `event` with this payload makes for
+/// `entry`, or the answer that goes without one: 202 for an event of none of the
+/// five families, one the entry does not accept or one of another repository;
+/// 400 for a payload its family cannot read. The webhook path and reconcile
+/// ([`crate::reconcile`]) decide alike.
+pub fn event_of(
+    entry: &EntryConfig,
+    event: &str,
+    delivery_id: &str,
+    payload: &Value,
+) -> Result<protocol::wire::IngressEvent, HttpAnswer> {
     let Some(family) = Family::from_github_event(event) else {
         return Err(ignored(&format!(
             "GitHub event `{event}` is not one this extension handles"
@@ -174,12 +194,6 @@ fn decide(
         }
         None => return Err(ignored("the delivery names no repository")),
     }
-    let event = project::project(family, delivery_id, &payload)
-        .map_err(|why| text(400, &format!("unreadable `{event}` payload: {why}")))?;
-    Ok(Delivery {
-        source: entry.source.clone(),
-        delivery_id: delivery_id.to_string(),
-        body: None,
-        events: vec![event],
-    })
+    project::project(family, delivery_id, payload)
+        .map_err(|why| text(400, &format!("unreadable `{event}` payload: {why}")))
 }
