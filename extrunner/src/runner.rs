@@ -507,6 +507,21 @@ impl Runner {
             .map(|(_, p)| p)
     }
 
+    /// The files the applied configuration's `file:` secret references name: every
+    /// sandbox is denied them.
+    pub fn secret_files(&self) -> Vec<PathBuf> {
+        let Some(doc) = lock(&self.applied).clone() else {
+            return Vec::new();
+        };
+        doc.connections
+            .iter()
+            .flat_map(|c| c.secret_refs.values())
+            .filter_map(|r| r.strip_prefix("file:"))
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .collect()
+    }
+
     /// The package that provides the sandbox type `sandbox_type`, when it runs.
     pub fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
         self.entries

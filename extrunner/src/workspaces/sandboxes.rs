@@ -4,7 +4,8 @@
 //! as `resource.acquire`) and only when that run's binding has a sandbox. The host
 //! checks the executor's needs against its protected set (the state directory but
 //! the run's own folders and its Work's workspaces, the configuration directory, the
-//! bus and toolbelt sockets but the run's, the operator's `~/.claude` and
+//! files of the configuration's `file:` secrets, the bus and toolbelt sockets but
+//! the run's, the operator's `~/.claude` and
 //! `~/.claude.json`): a need inside it, or one that would re-open it, is refused as
 //! `sandbox_denied`. It adds the set to the launch's denials, asks the binding's
 //! provider (`sandbox_provider.plan`), computes the digest of the plan itself and pins
@@ -229,7 +230,15 @@ impl Workspaces {
         execution_id: &str,
         needs: SandboxNeeds,
     ) -> Result<SandboxNeeds, RpcError> {
-        let protected = lock(&self.protected).paths();
+        let mut protected = lock(&self.protected).paths();
+        if let Ok(runner) = self.runner() {
+            protected.extend(
+                runner
+                    .secret_files()
+                    .iter()
+                    .map(|p| absolute(p).display().to_string()),
+            );
+        }
         let own = self.own_folders(run, execution_id).await;
         let mut merged = needs;
         for need in merged.read.iter().chain(&merged.write) {
