@@ -129,15 +129,18 @@ fn send(suite: &Suite, delivery: &str, number: u64) {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
-fn work_of(suite: &Suite, number: u64) -> String {
-    wait_for(&format!("the Work of {number}"), HANG, || {
+/// The Work of the `number`th delivery: the first Work not in `before`.
+fn work_of(suite: &Suite, number: u64, before: &[&str]) -> String {
+    wait_for(&format!("the Work of delivery {number}"), HANG, || {
         let w = suite
             .call("store.works", json!({"scope_id": "demo"}))
-            .unwrap();
-        w["works"].as_array()?.iter().find_map(|w| {
-            (w["correlation_key"].as_str()?.ends_with(&number.to_string()))
-                .then(|| w["id"].as_str().unwrap_or_default().to_owned())
-        })
+            .ok()?;
+        w["works"]
+            .as_array()?
+            .iter()
+            .filter_map(|w| w["id"].as_str())
+            .find(|id| !before.contains(id))
+            .map(str::to_owned)
     })
 }
 
@@ -221,7 +224,7 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     apply(&suite, binding(json!({})));
     // The first Work leaves a file in its own workspace.
     send(&suite, "s-1", 1);
-    let first = work_of(&suite, 1);
+    let first = work_of(&suite, 1, &[]);
     let ex = ended(&suite, &first);
     assert_eq!(ex["state"], "completed", "{ex}");
     assert_eq!(fields(&output(&suite, &ex))["own"], first);
@@ -241,7 +244,7 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     });
     apply(&suite, binding(env));
     send(&suite, "s-2", 2);
-    let second = work_of(&suite, 2);
+    let second = work_of(&suite, 2, &[&first]);
     let ex = ended(&suite, &second);
     assert_eq!(ex["state"], "completed", "{ex}");
     let out = output(&suite, &ex);
@@ -312,7 +315,7 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
                "config": {"script": WAITER}}),
     );
     send(&suite, "a-1", 1);
-    let work = work_of(&suite, 1);
+    let work = work_of(&suite, 1, &[]);
     let exec = started_run(&suite, &work);
     suite.kill(Daemon::Extrunner);
     suite.start(Daemon::Extrunner).unwrap();
@@ -327,10 +330,11 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
     assert_eq!(ex["state"], "completed", "{ex}");
     assert_eq!(starts(&suite, &exec), 1, "started once");
     assert_eq!(executions(&suite, &work).len(), 1);
+    let first_work = work.clone();
 
     // A plan changed after it was pinned: stopped, not adopted.
     send(&suite, "a-2", 2);
-    let work = work_of(&suite, 2);
+    let work = work_of(&suite, 2, &[&first_work]);
     let exec = started_run(&suite, &work);
     suite.kill(Daemon::Extrunner);
     let pin = suite

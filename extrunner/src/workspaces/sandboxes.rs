@@ -200,17 +200,19 @@ impl Workspaces {
         Ok(state.join("sandboxes/pins").join(format!("{execution_id}.json")))
     }
 
-    /// The run's own folders: its run directory under any executor of the host, its
+    /// The run's own folders: its run directory under its executor's directory, its
     /// Work's workspaces, its toolbelt.
     async fn own_folders(&self, run: &OpenRun, execution_id: &str) -> Vec<String> {
         let state = absolute(&lock(&self.protected).state_dir);
-        let mut own = vec![state
-            .join("executors")
-            .join(&run.executor)
-            .join("runs")
-            .join(execution_id)
-            .display()
-            .to_string()];
+        // The executor's directory (`initialize`'s executor_dirs), or the package's
+        // own state directory when it keeps its runs there.
+        let mut own: Vec<String> = [
+            state.join("executors").join(&run.executor),
+            state.join("extensions").join(&run.extension),
+        ]
+        .iter()
+        .map(|d| d.join("runs").join(execution_id).display().to_string())
+        .collect();
         if let Some((endpoint, dir)) = &run.toolbelt {
             own.push(endpoint.clone());
             if !dir.is_empty() {
