@@ -282,7 +282,7 @@ echo done=yes
 fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
     suite
         .dir
-        .join("state/executors/shell/runs")
+        .join("state/extensions/shell/runs")
         .join(execution_id)
 }
 
