@@ -396,7 +396,11 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
 fn sandbox_workspace(config: &Config, at: &str, resource: &str, executor: &str) -> Option<String> {
     let binding = binding_at(config, at)?;
     binding.get("sandbox")?;
-    let mode = if executor.is_empty() { resource } else { executor };
+    let mode = if executor.is_empty() {
+        resource
+    } else {
+        executor
+    };
     (mode == "shared").then(|| {
         "a sandboxed binding's workspace must not share writable state with other Works: mode \"shared\" gives every Work one checkout; use work or fresh (clone)".to_owned()
     })

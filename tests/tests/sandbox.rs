@@ -55,7 +55,14 @@ fn have_srt() -> bool {
     }
     // The kernel must let bubblewrap make its namespaces.
     let probe = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-user", "--unshare-net", "true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--unshare-net",
+            "true",
+        ])
         .output();
     match probe {
         Ok(o) if o.status.success() => true,
@@ -259,7 +266,11 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
         "tcp",
         "bus",
     ] {
-        assert_eq!(f.get(case).map(String::as_str), Some("denied"), "{case}: {out}");
+        assert_eq!(
+            f.get(case).map(String::as_str),
+            Some("denied"),
+            "{case}: {out}"
+        );
     }
     assert!(!suite.dir.join("escaped").exists());
     assert!(listener.accept().is_err(), "nothing connected to {port}");

@@ -10,6 +10,7 @@
 
 use crate::config::{self, ShellConfig};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use protocol::sandbox::{SandboxLaunch, SandboxNeeds};
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
@@ -17,7 +18,6 @@ use protocol::wire::{
     ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, Outcome,
     Payload, ProvidedResource, RunRequest, ValidateParams, ValidateResult,
 };
-use protocol::sandbox::{SandboxLaunch, SandboxNeeds};
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
 use sdk::dirs::SharedDirs;

@@ -79,7 +79,11 @@ mod tests {
         let m = protocol::manifest::parse_manifest(MANIFEST.as_bytes()).unwrap();
         assert_eq!(m.name, "srt");
         assert_eq!(m.provides.sandboxes[0].type_name, SANDBOX_TYPE);
-        for method in ["sandbox_provider.plan", "sandbox_provider.adopt", "validate"] {
+        for method in [
+            "sandbox_provider.plan",
+            "sandbox_provider.adopt",
+            "validate",
+        ] {
             assert!(m.enables(method), "{method}");
         }
         assert!(extension().is_ok());

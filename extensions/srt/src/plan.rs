@@ -84,7 +84,9 @@ pub fn plan(
         return Err(RpcError::invalid_params("the launch has no program"));
     }
     let Some(state) = state_dir else {
-        return Err(unavailable("the host gave no state directory for settings files"));
+        return Err(unavailable(
+            "the host gave no state directory for settings files",
+        ));
     };
     let dir = state.join("settings");
     std::fs::DirBuilder::new()

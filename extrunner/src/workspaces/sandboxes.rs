@@ -197,7 +197,9 @@ impl Workspaces {
                 "the host has no state directory to pin sandbox plans in",
             ));
         }
-        Ok(state.join("sandboxes/pins").join(format!("{execution_id}.json")))
+        Ok(state
+            .join("sandboxes/pins")
+            .join(format!("{execution_id}.json")))
     }
 
     /// The run's own folders: its run directory under its executor's directory, its
@@ -320,8 +322,12 @@ impl Workspaces {
             digest: digest.clone(),
             plan: plan.clone(),
         };
-        write_pin(&pin_path, &pin)
-            .map_err(|e| unavailable(format!("cannot pin the plan in {}: {e}", pin_path.display())))?;
+        write_pin(&pin_path, &pin).map_err(|e| {
+            unavailable(format!(
+                "cannot pin the plan in {}: {e}",
+                pin_path.display()
+            ))
+        })?;
         tracing::info!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id,
             OC_EXECUTION_ID = %p.execution_id, %digest, "sandbox plan pinned");
         Ok(SandboxPlanned { plan, digest })
@@ -338,7 +344,10 @@ impl Workspaces {
         let pin_path = self.pin_path(&p.execution_id)?;
         let pin: Pin = match std::fs::read(&pin_path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                denied(format!("the pinned plan {} does not read: {e}", pin_path.display()))
+                denied(format!(
+                    "the pinned plan {} does not read: {e}",
+                    pin_path.display()
+                ))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(denied(format!(
@@ -346,7 +355,12 @@ impl Workspaces {
                     p.execution_id
                 )))
             }
-            Err(e) => return Err(unavailable(format!("cannot read {}: {e}", pin_path.display()))),
+            Err(e) => {
+                return Err(unavailable(format!(
+                    "cannot read {}: {e}",
+                    pin_path.display()
+                )))
+            }
         };
         let now = plan_digest(&pin.plan);
         if now != pin.digest || p.digest != pin.digest || pin.execution_id != p.execution_id {
@@ -468,7 +482,10 @@ mod tests {
         let e = ws.sandbox_plan("shell", &p, launch()).await.unwrap_err();
         assert_eq!(e.app_code(), Some("unauthorized"), "{e}");
         let other = peer();
-        let e = ws.sandbox_plan("shell", &other, launch()).await.unwrap_err();
+        let e = ws
+            .sandbox_plan("shell", &other, launch())
+            .await
+            .unwrap_err();
         assert_eq!(e.app_code(), Some("unauthorized"), "{e}");
     }
 
@@ -484,7 +501,12 @@ mod tests {
         let p = peer();
         ws.open("shell", &p, &run(Some(json!({"type": "srt"}))));
         let r = ws.opened("shell", &p, "exec_1", 1).unwrap();
-        for bad in ["/var/lib/oc/resources/git/other", "/etc", "/", "/home/op/.claude/x"] {
+        for bad in [
+            "/var/lib/oc/resources/git/other",
+            "/etc",
+            "/",
+            "/home/op/.claude/x",
+        ] {
             let needs = SandboxNeeds {
                 read: vec![bad.into()],
                 ..SandboxNeeds::default()
@@ -498,7 +520,12 @@ mod tests {
             ..SandboxNeeds::default()
         };
         let merged = ws.merge(&r, "exec_1", needs).await.unwrap();
-        for p in ["/var/lib/oc", "/etc/oc", "/run/oc/bus.sock", "/home/op/.claude.json"] {
+        for p in [
+            "/var/lib/oc",
+            "/etc/oc",
+            "/run/oc/bus.sock",
+            "/home/op/.claude.json",
+        ] {
             assert!(merged.deny.iter().any(|d| d == p), "{p}: {merged:?}");
         }
         // Another run's folder is not this one's.
