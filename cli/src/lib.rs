@@ -283,6 +283,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "ssh" => return oc_ssh::main(),
         "cloudflared" => return oc_cloudflared::main(),
         "ngrok" => return oc_ngrok::main(),
+        "srt" => return oc_srt::main(),
         other => {
             eprintln!(
                 "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",

@@ -136,6 +136,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("ssh", oc_ssh::MANIFEST),
         ("cloudflared", oc_cloudflared::MANIFEST),
         ("ngrok", oc_ngrok::MANIFEST),
+        ("srt", oc_srt::MANIFEST),
     ]
 }
 

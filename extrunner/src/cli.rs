@@ -273,6 +273,11 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         initial,
     };
     let runner = Runner::load(config).shared();
+    // The bus socket and the toolbelt's beside it (schedulerd's default).
+    let toolbelt = args.bus.parent().map(|d| d.join("toolbelt.sock"));
+    runner
+        .workspaces()
+        .protect_sockets(std::iter::once(args.bus.clone()).chain(toolbelt));
     tracing::info!(
         packages = runner.names().len(),
         "every extension started; waiting for their handshakes"

@@ -405,6 +405,20 @@ async fn serve(
                 _ => protocol::reply(&ws.owner_status(name, peer, request.params()?).await?),
             }
         }
+        "sandbox.plan" | "sandbox.adopt" => {
+            let Some(ws) = workspaces else {
+                return Err(RpcError::new(
+                    Code::Unsupported,
+                    format!("{method} is not served by this host"),
+                ));
+            };
+            let (name, peer) = (identity.name.as_str(), &request.peer);
+            if method == "sandbox.plan" {
+                protocol::reply(&ws.sandbox_plan(name, peer, request.params()?).await?)
+            } else {
+                protocol::reply(&ws.sandbox_adopt(name, peer, request.params()?).await?)
+            }
+        }
         "execution.persist_recovery" => {
             let p: wire::ExecutionPersistRecoveryParams = request.params()?;
             protocol::reply(&host.persist_recovery(p).await?)

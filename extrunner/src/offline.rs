@@ -99,6 +99,9 @@ fn objects(
         for t in &pv.tunnels {
             owners.insert((validate_kind::TUNNEL, &t.type_name), &p.name);
         }
+        for t in &pv.sandboxes {
+            owners.insert((validate_kind::SANDBOX, &t.type_name), &p.name);
+        }
         for r in &pv.resources {
             owners.insert((validate_kind::RESOURCE, &r.type_name), &p.name);
             if r.mode_default {
@@ -198,6 +201,28 @@ fn objects(
                 params(validate_kind::EXECUTOR, executor, name, exec_config),
                 Role::Check,
             );
+            if let Some(sandbox) = b.get("sandbox") {
+                match sandbox.get("type").and_then(Value::as_str) {
+                    Some(stype) => add(
+                        format!("{at}/sandbox/type"),
+                        "sandbox type",
+                        params(
+                            validate_kind::SANDBOX,
+                            stype,
+                            name,
+                            sandbox.get("config").unwrap_or(&Value::Null),
+                        ),
+                        Role::Check,
+                    ),
+                    None => untyped.push(Finding {
+                        pointer: format!("{at}/sandbox/type"),
+                        code: "invalid_config".into(),
+                        message: "a binding's sandbox needs a type (the sandbox provider, srt)"
+                            .into(),
+                        warning: false,
+                    }),
+                }
+            }
             let Some(resource) = b.get("resource") else {
                 continue;
             };
@@ -342,6 +367,14 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
         }
     }
     for (at, (resource, executor)) in modes {
+        if let Some(message) = sandbox_workspace(config, &at, &resource, &executor) {
+            findings.push(Finding {
+                pointer: format!("{at}/sandbox"),
+                code: "sandbox_workspace".into(),
+                message,
+                warning: false,
+            });
+        }
         if let Some(message) = mode_warning(&resource, &executor) {
             warnings += 1;
             if warnings <= MAX_WARNINGS {
@@ -355,6 +388,34 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
         }
     }
     findings
+}
+
+/// A sandboxed binding (at `at`) whose workspace mode shares writable state with
+/// other Works (`shared`: one checkout for every Work of the binding) is refused:
+/// its sandbox would let one Work's command write another's workspace.
+fn sandbox_workspace(config: &Config, at: &str, resource: &str, executor: &str) -> Option<String> {
+    let binding = binding_at(config, at)?;
+    binding.get("sandbox")?;
+    let mode = if executor.is_empty() {
+        resource
+    } else {
+        executor
+    };
+    (mode == "shared").then(|| {
+        "a sandboxed binding's workspace must not share writable state with other Works: mode \"shared\" gives every Work one checkout; use work or fresh (clone)".to_owned()
+    })
+}
+
+/// The binding at `/scopes/<i>/bindings/<j>`.
+fn binding_at<'a>(config: &'a Config, at: &str) -> Option<&'a Value> {
+    let mut parts = at.trim_start_matches('/').split('/');
+    let (Some("scopes"), Some(i), Some("bindings"), Some(j)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let scope = config.scopes.get(i.parse::<usize>().ok()?)?;
+    scope.bindings.get(j.parse::<usize>().ok()?)
 }
 
 /// The mode warning: the resource writes a mode the executor's own request

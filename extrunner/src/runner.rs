@@ -386,6 +386,18 @@ impl Runner {
         };
         let start = conflicts.is_empty();
         let workspaces = Workspaces::new(config.host_bus.clone());
+        workspaces.protect(crate::workspaces::Protected {
+            state_dir: config.state_dir.clone(),
+            config_dir: config
+                .installed_root
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            sockets: Vec::new(),
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+        });
         let tunnels = Arc::new(TunnelRuns::default());
         let entries: Vec<Entry> = discovery
             .packages
@@ -493,6 +505,37 @@ impl Runner {
             .into_iter()
             .find(|(t, _)| t == resource_type)
             .map(|(_, p)| p)
+    }
+
+    /// The files the applied configuration's `file:` secret references name: every
+    /// sandbox is denied them.
+    pub fn secret_files(&self) -> Vec<PathBuf> {
+        let Some(doc) = lock(&self.applied).clone() else {
+            return Vec::new();
+        };
+        doc.connections
+            .iter()
+            .flat_map(|c| c.secret_refs.values())
+            .filter_map(|r| r.strip_prefix("file:"))
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .collect()
+    }
+
+    /// The package that provides the sandbox type `sandbox_type`, when it runs.
+    pub fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.supervisor().is_some())
+            .find(|e| {
+                e.package
+                    .manifest
+                    .provides
+                    .sandboxes
+                    .iter()
+                    .any(|s| s.type_name == sandbox_type)
+            })
+            .map(|e| e.package.name.clone())
     }
 
     /// Whether `provider`'s manifest marks `resource_type` for sweeping.

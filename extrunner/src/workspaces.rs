@@ -42,6 +42,9 @@ use serde_json::{json, Value};
 
 use crate::runner::Runner;
 
+mod sandboxes;
+pub use sandboxes::Protected;
+
 /// How often the host sweeps spare workspaces (the spec's SweepInterval).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 /// How long a Work must have been closed before the periodic sweep removes its
@@ -67,6 +70,10 @@ struct OpenRun {
     work_id: String,
     scope_id: String,
     binding: Binding,
+    executor: String,
+    /// The run's own toolbelt socket and the host's toolbelt directory, when it has
+    /// a toolbelt.
+    toolbelt: Option<(String, String)>,
     epoch: u64,
     opened: Instant,
     /// Its `executor.wait` answered a completed or failed result.
@@ -136,6 +143,8 @@ pub struct Workspaces {
     reconciled: Mutex<HashMap<String, Peer>>,
     /// Serialises the reconcile of one provider.
     reconciling: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// What no sandbox may see but a run's own part of it (`sandbox.plan`).
+    protected: Mutex<Protected>,
 }
 
 impl std::fmt::Debug for Workspaces {
@@ -254,6 +263,9 @@ impl Workspaces {
                 work_id: run.work.id.clone(),
                 scope_id: run.work.scope_id.clone(),
                 binding: run.binding.clone(),
+                executor: run.executor.clone(),
+                toolbelt: (!run.toolbelt.token.is_empty())
+                    .then(|| (run.toolbelt.endpoint.clone(), run.toolbelt.dir.clone())),
                 epoch: run.epoch,
                 opened: Instant::now(),
                 ended: false,

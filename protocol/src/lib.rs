@@ -9,6 +9,7 @@ pub mod config;
 pub mod conn;
 pub mod error;
 pub mod manifest;
+pub mod sandbox;
 pub mod time;
 pub mod toolbelt;
 pub mod version;

@@ -251,6 +251,8 @@ pub struct ProcStat {
     pub pid: i32,
     /// Its state letter (`R`, `S`, `Z`, ...).
     pub state: char,
+    /// Its parent.
+    pub ppid: i32,
     /// Its process group.
     pub pgrp: i32,
     /// Its session.
@@ -276,12 +278,14 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     let after = text.get(text.rfind(')')? + 1..)?;
     let fields: Vec<&str> = after.split_whitespace().collect();
     let state = fields.first()?.chars().next()?;
+    let ppid = fields.get(1)?.parse().ok()?;
     let pgrp = fields.get(2)?.parse().ok()?;
     let session = fields.get(3)?.parse().ok()?;
     let start = fields.get(19)?.parse().ok()?;
     Some(ProcStat {
         pid,
         state,
+        ppid,
         pgrp,
         session,
         start,

@@ -35,6 +35,7 @@ pub mod config;
 pub mod detached;
 pub mod dirs;
 pub mod runs;
+pub mod sandbox;
 pub mod signals;
 pub mod tunnel;
 pub mod workspace;

@@ -51,6 +51,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ext-ssh" => oc_ssh::main(),
         "ext-cloudflared" => oc_cloudflared::main(),
         "ext-ngrok" => oc_ngrok::main(),
+        "ext-srt" => oc_srt::main(),
         "fake-cloudflared" => standins::cloudflared(&rest.clone().collect::<Vec<_>>()),
         "fake-ngrok" => standins::ngrok(&rest.clone().collect::<Vec<_>>()),
         "ext-badtunnel" => badtunnel::main_entry(),

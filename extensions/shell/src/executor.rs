@@ -10,6 +10,7 @@
 
 use crate::config::{self, ShellConfig};
 use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use protocol::sandbox::{SandboxLaunch, SandboxNeeds};
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
@@ -65,6 +66,9 @@ pub struct RecoveryData {
     /// The epoch the run was started (or last adopted) at.
     #[serde(default)]
     pub epoch: u64,
+    /// The digest of the sandbox plan the host pinned, for a sandboxed run.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sandbox_digest: String,
 }
 
 #[derive(Debug)]
@@ -318,11 +322,49 @@ impl Shell {
             Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
             Some(c) => base.join(c),
         };
+        // A sandboxed binding's launch is the plan the host pinned: a refusal
+        // starts nothing.
+        let mut env = environment(req, cfg, dir, workspace);
+        let mut argv = cfg.argv.clone();
+        let mut cwd = cwd.display().to_string();
+        let mut sandbox_digest = String::new();
+        if sdk::sandbox::sandboxed(req) {
+            let launch = SandboxLaunch {
+                argv,
+                cwd: cwd.clone(),
+                env: env
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
+                    .collect(),
+            };
+            let mut needs = SandboxNeeds {
+                write: vec![dir.display().to_string()],
+                ..SandboxNeeds::default()
+            };
+            match workspace {
+                Some(w) => needs.write.push(w.dir.clone()),
+                None if !Path::new(&cwd).starts_with(dir) => needs.read.push(cwd.clone()),
+                None => {}
+            }
+            let planned = sdk::sandbox::plan(host, req, launch, needs)
+                .await
+                .map_err(|r| r.error())?
+                .ok_or_else(|| internal("the binding's sandbox planned nothing"))?;
+            argv = planned.plan.argv;
+            cwd = planned.plan.cwd;
+            env = planned
+                .plan
+                .env
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect();
+            sandbox_digest = planned.digest;
+        }
         let spec = Spec {
             execution_id: req.execution_id.clone(),
             work_id: req.work.id.clone(),
-            argv: cfg.argv.clone(),
-            cwd: cwd.display().to_string(),
+            argv,
+            cwd,
             deadline_s: cfg.deadline_s,
             grace_s: cfg.grace_s,
             nonce: nonce.clone(),
@@ -336,7 +378,7 @@ impl Shell {
             .arg(&nonce)
             .current_dir(dir)
             .env_clear()
-            .envs(environment(req, cfg, dir, workspace))
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
@@ -370,6 +412,7 @@ impl Shell {
                             nonce: nonce.clone(),
                             run_dir: dir.display().to_string(),
                             epoch: req.epoch,
+                            sandbox_digest,
                         }),
                     },
                 })
@@ -413,6 +456,7 @@ impl Shell {
     /// launches.
     pub async fn recover(
         &self,
+        host: &Host,
         p: ExecutorRecoverParams,
     ) -> Result<ExecutorRecoverResult, RpcError> {
         let req = p.run;
@@ -469,6 +513,7 @@ impl Shell {
             ));
         }
         let mut start = 0;
+        let mut pgid = 0;
         if let Ok(Some(meta)) = rundir::read_json::<Meta>(&dir, rundir::META) {
             if meta.pid != data.pid || meta.nonce != data.nonce {
                 return Err(not_adoptable(
@@ -477,6 +522,7 @@ impl Shell {
                 ));
             }
             start = meta.start;
+            pgid = meta.pgid;
         }
         let launch = Launch {
             dir,
@@ -491,6 +537,19 @@ impl Shell {
                 id,
                 format!("its process {} is gone and recorded no end", data.pid),
             ));
+        }
+        if !ended && sdk::sandbox::sandboxed(&req) {
+            // Adopted only once the provider proves the command is inside the plan
+            // the host pinned; anything else is stopped by the host, not adopted.
+            let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, pgid)
+                .await
+                .map_err(|r| not_adoptable(id, r.line()))?;
+            if planned.plan.argv != spec.argv {
+                return Err(not_adoptable(
+                    id,
+                    "sandbox_denied: the run's command is not the pinned plan's",
+                ));
+            }
         }
         self.insert(id, &spec.work_id, req.epoch, Some(launch), None);
         Ok(ExecutorRecoverResult {})

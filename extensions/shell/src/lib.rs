@@ -59,9 +59,9 @@ pub fn extension(shell: Shell) -> Result<sdk::Extension, String> {
             let s = run.clone();
             async move { s.run(&ctx.host, p).await }
         })
-        .on::<ExecutorRecoverParams, _, _>(move |_ctx, p| {
+        .on::<ExecutorRecoverParams, _, _>(move |ctx, p| {
             let s = recover.clone();
-            async move { s.recover(p).await }
+            async move { s.recover(&ctx.host, p).await }
         })
         .on::<ExecutorWaitParams, _, _>(move |ctx, p| {
             let s = wait.clone();

@@ -1,0 +1,541 @@
+//! Sandboxes: the host side of sandbox providers (`sandbox.plan`, `sandbox.adopt`).
+//!
+//! Served only through a run the host opened for the calling process (the same gate
+//! as `resource.acquire`) and only when that run's binding has a sandbox. The host
+//! checks the executor's needs against its protected set (the state directory but
+//! the run's own folders and its Work's workspaces, the configuration directory, the
+//! files of the configuration's `file:` secrets, the bus and toolbelt sockets but
+//! the run's, the operator's `~/.claude` and
+//! `~/.claude.json`): a need inside it, or one that would re-open it, is refused as
+//! `sandbox_denied`. It adds the set to the launch's denials, asks the binding's
+//! provider (`sandbox_provider.plan`), computes the digest of the plan itself and pins
+//! plan and digest in `<state>/sandboxes/pins/<execution>.json`. `sandbox.adopt`
+//! reads the pin back, refuses (`sandbox_denied`) a plan whose digest no longer
+//! matches, and asks the provider (`sandbox_provider.adopt`) to prove the live
+//! process is inside it. A provider that is down, slow or answers anything but a
+//! refusal fails closed: `sandbox_unavailable`, and nothing runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use protocol::sandbox::{
+    plan_digest, within, SandboxAdoptParams, SandboxLaunch, SandboxNeeds, SandboxPlan,
+    SandboxPlanParams, SandboxPlanned, SandboxProviderAdoptParams, SandboxProviderAdoptResult,
+    SandboxProviderPlanParams, MAX_NEEDS, MAX_NEED_BYTES,
+};
+use protocol::{Code, Peer, RpcError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{lock, reply_value, OpenRun, Workspaces};
+
+/// The longest one `sandbox_provider.plan` or `sandbox_provider.adopt` may take.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most arguments in a launch.
+pub const MAX_ARGS: usize = 4096;
+/// The most variables in a launch's environment.
+pub const MAX_ENV: usize = 4096;
+
+/// What the host protects from every sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct Protected {
+    /// The host's state directory (its runs and workspaces are re-opened per run).
+    pub state_dir: PathBuf,
+    /// The configuration directory (`/etc/open-conduit`).
+    pub config_dir: PathBuf,
+    /// The bus and toolbelt sockets.
+    pub sockets: Vec<PathBuf>,
+    /// The operator's home (its `.claude` and `.claude.json`).
+    pub home: Option<PathBuf>,
+}
+
+impl Protected {
+    fn paths(&self) -> Vec<String> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for p in [&self.state_dir, &self.config_dir] {
+            if !p.as_os_str().is_empty() {
+                out.push(absolute(p));
+            }
+        }
+        out.extend(self.sockets.iter().map(|p| absolute(p)));
+        if let Some(h) = &self.home {
+            out.push(h.join(".claude"));
+            out.push(h.join(".claude.json"));
+        }
+        out.iter().map(|p| p.display().to_string()).collect()
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// A pinned plan as the host keeps it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Pin {
+    execution_id: String,
+    work_id: String,
+    #[serde(rename = "type")]
+    sandbox_type: String,
+    digest: String,
+    plan: SandboxPlan,
+}
+
+fn denied(message: impl Into<String>) -> RpcError {
+    RpcError::new(Code::SandboxDenied, message)
+}
+
+fn unavailable(message: impl Into<String>) -> RpcError {
+    RpcError::new(Code::SandboxUnavailable, message)
+}
+
+/// A provider's refusal crosses as itself; anything else fails closed.
+fn provider_error(provider: &str, method: &str, e: RpcError) -> RpcError {
+    match e.app_code() {
+        Some("sandbox_denied") | Some("sandbox_unavailable") => e,
+        _ => unavailable(format!(
+            "the sandbox provider {provider:?} failed {method}: {}",
+            e.message
+        )),
+    }
+}
+
+fn check_path(what: &str, p: &str) -> Result<(), RpcError> {
+    if p.len() > MAX_NEED_BYTES || p.contains('\0') || !Path::new(p).is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "{what} {:?} is not an absolute path within {MAX_NEED_BYTES} bytes",
+            protocol::wire::clip_line(p, 200)
+        )));
+    }
+    Ok(())
+}
+
+fn check_launch(launch: &SandboxLaunch, needs: &SandboxNeeds) -> Result<(), RpcError> {
+    if launch.argv.is_empty() || launch.argv.len() > MAX_ARGS {
+        return Err(RpcError::invalid_params(format!(
+            "a launch needs 1 to {MAX_ARGS} arguments, not {}",
+            launch.argv.len()
+        )));
+    }
+    if launch.env.len() > MAX_ENV {
+        return Err(RpcError::invalid_params(format!(
+            "{} variables in a launch's environment, over the limit of {MAX_ENV}",
+            launch.env.len()
+        )));
+    }
+    check_path("the launch's cwd", &launch.cwd)?;
+    for (what, list) in [
+        ("read", &needs.read),
+        ("write", &needs.write),
+        ("deny", &needs.deny),
+        ("hosts", &needs.hosts),
+    ] {
+        if list.len() > MAX_NEEDS {
+            return Err(RpcError::invalid_params(format!(
+                "{} {what} needs, over the limit of {MAX_NEEDS}",
+                list.len()
+            )));
+        }
+        for item in list {
+            if what == "hosts" {
+                if item.is_empty() || item.len() > 253 || item.contains(['/', ' ', '\0']) {
+                    return Err(RpcError::invalid_params(format!(
+                        "the host need {item:?} is not a host name"
+                    )));
+                }
+            } else {
+                check_path(&format!("the {what} need"), item)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Workspaces {
+    /// Sets what every sandbox is denied (the extrunner's state and configuration
+    /// directories, its sockets, the operator's home).
+    pub fn protect(&self, protected: Protected) {
+        *lock(&self.protected) = protected;
+    }
+
+    /// Adds sockets to the protected set.
+    pub fn protect_sockets(&self, sockets: impl IntoIterator<Item = PathBuf>) {
+        lock(&self.protected).sockets.extend(sockets);
+    }
+
+    fn sandboxed(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        execution_id: &str,
+        epoch: u64,
+    ) -> Result<(OpenRun, String, Value), RpcError> {
+        let run = self.opened(caller, peer, execution_id, epoch)?;
+        let Some(sandbox) = run.binding.sandbox.clone() else {
+            return Err(RpcError::new(
+                Code::Unauthorized,
+                format!(
+                    "binding {:?} of scope {:?} has no sandbox: sandbox.* is served only through a run whose binding has one",
+                    run.binding.name, run.scope_id
+                ),
+            ));
+        };
+        let Some(kind) = sandbox.get("type").and_then(Value::as_str) else {
+            return Err(RpcError::new(
+                Code::Invalid,
+                format!("binding {:?}'s sandbox names no type", run.binding.name),
+            ));
+        };
+        let config = sandbox.get("config").cloned().unwrap_or(Value::Null);
+        Ok((run, kind.to_owned(), config))
+    }
+
+    fn pin_path(&self, execution_id: &str) -> Result<PathBuf, RpcError> {
+        let state = lock(&self.protected).state_dir.clone();
+        if state.as_os_str().is_empty() {
+            return Err(unavailable(
+                "the host has no state directory to pin sandbox plans in",
+            ));
+        }
+        Ok(state
+            .join("sandboxes/pins")
+            .join(format!("{execution_id}.json")))
+    }
+
+    /// The run's own folders: its run directory under its executor's directory, its
+    /// Work's workspaces, its toolbelt.
+    async fn own_folders(&self, run: &OpenRun, execution_id: &str) -> Vec<String> {
+        let state = absolute(&lock(&self.protected).state_dir);
+        // The executor's directory (`initialize`'s executor_dirs), or the package's
+        // own state directory when it keeps its runs there.
+        let mut own: Vec<String> = [
+            state.join("executors").join(&run.executor),
+            state.join("extensions").join(&run.extension),
+        ]
+        .iter()
+        .map(|d| d.join("runs").join(execution_id).display().to_string())
+        .collect();
+        if let Some((endpoint, dir)) = &run.toolbelt {
+            own.push(endpoint.clone());
+            if !dir.is_empty() {
+                own.push(dir.clone());
+            }
+        }
+        if let Ok(leases) = self.leases(None, Some(&run.work_id)).await {
+            own.extend(leases.into_iter().map(|l| l.dir).filter(|d| !d.is_empty()));
+        }
+        own
+    }
+
+    /// The needs merged with the protected set, or the need that would breach it.
+    async fn merge(
+        &self,
+        run: &OpenRun,
+        execution_id: &str,
+        needs: SandboxNeeds,
+    ) -> Result<SandboxNeeds, RpcError> {
+        let mut protected = lock(&self.protected).paths();
+        if let Ok(runner) = self.runner() {
+            protected.extend(
+                runner
+                    .secret_files()
+                    .iter()
+                    .map(|p| absolute(p).display().to_string()),
+            );
+        }
+        let own = self.own_folders(run, execution_id).await;
+        let mut merged = needs;
+        for need in merged.read.iter().chain(&merged.write) {
+            let is_own = own.iter().any(|o| within(need, o));
+            for p in &protected {
+                let inside = within(need, p) && !is_own;
+                // A need above a protected path would re-open it.
+                let above = within(p, need) && need != p;
+                if inside || above {
+                    return Err(denied(format!(
+                        "the need {need:?} is outside the policy: it {} the host's protected {p:?}",
+                        if inside { "is inside" } else { "contains" }
+                    )));
+                }
+            }
+        }
+        for p in protected {
+            // The run's own toolbelt socket is the one protected path it may use.
+            if !own.contains(&p) && !merged.deny.contains(&p) {
+                merged.deny.push(p);
+            }
+        }
+        Ok(merged)
+    }
+
+    /// `sandbox.plan` from `caller` over `peer`.
+    pub async fn sandbox_plan(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        p: SandboxPlanParams,
+    ) -> Result<SandboxPlanned, RpcError> {
+        let (run, kind, config) = self.sandboxed(caller, peer, &p.execution_id, p.epoch)?;
+        check_launch(&p.launch, &p.needs)?;
+        let pin_path = self.pin_path(&p.execution_id)?;
+        let needs = self.merge(&run, &p.execution_id, p.needs).await?;
+        let runner = self.runner().map_err(|e| unavailable(e.message))?;
+        let provider = runner.sandbox_provider(&kind).ok_or_else(|| {
+            unavailable(format!(
+                "no installed package provides the sandbox type {kind:?}"
+            ))
+        })?;
+        let params = SandboxProviderPlanParams {
+            sandbox_type: kind.clone(),
+            config,
+            execution_id: p.execution_id.clone(),
+            launch: p.launch,
+            needs,
+        };
+        let v = runner
+            .call(
+                &provider,
+                "sandbox_provider.plan",
+                &params,
+                false,
+                PROVIDER_TIMEOUT,
+                None,
+            )
+            .await
+            .and_then(reply_value)
+            .map_err(|e| provider_error(&provider, "sandbox_provider.plan", e))?;
+        let plan: SandboxPlan = serde_json::from_value(v).map_err(|e| {
+            unavailable(format!(
+                "{provider:?} answered sandbox_provider.plan with something else: {e}"
+            ))
+        })?;
+        if plan.argv.is_empty() || !Path::new(&plan.cwd).is_absolute() {
+            return Err(unavailable(format!(
+                "{provider:?} answered a plan without a program or an absolute cwd"
+            )));
+        }
+        let digest = plan_digest(&plan);
+        let pin = Pin {
+            execution_id: p.execution_id.clone(),
+            work_id: run.work_id.clone(),
+            sandbox_type: kind,
+            digest: digest.clone(),
+            plan: plan.clone(),
+        };
+        write_pin(&pin_path, &pin).map_err(|e| {
+            unavailable(format!(
+                "cannot pin the plan in {}: {e}",
+                pin_path.display()
+            ))
+        })?;
+        tracing::info!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id,
+            OC_EXECUTION_ID = %p.execution_id, %digest, "sandbox plan pinned");
+        Ok(SandboxPlanned { plan, digest })
+    }
+
+    /// `sandbox.adopt` from `caller` over `peer`.
+    pub async fn sandbox_adopt(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        p: SandboxAdoptParams,
+    ) -> Result<SandboxPlanned, RpcError> {
+        let (run, kind, config) = self.sandboxed(caller, peer, &p.execution_id, p.epoch)?;
+        let pin_path = self.pin_path(&p.execution_id)?;
+        let pin: Pin = match std::fs::read(&pin_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                denied(format!(
+                    "the pinned plan {} does not read: {e}",
+                    pin_path.display()
+                ))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(denied(format!(
+                    "execution {:?} has no pinned sandbox plan",
+                    p.execution_id
+                )))
+            }
+            Err(e) => {
+                return Err(unavailable(format!(
+                    "cannot read {}: {e}",
+                    pin_path.display()
+                )))
+            }
+        };
+        let now = plan_digest(&pin.plan);
+        if now != pin.digest || p.digest != pin.digest || pin.execution_id != p.execution_id {
+            return Err(denied(format!(
+                "the plan digest no longer matches: pinned {}, the plan now {now}, the executor's {}",
+                pin.digest, p.digest
+            )));
+        }
+        let runner = self.runner().map_err(|e| unavailable(e.message))?;
+        let provider = runner.sandbox_provider(&kind).ok_or_else(|| {
+            unavailable(format!(
+                "no installed package provides the sandbox type {kind:?}"
+            ))
+        })?;
+        let params = SandboxProviderAdoptParams {
+            sandbox_type: kind,
+            config,
+            execution_id: p.execution_id.clone(),
+            plan: pin.plan.clone(),
+            pid: p.pid,
+        };
+        let v = runner
+            .call(
+                &provider,
+                "sandbox_provider.adopt",
+                &params,
+                false,
+                PROVIDER_TIMEOUT,
+                None,
+            )
+            .await
+            .and_then(reply_value)
+            .map_err(|e| provider_error(&provider, "sandbox_provider.adopt", e))?;
+        let proof: SandboxProviderAdoptResult = serde_json::from_value(v).map_err(|e| {
+            unavailable(format!(
+                "{provider:?} answered sandbox_provider.adopt with something else: {e}"
+            ))
+        })?;
+        tracing::info!(OC_EXTENSION = %provider, OC_WORK_ID = %run.work_id,
+            OC_EXECUTION_ID = %p.execution_id, digest = %pin.digest, evidence = %proof.evidence,
+            "sandboxed run adopted through its pinned plan");
+        Ok(SandboxPlanned {
+            plan: pin.plan,
+            digest: pin.digest,
+        })
+    }
+}
+
+fn write_pin(path: &Path, pin: &Pin) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec_pretty(pin).map_err(std::io::Error::other)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(&bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use protocol::wire::{Binding, RunRequest, Work};
+    use serde_json::json;
+
+    fn peer() -> Peer {
+        let (ar, aw) = tokio::io::duplex(4096);
+        protocol::connect(ar, aw, protocol::NoHandler, protocol::Options::named("t"))
+    }
+
+    fn run(sandbox: Option<Value>) -> RunRequest {
+        RunRequest {
+            executor: "shell".into(),
+            execution_id: "exec_1".into(),
+            epoch: 1,
+            work: Work {
+                id: "work_1".into(),
+                scope_id: "demo".into(),
+                ..Work::default()
+            },
+            binding: Binding {
+                name: "run".into(),
+                sandbox,
+                ..Binding::default()
+            },
+            ..RunRequest::default()
+        }
+    }
+
+    fn launch() -> SandboxPlanParams {
+        SandboxPlanParams {
+            execution_id: "exec_1".into(),
+            epoch: 1,
+            launch: SandboxLaunch {
+                argv: vec!["sh".into()],
+                cwd: "/tmp".into(),
+                ..SandboxLaunch::default()
+            },
+            needs: SandboxNeeds::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn sandbox_calls_need_a_run_whose_binding_has_a_sandbox() {
+        let ws = Workspaces::new(None);
+        let p = peer();
+        ws.open("shell", &p, &run(None));
+        let e = ws.sandbox_plan("shell", &p, launch()).await.unwrap_err();
+        assert_eq!(e.app_code(), Some("unauthorized"), "{e}");
+        let other = peer();
+        let e = ws
+            .sandbox_plan("shell", &other, launch())
+            .await
+            .unwrap_err();
+        assert_eq!(e.app_code(), Some("unauthorized"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn needs_inside_or_above_the_protected_set_are_denied() {
+        let ws = Workspaces::new(None);
+        ws.protect(Protected {
+            state_dir: "/var/lib/oc".into(),
+            config_dir: "/etc/oc".into(),
+            sockets: vec!["/run/oc/bus.sock".into()],
+            home: Some("/home/op".into()),
+        });
+        let p = peer();
+        ws.open("shell", &p, &run(Some(json!({"type": "srt"}))));
+        let r = ws.opened("shell", &p, "exec_1", 1).unwrap();
+        for bad in [
+            "/var/lib/oc/resources/git/other",
+            "/etc",
+            "/",
+            "/home/op/.claude/x",
+        ] {
+            let needs = SandboxNeeds {
+                read: vec![bad.into()],
+                ..SandboxNeeds::default()
+            };
+            let e = ws.merge(&r, "exec_1", needs).await.unwrap_err();
+            assert_eq!(e.app_code(), Some("sandbox_denied"), "{bad}: {e}");
+        }
+        let own = "/var/lib/oc/executors/shell/runs/exec_1/tmp";
+        let needs = SandboxNeeds {
+            write: vec![own.into(), "/srv/data".into()],
+            ..SandboxNeeds::default()
+        };
+        let merged = ws.merge(&r, "exec_1", needs).await.unwrap();
+        for p in [
+            "/var/lib/oc",
+            "/etc/oc",
+            "/run/oc/bus.sock",
+            "/home/op/.claude.json",
+        ] {
+            assert!(merged.deny.iter().any(|d| d == p), "{p}: {merged:?}");
+        }
+        // Another run's folder is not this one's.
+        let needs = SandboxNeeds {
+            read: vec!["/var/lib/oc/executors/shell/runs/exec_2".into()],
+            ..SandboxNeeds::default()
+        };
+        assert!(ws.merge(&r, "exec_1", needs).await.is_err());
+        // No provider: fails closed.
+        let e = ws.sandbox_plan("shell", &p, launch()).await.unwrap_err();
+        assert_eq!(e.app_code(), Some("sandbox_unavailable"), "{e}");
+    }
+}

@@ -1,0 +1,96 @@
+//! The executor's side of sandboxes: a launch of a run whose binding has a sandbox
+//! goes through `sandbox.plan` (the host pins the plan and answers its digest), and a
+//! recovered one through `sandbox.adopt`, which proves the live process is inside the
+//! pinned plan's sandbox. A refusal is a structured failure: `sandbox_denied` (a need
+//! outside the policy, a plan that no longer matches) or `sandbox_unavailable` (the
+//! provider is down or failed): nothing runs.
+
+use crate::Host;
+use protocol::sandbox::{
+    SandboxAdoptParams, SandboxLaunch, SandboxNeeds, SandboxPlanParams, SandboxPlanned,
+};
+use protocol::wire::RunRequest;
+use protocol::{CallError, Code, RpcError};
+
+/// Why a sandboxed launch or adoption was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `sandbox_denied` or `sandbox_unavailable`.
+    pub reason: String,
+    /// The host's or provider's message.
+    pub message: String,
+}
+
+impl Refusal {
+    /// `reason: message`, the run's error line.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.reason, self.message)
+    }
+
+    /// The refusal as an error answering `executor.run` (nothing was started).
+    pub fn error(&self) -> RpcError {
+        let code = if self.reason == Code::SandboxDenied.as_str() {
+            Code::SandboxDenied
+        } else {
+            Code::SandboxUnavailable
+        };
+        RpcError::new(code, self.message.clone())
+    }
+}
+
+fn refusal(e: CallError) -> Refusal {
+    let reason = match e.code() {
+        Some(c) if c == Code::SandboxDenied.as_str() => c.to_owned(),
+        _ => Code::SandboxUnavailable.as_str().to_owned(),
+    };
+    let message = match e.rpc() {
+        Some(rpc) => rpc.message.clone(),
+        None => e.to_string(),
+    };
+    Refusal { reason, message }
+}
+
+/// Whether the run's binding has a sandbox.
+pub fn sandboxed(req: &RunRequest) -> bool {
+    req.binding.sandbox.is_some()
+}
+
+/// Plans `launch` with `needs` through the run's binding's sandbox: `None` when the
+/// binding has none (launch as is).
+pub async fn plan(
+    host: &Host,
+    req: &RunRequest,
+    launch: SandboxLaunch,
+    needs: SandboxNeeds,
+) -> Result<Option<SandboxPlanned>, Refusal> {
+    if !sandboxed(req) {
+        return Ok(None);
+    }
+    host.call_typed(&SandboxPlanParams {
+        execution_id: req.execution_id.clone(),
+        epoch: req.epoch,
+        launch,
+        needs,
+    })
+    .await
+    .map(Some)
+    .map_err(refusal)
+}
+
+/// Proves the live process `pid` (0: never started) of a recovered run is inside the
+/// plan pinned with `digest`; answers the pinned plan.
+pub async fn adopt(
+    host: &Host,
+    req: &RunRequest,
+    digest: &str,
+    pid: i32,
+) -> Result<SandboxPlanned, Refusal> {
+    host.call_typed(&SandboxAdoptParams {
+        execution_id: req.execution_id.clone(),
+        epoch: req.epoch,
+        digest: digest.to_owned(),
+        pid,
+    })
+    .await
+    .map_err(refusal)
+}

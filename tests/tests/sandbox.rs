@@ -1,0 +1,368 @@
+#![allow(clippy::unwrap_used)]
+//! Sandboxed runs, with real daemons, the real `srt` (npm
+//! `@anthropic-ai/sandbox-runtime`, pinned in tests/srt) and real bubblewrap: a
+//! shell binding with an `srt` sandbox does its own work in its workspace while
+//! every reach outside is denied (another Work's workspace, the configuration, a
+//! `file:` secret, a write outside, a TCP port on loopback, the bus socket); a
+//! SIGKILL of extrunner mid-run adopts the run through its pinned plan without
+//! starting it twice, and a run whose pinned plan no longer matches its digest is
+//! stopped, not adopted.
+//!
+//! Where srt, bubblewrap or socat is missing the tests skip saying so (and fail
+//! under OC_REQUIRE_PEERS=1); where the kernel refuses user namespaces they skip
+//! with the reason whatever the setting, since no package can mend that.
+
+mod common;
+use common::repo::{have_git, make_repo};
+use common::*;
+
+use oc_systest::{Daemon, Package, Suite, HANG};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// srt as `npm ci --prefix tests/srt` installs it.
+fn srt_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("srt/node_modules/.bin/srt")
+}
+
+/// Whether srt can confine a command here; says why not when it cannot.
+fn have_srt() -> bool {
+    let srt = srt_bin();
+    let mut missing = Vec::new();
+    if !srt.exists() {
+        missing.push("srt (npm ci --prefix tests/srt)");
+    }
+    for (tool, package) in [("bwrap", "bubblewrap"), ("socat", "socat")] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            missing.push(package);
+        }
+    }
+    if !missing.is_empty() {
+        assert!(
+            std::env::var_os("OC_REQUIRE_PEERS").is_none(),
+            "missing {missing:?}, and OC_REQUIRE_PEERS is set (.ci/run installs them)"
+        );
+        eprintln!("SKIPPED: missing {missing:?} (.ci/run installs them)");
+        return false;
+    }
+    // The kernel must let bubblewrap make its namespaces.
+    let probe = Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--unshare-net",
+            "true",
+        ])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED: bubblewrap cannot make user namespaces here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: bubblewrap does not run: {e}");
+            false
+        }
+    }
+}
+
+fn packages() -> Vec<Package> {
+    let mut p = Suite::first_party();
+    p.push(Package {
+        name: "srt".into(),
+        manifest: oc_srt::MANIFEST.into(),
+        command: vec!["ext-srt".into()],
+    });
+    p
+}
+
+fn started_sandbox(name: &str) -> Suite {
+    let suite = Suite::new(Path::new(BIN), name, &packages()).unwrap();
+    suite.start_all().unwrap();
+    suite.apply_config(&config(&suite), HOOK).unwrap();
+    suite
+}
+
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sandbox() -> Value {
+    json!({"type": "srt", "config": {"srt": srt_bin().display().to_string()}})
+}
+
+fn apply(suite: &Suite, binding: Value) {
+    let mut c = config(suite);
+    c["scopes"][0]["routes"] =
+        json!([{"handler": "webhook", "binding": "run", "config": {"entry": "ci"}}]);
+    c["scopes"][0]["bindings"] = json!([binding]);
+    // The operator's configuration file, as /etc/open-conduit/config.json.
+    std::fs::write(
+        suite.dir.join("etc/config.json"),
+        serde_json::to_vec(&c).unwrap(),
+    )
+    .unwrap();
+    suite.apply_config(&c, HOOK).unwrap();
+    wait_for("the route", HANG, || {
+        let s = suite.call("sched.status", json!({})).unwrap();
+        (s["handlers"]["webhook"] == "webhook").then_some(())
+    });
+}
+
+fn send(suite: &Suite, delivery: &str, number: u64) {
+    let body = format!("{{\"number\": {number}}}");
+    let r = deliver(suite, delivery, body.as_bytes()).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// The Work of the `number`th delivery: the first Work not in `before`.
+fn work_of(suite: &Suite, number: u64, before: &[&str]) -> String {
+    wait_for(&format!("the Work of delivery {number}"), HANG, || {
+        let w = suite
+            .call("store.works", json!({"scope_id": "demo"}))
+            .ok()?;
+        w["works"]
+            .as_array()?
+            .iter()
+            .filter_map(|w| w["id"].as_str())
+            .find(|id| !before.contains(id))
+            .map(str::to_owned)
+    })
+}
+
+fn executions(suite: &Suite, work_id: &str) -> Vec<Value> {
+    suite
+        .call("store.executions", json!({ "work_id": work_id }))
+        .unwrap()["executions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn ended(suite: &Suite, work_id: &str) -> Value {
+    wait_for(&format!("the end of {work_id}"), HANG, || {
+        executions(suite, work_id)
+            .into_iter()
+            .find(|e| e["state"] == "completed" || e["state"] == "failed")
+    })
+}
+
+/// The run's standard output (its artifact holding `done=`).
+fn output(suite: &Suite, execution: &Value) -> String {
+    execution["result"]["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|id| {
+            let r = suite
+                .call(
+                    "store.artifact_read",
+                    json!({"artifact_id": id, "offset": 0, "length": 65536}),
+                )
+                .unwrap();
+            let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
+            String::from_utf8(data).unwrap()
+        })
+        .find(|t| t.contains("done="))
+        .unwrap_or_default()
+}
+
+fn fields(text: &str) -> BTreeMap<String, String> {
+    text.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// Each probe of the second Work prints `name=denied` or `name=ALLOWED`.
+const PROBES: &str = r#"echo "$OS_WORK_ID" > mine.txt
+echo "own=$(cat mine.txt)"
+probe() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ALLOWED"; else echo "$name=denied"; fi; }
+if [ -n "$OTHER" ]; then
+  probe other_workspace cat "$OTHER/mine.txt"
+  probe config cat "$CONFIG_JSON"
+  probe secret cat "$SECRET_FILE"
+  probe write_outside sh -c 'echo x > "$OUTSIDE/escaped"'
+  probe tcp bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$PORT"
+  probe bus socat -u OPEN:/dev/null UNIX-CONNECT:"$BUS"
+  probe write_own sh -c 'echo y > own.txt && cat own.txt'
+fi
+echo done=yes
+"#;
+
+#[test]
+fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
+    if !have_git() || !have_srt() {
+        return;
+    }
+    let suite = started_sandbox("sandbox-deny");
+    let bare = make_repo(&suite.dir);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let binding = |env: Value| {
+        json!({"name": "run", "executor": "shell", "sandbox": sandbox(),
+               "resource": {"type": "git", "config":
+                   {"repository": format!("file://{}", bare.display()), "min_free_mb": 1}},
+               "config": {"script": PROBES, "env": env}})
+    };
+    apply(&suite, binding(json!({})));
+    // The first Work leaves a file in its own workspace.
+    send(&suite, "s-1", 1);
+    let first = work_of(&suite, 1, &[]);
+    let ex = ended(&suite, &first);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    assert_eq!(fields(&output(&suite, &ex))["own"], first);
+    let leases = suite
+        .call("store.resource_leases", json!({"limit": 100}))
+        .unwrap();
+    let other = leases["leases"][0]["dir"].as_str().unwrap().to_owned();
+    assert!(Path::new(&other).join("mine.txt").exists());
+    // The second probes everything it must not reach.
+    let env = json!({
+        "OTHER": other,
+        "CONFIG_JSON": suite.dir.join("etc/config.json").display().to_string(),
+        "SECRET_FILE": suite.dir.join("hook-secret").display().to_string(),
+        "OUTSIDE": suite.dir.display().to_string(),
+        "PORT": port.to_string(),
+        "BUS": suite.bus.display().to_string(),
+    });
+    apply(&suite, binding(env));
+    send(&suite, "s-2", 2);
+    let second = work_of(&suite, 2, &[&first]);
+    let ex = ended(&suite, &second);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    let out = output(&suite, &ex);
+    let f = fields(&out);
+    assert_eq!(f["own"], second, "its own work is kept: {out}");
+    assert_eq!(f["write_own"], "ALLOWED", "{out}");
+    for case in [
+        "other_workspace",
+        "config",
+        "secret",
+        "write_outside",
+        "tcp",
+        "bus",
+    ] {
+        assert_eq!(
+            f.get(case).map(String::as_str),
+            Some("denied"),
+            "{case}: {out}"
+        );
+    }
+    assert!(!suite.dir.join("escaped").exists());
+    assert!(listener.accept().is_err(), "nothing connected to {port}");
+    // The host pinned the plan it ran.
+    let pin = suite
+        .dir
+        .join("state/sandboxes/pins")
+        .join(format!("{}.json", ex["id"].as_str().unwrap()));
+    let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
+    assert_eq!(pin["digest"].as_str().unwrap().len(), 64, "{pin}");
+    assert!(pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"));
+}
+
+/// Records each start in its run directory, then waits for `go` there.
+const WAITER: &str = r#"echo started >> "$OS_RUN_DIR/count"
+while [ ! -e "$OS_RUN_DIR/go" ]; do sleep 0.1; done
+echo done=yes
+"#;
+
+fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
+    suite
+        .dir
+        .join("state/extensions/shell/runs")
+        .join(execution_id)
+}
+
+/// The running execution of `work_id` once its command has started.
+fn started_run(suite: &Suite, work_id: &str) -> String {
+    wait_for("the command's start", HANG, || {
+        executions(suite, work_id).into_iter().find_map(|e| {
+            let id = e["id"].as_str()?.to_owned();
+            run_dir(suite, &id).join("count").exists().then_some(id)
+        })
+    })
+}
+
+fn starts(suite: &Suite, execution_id: &str) -> usize {
+    std::fs::read_to_string(run_dir(suite, execution_id).join("count"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stopped() {
+    if !have_srt() {
+        return;
+    }
+    let suite = started_sandbox("sandbox-adopt");
+    apply(
+        &suite,
+        json!({"name": "run", "executor": "shell", "sandbox": sandbox(),
+               "config": {"script": WAITER}}),
+    );
+    send(&suite, "a-1", 1);
+    let work = work_of(&suite, 1, &[]);
+    let exec = started_run(&suite, &work);
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    wait_for("the adoption", HANG, || {
+        suite
+            .log(Daemon::Extrunner)
+            .contains("adopted through its pinned plan")
+            .then_some(())
+    });
+    std::fs::write(run_dir(&suite, &exec).join("go"), "").unwrap();
+    let ex = ended(&suite, &work);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    assert_eq!(starts(&suite, &exec), 1, "started once");
+    assert_eq!(executions(&suite, &work).len(), 1);
+    let first_work = work.clone();
+
+    // A plan changed after it was pinned: stopped, not adopted.
+    send(&suite, "a-2", 2);
+    let work = work_of(&suite, 2, &[&first_work]);
+    let exec = started_run(&suite, &work);
+    suite.kill(Daemon::Extrunner);
+    let pin = suite
+        .dir
+        .join("state/sandboxes/pins")
+        .join(format!("{exec}.json"));
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
+    v["plan"]["env"]["WIDENED"] = json!("1");
+    std::fs::write(&pin, serde_json::to_vec(&v).unwrap()).unwrap();
+    suite.start(Daemon::Extrunner).unwrap();
+    let ex = ended(&suite, &work);
+    assert_eq!(ex["state"], "failed", "{ex}");
+    assert!(
+        ex.to_string().contains("no longer matches"),
+        "the refusal is the reason: {ex}"
+    );
+    assert_eq!(starts(&suite, &exec), 1, "never started again");
+    // Stopped: its wrapper recorded the end.
+    assert!(run_dir(&suite, &exec).join("status").exists());
+}
