@@ -88,7 +88,9 @@ impl ParsedConfig {
         );
         match self.reconcile_interval_s {
             0 => line.push_str(", without reconcile"),
-            n => line.push_str(&format!(", reconciled every {n} s")),
+            n => line.push_str(&format!(
+                ", reconciled every {n} s (when the connection has a token or an App key)"
+            )),
         }
         if self.manage_webhook {
             line.push_str(", managing the repository's webhook");
@@ -419,6 +421,23 @@ impl Registry {
                     ),
                 ));
             }
+            // Reconcile reads the webhook's deliveries through the API: by default
+            // only when the connection has a credential for it (a token or an App's
+            // key), so a connection that only signs webhooks logs no failing pass.
+            let api_credential = find_connection(&params.connections, &entry.connection)
+                .is_none_or(|c| {
+                    c.secrets.is_empty()
+                        || c.secrets.iter().any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
+                });
+            let named = entry
+                .config
+                .get("reconcile_interval_s")
+                .is_some_and(|v| !v.is_null());
+            let reconcile_interval_s = if named || api_credential {
+                parsed.reconcile_interval_s
+            } else {
+                0
+            };
             entries.push(EntryConfig {
                 scope_id: entry.scope_id.clone(),
                 name: entry.name.clone(),
@@ -427,7 +446,7 @@ impl Registry {
                 path,
                 events: parsed.events,
                 source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
-                reconcile_interval_s: parsed.reconcile_interval_s,
+                reconcile_interval_s,
                 manage_webhook: parsed.manage_webhook,
             });
         }
