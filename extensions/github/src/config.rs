@@ -427,7 +427,9 @@ impl Registry {
             let api_credential = find_connection(&params.connections, &entry.connection)
                 .is_none_or(|c| {
                     c.secrets.is_empty()
-                        || c.secrets.iter().any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
+                        || c.secrets
+                            .iter()
+                            .any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
                 });
             let named = entry
                 .config
