@@ -32,6 +32,9 @@ struct Record {
     state: String,
     /// The branch it was made from.
     base: String,
+    /// The commit it has checked out.
+    #[serde(default)]
+    commit: String,
     created_ms: i64,
 }
 
@@ -93,6 +96,9 @@ pub async fn take(
     branch: &str,
 ) -> Option<Result<(), String>> {
     let spare = ready(root, key, base).into_iter().next()?;
+    let made_at = read(&record_path(&spare))
+        .map(|r| r.commit)
+        .unwrap_or_default();
     // Its record goes first: from here it is nobody's spare.
     let _ = std::fs::remove_file(record_path(&spare));
     let from = spare.to_string_lossy().into_owned();
@@ -105,6 +111,43 @@ pub async fn take(
         return Some(Err(format!("git worktree move: {}", f.detail())));
     }
     let start = format!("origin/{base}");
+    let now = git
+        .run(
+            Some(cache),
+            &[
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("{start}^{{commit}}"),
+            ],
+        )
+        .await
+        .map(|o| o.stdout.trim().to_string())
+        .unwrap_or_default();
+    if !now.is_empty() && now == made_at {
+        // The base has not moved since the spare was made: its files and index are
+        // the branch's already, so the branch is made at that commit and HEAD
+        // pointed at it, without git looking at every file again.
+        let made = git
+            .run(Some(cache), &["branch", "--no-track", branch, &now])
+            .await;
+        let pointed = match made {
+            Ok(_) => {
+                git.run(
+                    Some(dir),
+                    &["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")],
+                )
+                .await
+            }
+            Err(f) => Err(f),
+        };
+        return Some(pointed.map(|_| ()).map_err(|f| {
+            format!(
+                "making branch {branch} for a spare worktree: {}",
+                f.detail()
+            )
+        }));
+    }
     let switched = git
         .run(
             Some(dir),
@@ -141,6 +184,7 @@ pub async fn make(
     let mut rec = Record {
         state: CREATING.into(),
         base: base.to_string(),
+        commit: String::new(),
         created_ms: protocol::time::now_ms(),
     };
     write(&rec_path, &rec).map_err(|e| format!("writing {}: {e}", rec_path.display()))?;
@@ -156,6 +200,11 @@ pub async fn make(
         remove(git, cache, &dir).await;
         return Err(format!("git worktree add --detach: {}", f.detail()));
     }
+    rec.commit = git
+        .run(Some(&dir), &["rev-parse", "HEAD"])
+        .await
+        .map(|o| o.stdout.trim().to_string())
+        .unwrap_or_default();
     rec.state = READY.into();
     write(&rec_path, &rec).map_err(|e| format!("writing {}: {e}", rec_path.display()))
 }

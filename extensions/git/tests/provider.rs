@@ -1266,6 +1266,27 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
         .await
         .unwrap();
     assert_eq!(dir_of(&again), d2);
+    // The base moved after the spare was made: the workspace made from it is on the
+    // new commit, with its files.
+    let src = s.0.join("src");
+    std::fs::write(src.join("later.txt"), "later\n").unwrap();
+    git(&src, &["add", "later.txt"]);
+    git(&src, &["commit", "-q", "-m", "later"]);
+    git(&src, &["push", "-q", origin.to_str().unwrap(), "main"]);
+    let new_head = git(&src, &["rev-parse", "HEAD"]).trim().to_string();
+    let w4 = ext
+        .acquire("w-4", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let d4 = dir_of(&w4);
+    assert!(!next.exists(), "the spare was taken");
+    assert_eq!(w4["data"]["head"], new_head.as_str());
+    assert_eq!(
+        std::fs::read_to_string(d4.join("later.txt")).unwrap(),
+        "later\n"
+    );
+    assert_eq!(git(&d4, &["status", "--porcelain"]), "", "clean");
+    a_whole_spare(&root).await;
     drop(ext);
 
     // Killed while it makes a spare (the checkout is slow): the half-made spare is
@@ -1325,5 +1346,5 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
         !list.contains(half.to_string_lossy().as_ref()),
         "no worktree entry left for it: {list}"
     );
-    assert_eq!(worktrees(&root).len(), 3, "w-1, w-2 and w-3 remain");
+    assert_eq!(worktrees(&root).len(), 4, "w-1, w-2, w-3 and w-4 remain");
 }
