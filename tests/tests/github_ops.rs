@@ -17,10 +17,9 @@ mod common;
 use common::*;
 
 use oc_systest::github::{start_prism, Prism};
-use oc_systest::{post, sign_sha256, Daemon, Package, Suite, HANG};
+use oc_systest::{Daemon, Suite};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The connection's token: it must appear in no log.
 /// What the fake claude does through the toolbelt (`FAKE_CLAUDE_MODE=calls`): a
@@ -38,81 +37,12 @@ const AGENT_CALLS: &str = r#"[
 const TOKEN: &str = "ghp_e2eSecretTokenNeverLogged0123456789";
 const REPO: &str = "Codertocat/Hello-World";
 
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {HANG:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn script(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-}
-
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// The `issues` delivery: the fixture's opened issue `number`, labelled `agent`.
-fn issue_opened(number: u64) -> Vec<u8> {
-    let raw = std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../extensions/github/tests/fixtures/issues.opened.json"),
-    )
-    .unwrap();
-    let mut v: Value = serde_json::from_slice(&raw).unwrap();
-    let mut label = v["issue"]["labels"][0].clone();
-    label["name"] = json!("agent");
-    v["issue"]["labels"].as_array_mut().unwrap().push(label);
-    v["issue"]["number"] = json!(number);
-    serde_json::to_vec(&v).unwrap()
-}
-
 fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf, Value) {
-    let mut packages = Suite::first_party();
-    packages.push(Package {
-        name: "claude-code".into(),
-        manifest: oc_claude_code::MANIFEST.into(),
-        command: vec!["ext-claude-code".into()],
-    });
-    let suite = Suite::new(Path::new(BIN), "github-ops", &packages).unwrap();
-    let claude = suite.dir.join("bin/claude");
-    script(
-        &claude,
-        &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
-    );
-    let tbdir = suite.dir.join("toolbelt");
-    script(
-        &tbdir.join("open-conduit"),
-        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
-    );
-    suite.set_args(
-        Daemon::Schedulerd,
-        &["--toolbelt-dir", tbdir.to_str().unwrap()],
-    );
-    suite.start_all().unwrap();
-    let gh = suite.dir.join("gh-secret");
-    std::fs::write(&gh, GH_SECRET).unwrap();
-    let token = suite.dir.join("gh-token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let (suite, claude) = agent_suite("github-ops");
     let rec = suite.dir.join("claude.jsonl");
     let config_dir = suite.dir.join("claude-config");
     let doc = json!({
-        "connections": [
-            {"name": "gh", "type": "github", "config": {"api_url": prism.url},
-             "secret_refs": {"webhook_secret": format!("file:{}", gh.display()),
-                             "token": format!("file:{}", token.display())}}
-        ],
+        "connections": [github_connection(&suite, &prism.url, TOKEN)],
         "scopes": [{
             "id": "demo",
             "entries": [
@@ -136,27 +66,6 @@ fn suite_with(prism: &Prism, bare: &Path) -> (Suite, PathBuf, Value) {
     });
     suite.apply_config(&doc, "/github/demo/repo").unwrap();
     (suite, rec, doc)
-}
-
-/// Delivers the signed `issues` (opened) delivery of issue `number`.
-fn deliver_issue(suite: &Suite, id: &str, number: u64) {
-    let body = issue_opened(number);
-    let r = post(
-        suite.http,
-        "/github/demo/repo",
-        &[
-            ("Content-Type", "application/json".into()),
-            ("X-GitHub-Event", "issues".into()),
-            ("X-GitHub-Delivery", id.into()),
-            (
-                "X-Hub-Signature-256",
-                sign_sha256(GH_SECRET.as_bytes(), &body),
-            ),
-        ],
-        &body,
-    )
-    .unwrap();
-    assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
 }
 
 /// The `n`th turn's MCP exchange, once recorded.
@@ -198,7 +107,7 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
     std::fs::create_dir_all(&repos).unwrap();
     let bare = common::repo::make_repo(&repos);
     let (suite, rec, doc) = suite_with(&prism, &bare);
-    deliver_issue(&suite, "gh-ops-1", 1);
+    deliver_agent_issue(&suite, "gh-ops-1", 1);
 
     // The turn ran its calls through the real MCP server.
     let mcp = exchange(&rec, 0);
@@ -305,7 +214,7 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
     let mut doc = doc;
     doc["connections"][0]["config"]["api_url"] = json!(format!("{}/nowhere", prism.url));
     suite.apply_config(&doc, "/github/demo/repo").unwrap();
-    deliver_issue(&suite, "gh-ops-2", 2);
+    deliver_agent_issue(&suite, "gh-ops-2", 2);
     let mcp = exchange(&rec, 1);
     let refused = result_of(&mcp, "tools/call github.comment");
     assert_eq!(refused["isError"], true, "{refused}");

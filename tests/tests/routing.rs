@@ -6,9 +6,8 @@
 mod common;
 use common::*;
 
-use oc_systest::{post, sign_sha256, Suite, HANG};
+use oc_systest::{post, sign_sha256, Suite};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 fn routed_config(suite: &Suite) -> Value {
     let mut c = config(suite);
@@ -26,18 +25,6 @@ fn routed_config(suite: &Suite) -> Value {
         json!([{"name": "echo", "executor": "shell", "config": {"command": ["true"]}}]);
     scope["unmatched"] = json!("drop");
     c
-}
-
-/// Wait until the store answers `f` with something.
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {HANG:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn seq_of(suite: &Suite, source: &str, delivery_id: &str) -> i64 {

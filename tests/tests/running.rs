@@ -10,7 +10,7 @@ use common::*;
 
 use oc_systest::{Daemon, Suite, HANG};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn with_binding(suite: &Suite, config: Value) -> Value {
     let mut c = common::config(suite);
@@ -20,20 +20,9 @@ fn with_binding(suite: &Suite, config: Value) -> Value {
     c
 }
 
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The one Work of scope demo, once it exists.
 fn the_work(suite: &Suite) -> Value {
-    wait_for("Work", HANG, || {
+    wait_within("Work", HANG, || {
         let works = suite
             .call("store.works", json!({"scope_id": "demo"}))
             .unwrap();
@@ -42,7 +31,7 @@ fn the_work(suite: &Suite) -> Value {
 }
 
 fn work_in(suite: &Suite, id: &str, states: &[&str], limit: Duration) -> Value {
-    wait_for(&format!("Work in {states:?}"), limit, || {
+    wait_within(&format!("Work in {states:?}"), limit, || {
         let w = suite.call("store.work_get", json!({ "id": id })).unwrap()["work"].clone();
         states
             .contains(&w["state"].as_str().unwrap_or_default())
@@ -75,7 +64,7 @@ fn started_with(name: &str, binding: Value) -> Suite {
     let config = with_binding(&suite, binding);
     suite.apply_config(&config, HOOK).unwrap();
     // Wait until schedulerd knows the binding's executor.
-    wait_for("the shell executor known", HANG, || {
+    wait_within("the shell executor known", HANG, || {
         let s = suite.call("sched.status", json!({})).unwrap();
         (s["handlers"]["webhook"] == "webhook").then_some(())
     });
@@ -157,7 +146,7 @@ fn a_deadline_kills_the_run_and_says_so() {
     );
     let work = the_work(&suite);
     let id = work["id"].as_str().unwrap().to_owned();
-    let ex = wait_for("a settled attempt", HANG, || {
+    let ex = wait_within("a settled attempt", HANG, || {
         executions(&suite, &id)
             .into_iter()
             .find(|e| !e["result"].is_null())
@@ -181,7 +170,7 @@ fn a_run_outlives_sigkill_of_schedulerd_and_extrunner_and_is_recorded_once() {
     let work = the_work(&suite);
     let id = work["id"].as_str().unwrap().to_owned();
     // Running, with its recovery metadata persisted.
-    let first = wait_for("a running attempt with recovery", HANG, || {
+    let first = wait_within("a running attempt with recovery", HANG, || {
         executions(&suite, &id)
             .into_iter()
             .find(|e| e["state"] == "running" && !e["recovery"].is_null())
@@ -224,7 +213,7 @@ fn an_operator_interrupts_a_running_attempt() {
     );
     let work = the_work(&suite);
     let id = work["id"].as_str().unwrap().to_owned();
-    wait_for("a running attempt", HANG, || {
+    wait_within("a running attempt", HANG, || {
         executions(&suite, &id)
             .into_iter()
             .find(|e| e["state"] == "running" && !e["recovery"].is_null())
@@ -236,7 +225,7 @@ fn an_operator_interrupts_a_running_attempt() {
         )
         .unwrap();
     assert!(answer["execution_id"].is_string(), "{answer}");
-    let ex = wait_for("the interrupted attempt settled", HANG, || {
+    let ex = wait_within("the interrupted attempt settled", HANG, || {
         executions(&suite, &id)
             .into_iter()
             .find(|e| !e["result"].is_null())
@@ -255,7 +244,7 @@ fn an_operator_interrupts_a_running_attempt() {
 
 /// SIGKILL of `name`'s extension process (found through `ext.inspect`).
 fn kill_extension(suite: &Suite, name: &str) {
-    let pid = wait_for(&format!("{name} running"), HANG, || {
+    let pid = wait_within(&format!("{name} running"), HANG, || {
         let v = suite.call("ext.inspect", json!({ "name": name })).ok()?;
         v["pid"].as_i64()
     });
@@ -285,7 +274,7 @@ fn a_run_outlives_the_loss_of_its_executor(name: &str, kill: impl FnOnce(&Suite)
     let id = work["id"].as_str().unwrap().to_owned();
     // The command runs (a kill before the wrapper's go would leave nothing running,
     // rightly retried).
-    wait_for("the command started", HANG, || {
+    wait_within("the command started", HANG, || {
         std::fs::read_to_string(&marker)
             .ok()
             .filter(|m| m.starts_with("started"))
@@ -333,7 +322,7 @@ fn short_runs_each_run_once(name: &str, n: usize) {
         let r = deliver(&suite, &format!("d-{i}"), body.as_bytes()).unwrap();
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    let works = wait_for(
+    let works = wait_within(
         "every Work settled",
         HANG * 4 + Duration::from_secs(n as u64 / 2),
         || {

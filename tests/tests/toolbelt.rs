@@ -9,23 +9,11 @@
 mod common;
 use common::*;
 
-use oc_systest::{Daemon, Package, Suite, HANG};
+use oc_systest::{Daemon, Package, Suite};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {HANG:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The MCP server, as an agent runs it.
 struct Mcp {

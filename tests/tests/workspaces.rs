@@ -89,17 +89,6 @@ impl Drop for GitDaemon {
     }
 }
 
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn binding_config(suite: &Suite, resource: Value, env: Value) -> Value {
     let mut c = common::config(suite);
     c["scopes"][0]["routes"] =
@@ -112,7 +101,7 @@ fn binding_config(suite: &Suite, resource: Value, env: Value) -> Value {
 
 fn apply(suite: &Suite, config: &Value) {
     suite.apply_config(config, HOOK).unwrap();
-    wait_for("the route", HANG, || {
+    wait_within("the route", HANG, || {
         let s = suite.call("sched.status", json!({})).unwrap();
         (s["handlers"]["webhook"] == "webhook").then_some(())
     });
@@ -146,7 +135,7 @@ fn executions(suite: &Suite, work_id: &str) -> Vec<Value> {
 
 /// The Work's executions once `n` of them have ended.
 fn ended(suite: &Suite, work_id: &str, n: usize) -> Vec<Value> {
-    wait_for(&format!("{n} ended executions of {work_id}"), HANG, || {
+    wait_within(&format!("{n} ended executions of {work_id}"), HANG, || {
         let ex = executions(suite, work_id);
         let done = ex
             .iter()
@@ -190,26 +179,8 @@ fn leases(suite: &Suite) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// `open-conduit ARGS…` on the suite's bus: (status, stdout + stderr).
-fn cli(suite: &Suite, args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .arg("open-conduit")
-        .arg("--bus")
-        .arg(&suite.bus)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-/// The worktrees of the provider's bare cache (besides the cache itself).
+/// The worktrees of the provider's bare cache (besides the cache itself and its
+/// spare worktrees).
 fn worktrees(suite: &Suite) -> Vec<String> {
     let cache_root = suite.dir.join("state/resources/git/cache");
     let mut out = Vec::new();
@@ -223,6 +194,8 @@ fn worktrees(suite: &Suite) -> Vec<String> {
             list.lines()
                 .filter_map(|l| l.strip_prefix("worktree "))
                 .filter(|w| !w.ends_with(".git"))
+                // The provider's spare worktrees are nobody's workspace.
+                .filter(|w| !w.contains("/resources/git/spare/"))
                 .map(str::to_owned),
         );
     }
@@ -264,7 +237,7 @@ fn each_work_runs_in_its_own_worktree_and_resumes_in_it() {
     );
     send(&suite, "d-1", 1);
     send(&suite, "d-2", 2);
-    let both = wait_for("two Works", HANG, || {
+    let both = wait_within("two Works", HANG, || {
         let w = works(&suite);
         (w.len() == 2).then_some(w)
     });
@@ -312,7 +285,7 @@ fn each_work_runs_in_its_own_worktree_and_resumes_in_it() {
     }
     // A second delivery to the Work of issue 1 resumes in the same worktree.
     send(&suite, "d-3", 1);
-    let (a, fa, ex) = wait_for("a second run of one Work", HANG, || {
+    let (a, fa, ex) = wait_within("a second run of one Work", HANG, || {
         seen.iter().find_map(|(id, f)| {
             let ex = executions(&suite, id);
             let done = ex
@@ -407,9 +380,9 @@ fn sigkill(pid: i32) {
 
 /// After the crash: one Work, completed, one lease, one worktree, nothing half-made.
 fn agrees_after_restart(suite: &Suite, fault: &Path, marker: &Path) -> Vec<Value> {
-    let work = wait_for("the Work", HANG, || works(suite).into_iter().next());
+    let work = wait_within("the Work", HANG, || works(suite).into_iter().next());
     let id = work["id"].as_str().unwrap().to_owned();
-    let ex = wait_for("a completed execution", HANG, || {
+    let ex = wait_within("a completed execution", HANG, || {
         let ex = executions(suite, &id);
         ex.iter().any(|e| e["state"] == "completed").then_some(ex)
     });
@@ -445,7 +418,7 @@ fn a_provider_killed_in_the_middle_of_an_acquisition_leaves_one_worktree_and_one
     let marker = suite.dir.join("marker");
     apply(&suite, &file_config(&suite, &bare, &marker));
     send(&suite, "d-1", 1);
-    let pid: i32 = wait_for("the pause", HANG, || {
+    let pid: i32 = wait_within("the pause", HANG, || {
         std::fs::read_to_string(fault.join("paused"))
             .ok()
             .and_then(|p| p.trim().parse().ok())
@@ -474,7 +447,7 @@ fn extrunner_killed_in_the_middle_of_an_acquisition_leaves_one_worktree_and_one_
     let marker = suite.dir.join("marker");
     apply(&suite, &file_config(&suite, &bare, &marker));
     send(&suite, "d-1", 1);
-    wait_for("the pause", HANG, || {
+    wait_within("the pause", HANG, || {
         fault.join("paused").exists().then_some(())
     });
     suite.kill(Daemon::Extrunner);
@@ -495,7 +468,7 @@ fn a_sweep_removes_a_closed_works_worktree_and_keeps_a_dirty_one() {
     apply(&suite, &file_config(&suite, &bare, &marker));
     send(&suite, "d-1", 1);
     send(&suite, "d-2", 2);
-    let both = wait_for("two Works", HANG, || {
+    let both = wait_within("two Works", HANG, || {
         let w = works(&suite);
         (w.len() == 2).then_some(w)
     });
@@ -605,7 +578,7 @@ fn a_bad_repository_fails_the_run_before_any_process_starts() {
         );
         apply(&suite, &config);
         send(&suite, &format!("bad-{n}"), 100 + n as u64);
-        let id = wait_for("the new Work", HANG, || {
+        let id = wait_within("the new Work", HANG, || {
             works(&suite)
                 .into_iter()
                 .filter_map(|w| w["id"].as_str().map(str::to_owned))
@@ -806,7 +779,7 @@ fn a_private_repository_is_fetched_with_the_credential_of_a_connection() {
                      "secret_refs": {"token": format!("file:{}", token_file.display())}}));
     apply(&suite, &config);
     send(&suite, "p-1", 1);
-    let work = wait_for("the Work", HANG, || works(&suite).into_iter().next());
+    let work = wait_within("the Work", HANG, || works(&suite).into_iter().next());
     let id = work["id"].as_str().unwrap().to_owned();
     let ex = ended(&suite, &id, 1);
     assert_eq!(ex[0]["state"], "completed", "{ex:?}");

@@ -3,9 +3,11 @@
 
 pub mod repo;
 
-use oc_systest::{post, sign_sha256, Daemon, Response, Suite};
+use oc_systest::{post, sign_sha256, Daemon, Response, Suite, HANG};
 use serde_json::{json, Value};
 use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_oc-suite");
 pub const SECRET: &str = "It's a Secret to Everybody";
@@ -70,4 +72,129 @@ pub fn hook_events(suite: &Suite) -> Vec<Value> {
         .into_iter()
         .filter(|e| e["source"] == HOOK_SOURCE)
         .collect()
+}
+
+/// Polls `f` until it answers, failing the test after `limit`.
+pub fn wait_within<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// [`wait_within`] the suite's [`HANG`].
+pub fn wait_for<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    wait_within(what, HANG, f)
+}
+
+/// Writes an executable script.
+pub fn script(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// The JSON lines of a record file (the fake claude's), the unreadable ones left out.
+pub fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `open-conduit ARGS…` on the suite's bus: (status, stdout + stderr).
+pub fn cli(suite: &Suite, args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A started suite with the claude-code package beside the first-party ones, the
+/// fake `claude` at `<suite>/bin/claude` and schedulerd's toolbelt directory set:
+/// (the suite, the fake claude's path).
+pub fn agent_suite(name: &str) -> (Suite, std::path::PathBuf) {
+    let mut packages = Suite::first_party();
+    packages.push(oc_systest::Package {
+        name: "claude-code".into(),
+        manifest: oc_claude_code::MANIFEST.into(),
+        command: vec!["ext-claude-code".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
+    let claude = suite.dir.join("bin/claude");
+    script(
+        &claude,
+        &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
+    );
+    let tbdir = suite.dir.join("toolbelt");
+    script(
+        &tbdir.join("open-conduit"),
+        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
+    );
+    suite.set_args(
+        Daemon::Schedulerd,
+        &["--toolbelt-dir", tbdir.to_str().unwrap()],
+    );
+    suite.start_all().unwrap();
+    (suite, claude)
+}
+
+/// A `github` connection named `gh` at `api_url`, with the tests' webhook secret
+/// and `token`, both in files of the suite.
+pub fn github_connection(suite: &Suite, api_url: &str, token: &str) -> Value {
+    let gh = suite.dir.join("gh-secret");
+    std::fs::write(&gh, GH_SECRET).unwrap();
+    let path = suite.dir.join("gh-token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    json!({"name": "gh", "type": "github", "config": {"api_url": api_url},
+           "secret_refs": {"webhook_secret": format!("file:{}", gh.display()),
+                           "token": format!("file:{}", path.display())}})
+}
+
+/// The signed `issues` (opened) delivery of the fixture's issue `number`, labelled
+/// `agent`, to `/github/demo/repo`.
+pub fn deliver_agent_issue(suite: &Suite, delivery_id: &str, number: u64) {
+    let raw = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../extensions/github/tests/fixtures/issues.opened.json"),
+    )
+    .unwrap();
+    let mut v: Value = serde_json::from_slice(&raw).unwrap();
+    let mut label = v["issue"]["labels"][0].clone();
+    label["name"] = json!("agent");
+    v["issue"]["labels"].as_array_mut().unwrap().push(label);
+    v["issue"]["number"] = json!(number);
+    let body = serde_json::to_vec(&v).unwrap();
+    let r = post(
+        suite.http,
+        "/github/demo/repo",
+        &[
+            ("Content-Type", "application/json".into()),
+            ("X-GitHub-Event", "issues".into()),
+            ("X-GitHub-Delivery", delivery_id.into()),
+            (
+                "X-Hub-Signature-256",
+                sign_sha256(GH_SECRET.as_bytes(), &body),
+            ),
+        ],
+        &body,
+    )
+    .unwrap();
+    assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
 }
