@@ -11,6 +11,28 @@ use protocol::sandbox::{
 };
 use protocol::wire::RunRequest;
 use protocol::{CallError, Code, RpcError};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+/// The run's own tmp folder's name inside its run directory.
+pub const TMP_DIR: &str = "tmp";
+
+/// The variables a sandboxed launch's temporary files follow: `TMPDIR` for the
+/// command, `CLAUDE_CODE_TMPDIR` for srt (which sets the command's `TMPDIR` from it,
+/// else to `/tmp/claude`, read-only inside) and for Claude Code.
+pub const TMP_VARS: [&str; 2] = ["TMPDIR", "CLAUDE_CODE_TMPDIR"];
+
+/// Makes the run's own tmp folder (`<run dir>/tmp`, mode 0700): a sandboxed launch
+/// needs it writable and points [`TMP_VARS`] there, since `/tmp` is read-only inside
+/// the sandbox.
+pub fn own_tmp(run_dir: &Path) -> std::io::Result<PathBuf> {
+    let tmp = run_dir.join(TMP_DIR);
+    match std::fs::DirBuilder::new().mode(0o700).create(&tmp) {
+        Ok(()) => Ok(tmp),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tmp.is_dir() => Ok(tmp),
+        Err(e) => Err(e),
+    }
+}
 
 /// Why a sandboxed launch or adoption was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

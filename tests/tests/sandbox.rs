@@ -208,6 +208,7 @@ if [ -n "$OTHER" ]; then
   probe tcp bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$PORT"
   probe bus socat -u OPEN:/dev/null UNIX-CONNECT:"$BUS"
   probe write_own sh -c 'echo y > own.txt && cat own.txt'
+  probe write_tmp sh -c 't=$(mktemp) && echo z > "$t" && cat "$t"'
 fi
 echo done=yes
 "#;
@@ -258,6 +259,7 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     let f = fields(&out);
     assert_eq!(f["own"], second, "its own work is kept: {out}");
     assert_eq!(f["write_own"], "ALLOWED", "{out}");
+    assert_eq!(f["write_tmp"], "ALLOWED", "its own tmp is writable: {out}");
     for case in [
         "other_workspace",
         "config",

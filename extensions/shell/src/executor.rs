@@ -329,6 +329,11 @@ impl Shell {
         let mut cwd = cwd.display().to_string();
         let mut sandbox_digest = String::new();
         if sdk::sandbox::sandboxed(req) {
+            // /tmp is read-only inside: temporary files go to the run's own tmp.
+            let tmp = sdk::sandbox::own_tmp(dir).map_err(|e| io("making the run's tmp", e))?;
+            for var in sdk::sandbox::TMP_VARS {
+                env.insert(var.into(), tmp.clone().into());
+            }
             let launch = SandboxLaunch {
                 argv,
                 cwd: cwd.clone(),
