@@ -368,3 +368,112 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
     // Stopped: its wrapper recorded the end.
     assert!(run_dir(&suite, &exec).join("status").exists());
 }
+
+fn script(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A claude-code turn (the fake `claude`) in an srt sandbox: it runs in a mount
+/// namespace of its own, cannot read the configuration, writes temporary files in
+/// its segment's own tmp, reads its Work's context through the real `open-conduit
+/// mcp` over the run's toolbelt socket, and the Work completes.
+#[test]
+fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
+    if !have_srt() {
+        return;
+    }
+    let mut packages = packages();
+    packages.push(Package {
+        name: "claude-code".into(),
+        manifest: oc_claude_code::MANIFEST.into(),
+        command: vec!["ext-claude-code".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), "sandbox-claude", &packages).unwrap();
+    let claude = suite.dir.join("bin/claude");
+    script(
+        &claude,
+        &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
+    );
+    let tbdir = suite.dir.join("toolbelt");
+    script(
+        &tbdir.join("open-conduit"),
+        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
+    );
+    suite.set_args(
+        Daemon::Schedulerd,
+        &["--toolbelt-dir", tbdir.to_str().unwrap()],
+    );
+    suite.start_all().unwrap();
+    let work_dir = suite.dir.join("work");
+    let config_dir = suite.dir.join("claude-config");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    std::fs::create_dir_all(&config_dir).unwrap();
+    // The record is written from inside: claude's config directory is writable.
+    let rec = config_dir.join("record.jsonl");
+    // The operator's configuration file, which `apply` writes.
+    let protected = suite.dir.join("etc/config.json");
+    let env = json!({
+        "FAKE_CLAUDE_RECORD": rec,
+        "FAKE_CLAUDE_STATE": "finished",
+        "FAKE_CLAUDE_PROBE": protected,
+        "CLAUDE_CONFIG_DIR": config_dir,
+    });
+    apply(
+        &suite,
+        json!({"name": "run", "executor": "claude-code", "sandbox": sandbox(),
+               "config": {"binary": claude, "dir": work_dir, "env": env}}),
+    );
+    send(&suite, "cc-1", 7);
+    let work = work_of(&suite, 7, &[]);
+    let ex = ended(&suite, &work);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    let recs = records(&rec);
+    let launch = recs
+        .iter()
+        .find(|r| r.get("argv").is_some())
+        .unwrap_or_else(|| panic!("no launch recorded: {ex}"));
+    let host_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert_ne!(
+        launch["mnt_ns"].as_str().unwrap(),
+        host_ns.display().to_string(),
+        "claude runs in a mount namespace of its own: {launch}"
+    );
+    assert_eq!(launch["probe_readable"], false, "{launch}");
+    assert_eq!(launch["tmp_writable"], true, "{launch}");
+    let tmpdir = launch["env"]["TMPDIR"].as_str().unwrap();
+    assert!(
+        tmpdir.ends_with("/1.tmp") && tmpdir.contains(ex["id"].as_str().unwrap()),
+        "TMPDIR is the segment's own: {tmpdir}"
+    );
+    let mcp = recs
+        .iter()
+        .find_map(|r| r["mcp"].as_array().cloned())
+        .unwrap_or_else(|| panic!("no MCP exchange recorded: {recs:?}"));
+    let context = mcp
+        .iter()
+        .find(|x| x["method"] == "tools/call read_context")
+        .unwrap()["answer"]
+        .clone();
+    assert_eq!(context["result"]["isError"], false, "{context}");
+    assert_eq!(
+        context["result"]["structuredContent"]["work"]["id"],
+        work.as_str(),
+        "{context}"
+    );
+    // The host pinned the plan it ran.
+    let pin = suite
+        .dir
+        .join("state/sandboxes/pins")
+        .join(format!("{}.json", ex["id"].as_str().unwrap()));
+    assert!(pin.exists(), "{}", pin.display());
+}
