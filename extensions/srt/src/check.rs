@@ -117,12 +117,22 @@ pub async fn probe(srt: &str, scratch: &Path) -> Result<String, Failure> {
     if !helpers.is_empty() {
         return Err(fail(
             "helper_missing",
-            format!("srt needs {} on PATH (packages socat, ripgrep)", helpers.join(" and ")),
+            format!(
+                "srt needs {} on PATH (packages socat, ripgrep)",
+                helpers.join(" and ")
+            ),
         ));
     }
     let ns = run(
         &bwrap,
-        &["--ro-bind", "/", "/", "--unshare-user", "--unshare-net", "true"],
+        &[
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-user",
+            "--unshare-net",
+            "true",
+        ],
     )
     .await
     .map_err(|e| fail("user_namespaces_refused", e))?;
@@ -149,7 +159,10 @@ pub async fn probe(srt: &str, scratch: &Path) -> Result<String, Failure> {
     if let Err(e) = written {
         return Err(fail(
             "srt_failed",
-            format!("cannot write the probe's settings {}: {e}", settings.display()),
+            format!(
+                "cannot write the probe's settings {}: {e}",
+                settings.display()
+            ),
         ));
     }
     let settings_arg = settings.display().to_string();
@@ -221,7 +234,11 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
             }
         }
     }
-    items.extend(invalid.iter().map(|i| format!("invalid sandbox config {i}")));
+    items.extend(
+        invalid
+            .iter()
+            .map(|i| format!("invalid sandbox config {i}")),
+    );
     let (status, code, detail) = match (&first, invalid.is_empty()) {
         (None, true) => ("ok", String::new(), "srt confines commands here".to_owned()),
         (None, false) => (
@@ -295,15 +312,18 @@ mod tests {
             check: "nope".into(),
             ..params("srt")
         };
-        assert_eq!(rt().block_on(check(&other, Path::new("/tmp"))).code, "unknown_check");
+        assert_eq!(
+            rt().block_on(check(&other, Path::new("/tmp"))).code,
+            "unknown_check"
+        );
     }
 
     /// With the pinned srt (`npm ci --prefix tests/srt`), bubblewrap and user
     /// namespaces, the check passes; else it says which is missing.
     #[test]
     fn the_check_runs_a_command_through_the_real_srt() {
-        let srt = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/srt/node_modules/.bin/srt");
+        let srt =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/srt/node_modules/.bin/srt");
         let r = rt().block_on(check(
             &params(&srt.display().to_string()),
             &std::env::temp_dir(),
