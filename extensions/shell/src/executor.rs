@@ -330,7 +330,8 @@ impl Shell {
         let mut sandbox_digest = String::new();
         if sdk::sandbox::sandboxed(req) {
             // /tmp is read-only inside: temporary files go to the run's own tmp.
-            let tmp = sdk::sandbox::own_tmp(dir.join(sdk::sandbox::TMP_DIR)).map_err(|e| io("making the run's tmp", e))?;
+            let tmp = sdk::sandbox::own_tmp(dir.join(sdk::sandbox::TMP_DIR))
+                .map_err(|e| io("making the run's tmp", e))?;
             for var in sdk::sandbox::TMP_VARS {
                 env.insert(var.into(), tmp.clone().into());
             }

@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn the_api_host_is_the_base_urls_or_anthropics() {
         assert_eq!(api_host(&BTreeMap::new()), API_HOST);
-        assert_eq!(api_host(&env("https://llm.example.com:8443/v1")), "llm.example.com");
+        assert_eq!(
+            api_host(&env("https://llm.example.com:8443/v1")),
+            "llm.example.com"
+        );
         assert_eq!(api_host(&env("http://u:p@Proxy.local")), "proxy.local");
         assert_eq!(api_host(&env("http://[::1]:9000/")), "::1");
         assert_eq!(api_host(&env("")), API_HOST);
