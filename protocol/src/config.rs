@@ -797,6 +797,19 @@ mod tests {
         assert_eq!(b[0].resource.as_ref().unwrap().config["repository"], "/r");
         // Another package's executor config is not the provider's to see.
         assert!(b[0].config.is_null());
+        // A sandbox provider sees the bindings on its sandbox type.
+        let srt = crate::manifest::parse_manifest(
+            br#"{"protocol":[1],"name":"srt","version":"1","command":["x"],
+                "provides":{"sandboxes":[{"type":"srt"}]}}"#,
+        )
+        .unwrap();
+        let doc = json!({"scopes": [{"id": "a", "bindings": [
+            {"name": "boxed", "executor": "shell", "sandbox": {"type": "srt", "config": {"srt": "/s"}}},
+            {"name": "plain", "executor": "shell"}]}]});
+        let view = Config::parse(&doc).unwrap().check_view(&srt, "");
+        let b = &view.scopes[0].bindings;
+        assert_eq!(b.len(), 1, "{view:?}");
+        assert_eq!(b[0].sandbox.as_ref().unwrap()["config"]["srt"], "/s");
     }
 
     fn manifest() -> Manifest {
