@@ -6,7 +6,10 @@
 //! `file:` secret, a write outside, a TCP port on loopback, the bus socket); a
 //! SIGKILL of extrunner mid-run adopts the run through its pinned plan without
 //! starting it twice, and a run whose pinned plan no longer matches its digest is
-//! stopped, not adopted.
+//! stopped, not adopted. A claude-code turn (the fake `claude`) runs inside its
+//! sandbox with its toolbelt over the real `open-conduit mcp`, is adopted through
+//! its pinned plan after a SIGKILL of extrunner, and fails closed, launching
+//! nothing, when no package provides its sandbox type.
 //!
 //! Where srt, bubblewrap or socat is missing the tests skip saying so (and fail
 //! under OC_REQUIRE_PEERS=1); where the kernel refuses user namespaces they skip
@@ -383,22 +386,51 @@ fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A claude-code turn (the fake `claude`) in an srt sandbox: it runs in a mount
-/// namespace of its own, cannot read the configuration, writes temporary files in
-/// its segment's own tmp, reads its Work's context through the real `open-conduit
-/// mcp` over the run's toolbelt socket, and the Work completes.
-#[test]
-fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
-    if !have_srt() {
-        return;
+/// A suite with the claude-code package (and srt when `srt`), the fake `claude` and
+/// the toolbelt's `open-conduit`, every daemon started.
+struct ClaudeSuite {
+    suite: Suite,
+    claude: PathBuf,
+    work_dir: PathBuf,
+    config_dir: PathBuf,
+    /// The fake's record, in claude's config directory (writable from inside).
+    record: PathBuf,
+}
+
+impl ClaudeSuite {
+    /// The binding's env: the fake's record, the finished state, claude's own
+    /// config directory, and `extra`.
+    fn env(&self, extra: Value) -> Value {
+        let mut env = json!({
+            "FAKE_CLAUDE_RECORD": self.record,
+            "FAKE_CLAUDE_STATE": "finished",
+            "CLAUDE_CONFIG_DIR": self.config_dir,
+        });
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            env[k] = v.clone();
+        }
+        env
     }
-    let mut packages = packages();
+
+    /// The sandboxed claude-code binding `run` with `env`.
+    fn binding(&self, env: Value) -> Value {
+        json!({"name": "run", "executor": "claude-code", "sandbox": sandbox(),
+               "config": {"binary": self.claude, "dir": self.work_dir, "env": env}})
+    }
+}
+
+fn claude_suite(name: &str, srt: bool) -> ClaudeSuite {
+    let mut packages = if srt {
+        packages()
+    } else {
+        Suite::first_party()
+    };
     packages.push(Package {
         name: "claude-code".into(),
         manifest: oc_claude_code::MANIFEST.into(),
         command: vec!["ext-claude-code".into()],
     });
-    let suite = Suite::new(Path::new(BIN), "sandbox-claude", &packages).unwrap();
+    let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
     let claude = suite.dir.join("bin/claude");
     script(
         &claude,
@@ -418,26 +450,105 @@ fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
     let config_dir = suite.dir.join("claude-config");
     std::fs::create_dir_all(&work_dir).unwrap();
     std::fs::create_dir_all(&config_dir).unwrap();
-    // The record is written from inside: claude's config directory is writable.
-    let rec = config_dir.join("record.jsonl");
-    // The operator's configuration file, which `apply` writes.
-    let protected = suite.dir.join("etc/config.json");
-    let env = json!({
-        "FAKE_CLAUDE_RECORD": rec,
-        "FAKE_CLAUDE_STATE": "finished",
-        "FAKE_CLAUDE_PROBE": protected,
-        "CLAUDE_CONFIG_DIR": config_dir,
+    let record = config_dir.join("record.jsonl");
+    ClaudeSuite {
+        suite,
+        claude,
+        work_dir,
+        config_dir,
+        record,
+    }
+}
+
+fn launches(rec: &Path) -> usize {
+    records(rec)
+        .iter()
+        .filter(|r| r.get("argv").is_some())
+        .count()
+}
+
+/// A sandboxed turn running when extrunner is SIGKILLed is adopted through its
+/// pinned plan (the digest in its recovery metadata) and finishes: one launch only.
+#[test]
+fn a_sandboxed_claude_turn_is_adopted_through_its_pinned_plan_after_sigkill_of_extrunner() {
+    if !have_srt() {
+        return;
+    }
+    let cc = claude_suite("sandbox-claude-adopt", true);
+    let suite = &cc.suite;
+    // Readable inside: the workspace.
+    let hold = cc.work_dir.join("hold");
+    apply(suite, cc.binding(cc.env(json!({"FAKE_CLAUDE_HOLD": hold}))));
+    send(suite, "ca-1", 3);
+    let work = work_of(suite, 3, &[]);
+    wait_for("the launch", HANG, || {
+        (launches(&cc.record) == 1).then_some(())
     });
-    apply(
-        &suite,
-        json!({"name": "run", "executor": "claude-code", "sandbox": sandbox(),
-               "config": {"binary": claude, "dir": work_dir, "env": env}}),
+    let exec = executions(suite, &work)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let recovery = &executions(suite, &work)[0]["recovery"]["data"];
+    assert_eq!(
+        recovery["sandbox_digest"].as_str().map(str::len),
+        Some(64),
+        "the recovery metadata keeps the digest: {recovery}"
     );
-    send(&suite, "cc-1", 7);
-    let work = work_of(&suite, 7, &[]);
-    let ex = ended(&suite, &work);
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    wait_for("the adoption", HANG, || {
+        let log = suite.log(Daemon::Extrunner);
+        (log.contains("adopted through its pinned plan") && log.contains(&exec)).then_some(())
+    });
+    std::fs::write(&hold, "go").unwrap();
+    let ex = ended(suite, &work);
     assert_eq!(ex["state"], "completed", "{ex}");
-    let recs = records(&rec);
+    assert_eq!(launches(&cc.record), 1, "one launch only");
+    assert_eq!(executions(suite, &work).len(), 1);
+}
+
+/// A sandboxed binding whose sandbox type no package provides: the turn fails as
+/// `sandbox_unavailable` and nothing is launched.
+#[test]
+fn a_sandboxed_claude_turn_without_its_provider_fails_closed_and_launches_nothing() {
+    let cc = claude_suite("sandbox-claude-closed", false);
+    let suite = &cc.suite;
+    apply(suite, cc.binding(cc.env(json!({}))));
+    send(suite, "cu-1", 4);
+    let work = work_of(suite, 4, &[]);
+    let ex = ended(suite, &work);
+    assert_eq!(ex["state"], "failed", "{ex}");
+    assert_eq!(
+        ex["result"]["data"]["data"]["reason"], "sandbox_unavailable",
+        "{ex}"
+    );
+    assert_eq!(launches(&cc.record), 0, "nothing launched");
+    let run = suite
+        .dir
+        .join("state/extensions/claude-code/runs")
+        .join(ex["id"].as_str().unwrap())
+        .join("1");
+    assert!(!run.join("spec.json").exists(), "no launch was written");
+}
+
+/// A claude-code turn (the fake `claude`) in an srt sandbox: it runs in a mount
+/// namespace of its own, cannot read the configuration, writes temporary files in
+/// its segment's own tmp, reads its Work's context through the real `open-conduit
+/// mcp` over the run's toolbelt socket, and the Work completes.
+#[test]
+fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
+    if !have_srt() {
+        return;
+    }
+    let cc = claude_suite("sandbox-claude", true);
+    let (suite, rec, protected) = (&cc.suite, &cc.record, cc.suite.dir.join("etc/config.json"));
+    let env = cc.env(json!({"FAKE_CLAUDE_PROBE": protected}));
+    apply(suite, cc.binding(env));
+    send(suite, "cc-1", 7);
+    let work = work_of(suite, 7, &[]);
+    let ex = ended(suite, &work);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    let recs = records(rec);
     let launch = recs
         .iter()
         .find(|r| r.get("argv").is_some())
