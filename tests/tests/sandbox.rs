@@ -287,6 +287,23 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
     assert_eq!(pin["digest"].as_str().unwrap().len(), 64, "{pin}");
     assert!(pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"));
+    // doctor runs a command through the srt the binding names.
+    let out = Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("srt_sandbox"))
+        .unwrap_or_else(|| panic!("no srt_sandbox check: {doctor}"));
+    assert!(
+        line.contains("ok") && line.contains("srt confines commands here"),
+        "{doctor}"
+    );
 }
 
 /// Records each start in its run directory, then waits for `go` there.

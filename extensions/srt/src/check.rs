@@ -222,8 +222,14 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
     if programs.is_empty() {
         programs.push("srt".into());
     }
-    programs.truncate(MAX_PROGRAMS);
     let mut items = Vec::new();
+    if programs.len() > MAX_PROGRAMS {
+        items.push(format!(
+            "{} more srt programs not probed (the limit is {MAX_PROGRAMS})",
+            programs.len() - MAX_PROGRAMS
+        ));
+        programs.truncate(MAX_PROGRAMS);
+    }
     let mut first: Option<Failure> = None;
     for srt in &programs {
         match probe(srt, scratch).await {
