@@ -209,9 +209,12 @@ fn cli(suite: &Suite, args: &[&str]) -> (i32, String) {
     )
 }
 
-/// The worktrees of the provider's bare cache (besides the cache itself).
+/// The Works' worktrees of the provider's bare cache: besides the cache itself and
+/// the spares (`<root>/spare/…`, which the provider tops up in the background, so
+/// their number at any moment is not the Works').
 fn worktrees(suite: &Suite) -> Vec<String> {
     let cache_root = suite.dir.join("state/resources/git/cache");
+    let spares = suite.dir.join("state/resources/git/spare");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&cache_root)
         .into_iter()
@@ -222,7 +225,7 @@ fn worktrees(suite: &Suite) -> Vec<String> {
         out.extend(
             list.lines()
                 .filter_map(|l| l.strip_prefix("worktree "))
-                .filter(|w| !w.ends_with(".git"))
+                .filter(|w| !w.ends_with(".git") && !Path::new(w).starts_with(&spares))
                 .map(str::to_owned),
         );
     }
