@@ -482,8 +482,8 @@ impl Config {
 
     /// The read-only view of this configuration a package's `check.run` receives
     /// (spec: check.run's `config`): each enabled scope that uses the package (an
-    /// entry of its types, a route on its handlers, a binding on its executors or
-    /// resource types, or granted one of its operations) with those routes,
+    /// entry of its types, a route on its handlers, a binding on its executors,
+    /// resource or sandbox types, or granted one of its operations) with those routes,
     /// bindings (the executor config only for its own executors) and its own
     /// entries; the connections of its types those name (config only, secret names
     /// never values); the tunnel when its type is the package's. `dir` is the config
@@ -495,6 +495,7 @@ impl Config {
         let handlers: BTreeSet<&str> = pv.routes.iter().map(|r| r.handler.as_str()).collect();
         let executors: BTreeSet<&str> = pv.executors.iter().map(|x| x.name.as_str()).collect();
         let resources: BTreeSet<&str> = pv.resources.iter().map(|r| r.type_name.as_str()).collect();
+        let sandboxes: BTreeSet<&str> = pv.sandboxes.iter().map(|s| s.type_name.as_str()).collect();
         let operations: BTreeSet<&str> = pv.operations.iter().map(|o| o.name.as_str()).collect();
         let connection_types: BTreeSet<&str> = pv
             .connections
@@ -550,7 +551,13 @@ impl Config {
                     .operations
                     .iter()
                     .any(|o| operations.contains(o.as_str()));
-                if !(own_executor || own_resource || granted) {
+                let own_sandbox = binding
+                    .sandbox
+                    .as_ref()
+                    .and_then(|s| s.get("type"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| sandboxes.contains(t));
+                if !(own_executor || own_resource || granted || own_sandbox) {
                     continue;
                 }
                 if !own_executor {
@@ -790,6 +797,19 @@ mod tests {
         assert_eq!(b[0].resource.as_ref().unwrap().config["repository"], "/r");
         // Another package's executor config is not the provider's to see.
         assert!(b[0].config.is_null());
+        // A sandbox provider sees the bindings on its sandbox type.
+        let srt = crate::manifest::parse_manifest(
+            br#"{"protocol":[1],"name":"srt","version":"1","command":["x"],
+                "provides":{"sandboxes":[{"type":"srt"}]}}"#,
+        )
+        .unwrap();
+        let doc = json!({"scopes": [{"id": "a", "bindings": [
+            {"name": "boxed", "executor": "shell", "sandbox": {"type": "srt", "config": {"srt": "/s"}}},
+            {"name": "plain", "executor": "shell"}]}]});
+        let view = Config::parse(&doc).unwrap().check_view(&srt, "");
+        let b = &view.scopes[0].bindings;
+        assert_eq!(b.len(), 1, "{view:?}");
+        assert_eq!(b[0].sandbox.as_ref().unwrap()["config"]["srt"], "/s");
     }
 
     fn manifest() -> Manifest {

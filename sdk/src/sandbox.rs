@@ -11,6 +11,29 @@ use protocol::sandbox::{
 };
 use protocol::wire::RunRequest;
 use protocol::{CallError, Code, RpcError};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+/// The run's own tmp folder's name inside its run directory.
+pub const TMP_DIR: &str = "tmp";
+
+/// The variables a sandboxed launch's temporary files follow: `TMPDIR` for the
+/// command, `CLAUDE_CODE_TMPDIR` for Claude Code (the srt provider keeps srt's own
+/// `TMPDIR`, and srt sets the command's from `CLAUDE_CODE_TMPDIR`, else to
+/// `/tmp/claude`, read-only inside).
+pub const TMP_VARS: [&str; 2] = ["TMPDIR", "CLAUDE_CODE_TMPDIR"];
+
+/// Makes a run's own tmp folder `tmp` (mode 0700; the shell's is `<run dir>/tmp`): a
+/// sandboxed launch needs it writable and points [`TMP_VARS`] there, since `/tmp` is
+/// read-only inside the sandbox. It must not lie inside a read need: srt mounts read
+/// needs over write needs, so a folder inside one is read-only.
+pub fn own_tmp(tmp: PathBuf) -> std::io::Result<PathBuf> {
+    match std::fs::DirBuilder::new().mode(0o700).create(&tmp) {
+        Ok(()) => Ok(tmp),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tmp.is_dir() => Ok(tmp),
+        Err(e) => Err(e),
+    }
+}
 
 /// Why a sandboxed launch or adoption was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -169,7 +169,16 @@ impl MessagesApi {
     pub fn start(
         script: impl Fn(&Request) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        Self::start_on("127.0.0.1", script)
+    }
+
+    /// Starts the server on an ephemeral port of `ip` (a sandboxed claude reaches
+    /// `127.0.0.2` through srt's proxy, which `127.0.0.1` bypasses as `NO_PROXY`).
+    pub fn start_on(
+        ip: &str,
+        script: impl Fn(&Request) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind((ip, 0))?;
         let addr = listener.local_addr()?;
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -202,7 +211,7 @@ impl MessagesApi {
         })
     }
 
-    /// `http://127.0.0.1:<port>`, for `ANTHROPIC_BASE_URL`.
+    /// `http://<ip>:<port>`, for `ANTHROPIC_BASE_URL`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }

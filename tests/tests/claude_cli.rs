@@ -222,13 +222,28 @@ fn started(cli: &Path, name: &str, plan: Plan, config: Value, secret: bool) -> S
         ids: AtomicU64::new(1),
         plan,
     };
-    let api = MessagesApi::start(move |req| turns.reply(req)).unwrap();
+    // A sandboxed binding's claude reaches the API through srt's proxy, which
+    // 127.0.0.1 would bypass (srt's NO_PROXY).
+    let sandbox = config.get("sandbox").cloned();
+    let ip = if sandbox.is_some() {
+        "127.0.0.2"
+    } else {
+        "127.0.0.1"
+    };
+    let api = MessagesApi::start_on(ip, move |req| turns.reply(req)).unwrap();
     let mut packages = Suite::first_party();
     packages.push(Package {
         name: "claude-code".into(),
         manifest: oc_claude_code::MANIFEST.into(),
         command: vec!["ext-claude-code".into()],
     });
+    if sandbox.is_some() {
+        packages.push(Package {
+            name: "srt".into(),
+            manifest: oc_srt::MANIFEST.into(),
+            command: vec!["ext-srt".into()],
+        });
+    }
     let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
     let tbdir = suite.dir.join("toolbelt");
     script_file(
@@ -273,9 +288,15 @@ fn started(cli: &Path, name: &str, plan: Plan, config: Value, secret: bool) -> S
     }
     binding["config"]["env"] = env;
     if let (Some(b), Some(extra)) = (binding["config"].as_object_mut(), config.as_object()) {
-        for (k, v) in extra.iter().filter(|(k, _)| *k != "dir_name") {
+        for (k, v) in extra
+            .iter()
+            .filter(|(k, _)| *k != "dir_name" && *k != "sandbox")
+        {
             b.insert(k.clone(), v.clone());
         }
+    }
+    if let Some(s) = sandbox {
+        binding["sandbox"] = s;
     }
     c["scopes"][0]["routes"] =
         json!([{"handler": "webhook", "binding": "cc", "config": {"entry": "ci"}}]);
@@ -770,5 +791,83 @@ fn a_bad_tool_argument_is_a_tool_error_naming_the_field() {
     assert!(
         waits["waits"].as_array().is_none_or(Vec::is_empty),
         "{waits}"
+    );
+}
+
+/// srt as `npm ci --prefix tests/srt` installs it, when it and bubblewrap can
+/// confine a command here; else `None` after saying why (a panic under
+/// `OC_REQUIRE_PEERS=1` for what .ci/run installs).
+fn the_srt() -> Option<PathBuf> {
+    let srt = Path::new(env!("CARGO_MANIFEST_DIR")).join("srt/node_modules/.bin/srt");
+    let scratch = std::env::temp_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match rt.block_on(oc_srt::check::probe(&srt.display().to_string(), &scratch)) {
+        Ok(_) => Some(srt),
+        Err(f) => {
+            let peers = std::env::var_os("OC_REQUIRE_PEERS").is_some_and(|v| v == "1");
+            assert!(
+                !peers || f.code == "user_namespaces_refused",
+                "srt cannot run, and OC_REQUIRE_PEERS=1 requires it: {}",
+                f.reason
+            );
+            eprintln!("SKIPPED: {}", f.reason);
+            None
+        }
+    }
+}
+
+/// The real CLI in an srt sandbox: its turn reaches the (scripted) API through srt's
+/// proxy, reads its context and declares its outcome through the toolbelt, and the
+/// Work completes; claude's temporary files are in the segment's own tmp folder.
+#[test]
+fn a_sandboxed_turn_of_the_real_cli_reaches_the_api_and_its_toolbelt() {
+    let Some(cli) = the_cli() else { return };
+    let Some(srt) = the_srt() else { return };
+    let plan = Plan {
+        declare: "completed",
+        state: "building",
+        limited: false,
+        gate: None,
+        bad_wait: false,
+    };
+    let sandbox = json!({"sandbox": {"type": "srt", "config": {"srt": srt}}});
+    let setup = started(&cli, "claude-cli-sandbox", plan, sandbox, false);
+    let suite = &setup.suite;
+    assert_eq!(
+        deliver(suite, "s-1", br#"{"number": 1}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    let ex = ended_executions(&setup, &work, 1);
+    assert_eq!(ex[0]["state"], "completed", "{}: {}", ex[0], debug(&setup));
+    wait_for("the Work completed", || {
+        (work_state(suite, &work) == "completed").then_some(())
+    });
+    let msgs = setup.api.messages();
+    let context = msgs
+        .iter()
+        .find(|m| answered(m).as_deref() == Some("rc"))
+        .unwrap_or_else(|| panic!("no read_context result: {}", debug(&setup)));
+    assert!(!failed(context), "read_context failed: {}", context.text());
+    assert!(context.text().contains(&work), "{}", context.text());
+    // The host pinned the plan it ran: srt, with the API host allowed.
+    let pin = suite
+        .dir
+        .join("state/sandboxes/pins")
+        .join(format!("{}.json", ex[0]["id"].as_str().unwrap()));
+    let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
+    assert!(
+        pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"),
+        "{pin}"
+    );
+    let settings = pin["plan"]["data"]["settings"].as_str().unwrap();
+    let settings: Value = serde_json::from_slice(&std::fs::read(settings).unwrap()).unwrap();
+    assert_eq!(
+        settings["network"]["allowedDomains"],
+        json!(["127.0.0.2"]),
+        "{settings}"
     );
 }

@@ -156,11 +156,9 @@ fn an_agent_waits_for_its_pull_requests_checks_and_wakes_when_they_finish() {
         wait["owner"], "github",
         "the planner owns the Wait: {waits}"
     );
-    assert!(
-        !standin
-            .requests("GET", &format!("/commits/{SHA}/check-runs"))
-            .is_empty()
-    );
+    assert!(!standin
+        .requests("GET", &format!("/commits/{SHA}/check-runs"))
+        .is_empty());
     assert!(
         records(&rec).iter().filter(|r| r["mcp"].is_array()).count() == 1,
         "no second turn while the checks run"

@@ -6,7 +6,10 @@
 //! `file:` secret, a write outside, a TCP port on loopback, the bus socket); a
 //! SIGKILL of extrunner mid-run adopts the run through its pinned plan without
 //! starting it twice, and a run whose pinned plan no longer matches its digest is
-//! stopped, not adopted.
+//! stopped, not adopted. A claude-code turn (the fake `claude`) runs inside its
+//! sandbox with its toolbelt over the real `open-conduit mcp`, is adopted through
+//! its pinned plan after a SIGKILL of extrunner, and fails closed, launching
+//! nothing, when no package provides its sandbox type.
 //!
 //! Where srt, bubblewrap or socat is missing the tests skip saying so (and fail
 //! under OC_REQUIRE_PEERS=1); where the kernel refuses user namespaces they skip
@@ -208,6 +211,7 @@ if [ -n "$OTHER" ]; then
   probe tcp bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$PORT"
   probe bus socat -u OPEN:/dev/null UNIX-CONNECT:"$BUS"
   probe write_own sh -c 'echo y > own.txt && cat own.txt'
+  probe write_tmp sh -c 't=$(mktemp) && echo z > "$t" && cat "$t"'
 fi
 echo done=yes
 "#;
@@ -258,6 +262,7 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     let f = fields(&out);
     assert_eq!(f["own"], second, "its own work is kept: {out}");
     assert_eq!(f["write_own"], "ALLOWED", "{out}");
+    assert_eq!(f["write_tmp"], "ALLOWED", "its own tmp is writable: {out}");
     for case in [
         "other_workspace",
         "config",
@@ -282,6 +287,23 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
     assert_eq!(pin["digest"].as_str().unwrap().len(), 64, "{pin}");
     assert!(pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"));
+    // doctor runs a command through the srt the binding names.
+    let out = Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("srt_sandbox"))
+        .unwrap_or_else(|| panic!("no srt_sandbox check: {doctor}"));
+    assert!(
+        line.contains("ok") && line.contains("srt confines commands here"),
+        "{doctor}"
+    );
 }
 
 /// Records each start in its run directory, then waits for `go` there.
@@ -365,4 +387,221 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
     assert_eq!(starts(&suite, &exec), 1, "never started again");
     // Stopped: its wrapper recorded the end.
     assert!(run_dir(&suite, &exec).join("status").exists());
+}
+
+fn script(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A suite with the claude-code package (and srt when `srt`), the fake `claude` and
+/// the toolbelt's `open-conduit`, every daemon started.
+struct ClaudeSuite {
+    suite: Suite,
+    claude: PathBuf,
+    work_dir: PathBuf,
+    config_dir: PathBuf,
+    /// The fake's record, in claude's config directory (writable from inside).
+    record: PathBuf,
+}
+
+impl ClaudeSuite {
+    /// The binding's env: the fake's record, the finished state, claude's own
+    /// config directory, and `extra`.
+    fn env(&self, extra: Value) -> Value {
+        let mut env = json!({
+            "FAKE_CLAUDE_RECORD": self.record,
+            "FAKE_CLAUDE_STATE": "finished",
+            "CLAUDE_CONFIG_DIR": self.config_dir,
+        });
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            env[k] = v.clone();
+        }
+        env
+    }
+
+    /// The sandboxed claude-code binding `run` with `env`.
+    fn binding(&self, env: Value) -> Value {
+        json!({"name": "run", "executor": "claude-code", "sandbox": sandbox(),
+               "config": {"binary": self.claude, "dir": self.work_dir, "env": env}})
+    }
+}
+
+fn claude_suite(name: &str, srt: bool) -> ClaudeSuite {
+    let mut packages = if srt {
+        packages()
+    } else {
+        Suite::first_party()
+    };
+    packages.push(Package {
+        name: "claude-code".into(),
+        manifest: oc_claude_code::MANIFEST.into(),
+        command: vec!["ext-claude-code".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
+    let claude = suite.dir.join("bin/claude");
+    script(
+        &claude,
+        &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
+    );
+    let tbdir = suite.dir.join("toolbelt");
+    script(
+        &tbdir.join("open-conduit"),
+        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
+    );
+    suite.set_args(
+        Daemon::Schedulerd,
+        &["--toolbelt-dir", tbdir.to_str().unwrap()],
+    );
+    suite.start_all().unwrap();
+    let work_dir = suite.dir.join("work");
+    let config_dir = suite.dir.join("claude-config");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let record = config_dir.join("record.jsonl");
+    ClaudeSuite {
+        suite,
+        claude,
+        work_dir,
+        config_dir,
+        record,
+    }
+}
+
+fn launches(rec: &Path) -> usize {
+    records(rec)
+        .iter()
+        .filter(|r| r.get("argv").is_some())
+        .count()
+}
+
+/// A sandboxed turn running when extrunner is SIGKILLed is adopted through its
+/// pinned plan (the digest in its recovery metadata) and finishes: one launch only.
+#[test]
+fn a_sandboxed_claude_turn_is_adopted_through_its_pinned_plan_after_sigkill_of_extrunner() {
+    if !have_srt() {
+        return;
+    }
+    let cc = claude_suite("sandbox-claude-adopt", true);
+    let suite = &cc.suite;
+    // Readable inside: the workspace.
+    let hold = cc.work_dir.join("hold");
+    apply(suite, cc.binding(cc.env(json!({"FAKE_CLAUDE_HOLD": hold}))));
+    send(suite, "ca-1", 3);
+    let work = work_of(suite, 3, &[]);
+    wait_for("the launch", HANG, || {
+        (launches(&cc.record) == 1).then_some(())
+    });
+    let exec = executions(suite, &work)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let recovery = &executions(suite, &work)[0]["recovery"]["data"];
+    assert_eq!(
+        recovery["sandbox_digest"].as_str().map(str::len),
+        Some(64),
+        "the recovery metadata keeps the digest: {recovery}"
+    );
+    suite.kill(Daemon::Extrunner);
+    suite.start(Daemon::Extrunner).unwrap();
+    wait_for("the adoption", HANG, || {
+        let log = suite.log(Daemon::Extrunner);
+        (log.contains("adopted through its pinned plan") && log.contains(&exec)).then_some(())
+    });
+    std::fs::write(&hold, "go").unwrap();
+    let ex = ended(suite, &work);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    assert_eq!(launches(&cc.record), 1, "one launch only");
+    assert_eq!(executions(suite, &work).len(), 1);
+}
+
+/// A sandboxed binding whose sandbox type no package provides: the turn fails as
+/// `sandbox_unavailable` and nothing is launched.
+#[test]
+fn a_sandboxed_claude_turn_without_its_provider_fails_closed_and_launches_nothing() {
+    let cc = claude_suite("sandbox-claude-closed", false);
+    let suite = &cc.suite;
+    apply(suite, cc.binding(cc.env(json!({}))));
+    send(suite, "cu-1", 4);
+    let work = work_of(suite, 4, &[]);
+    let ex = ended(suite, &work);
+    assert_eq!(ex["state"], "failed", "{ex}");
+    assert_eq!(
+        ex["result"]["data"]["data"]["reason"], "sandbox_unavailable",
+        "{ex}"
+    );
+    assert_eq!(launches(&cc.record), 0, "nothing launched");
+    let run = suite
+        .dir
+        .join("state/extensions/claude-code/runs")
+        .join(ex["id"].as_str().unwrap())
+        .join("1");
+    assert!(!run.join("spec.json").exists(), "no launch was written");
+}
+
+/// A claude-code turn (the fake `claude`) in an srt sandbox: it runs in a mount
+/// namespace of its own, cannot read the configuration, writes temporary files in
+/// its segment's own tmp, reads its Work's context through the real `open-conduit
+/// mcp` over the run's toolbelt socket, and the Work completes.
+#[test]
+fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
+    if !have_srt() {
+        return;
+    }
+    let cc = claude_suite("sandbox-claude", true);
+    let (suite, rec, protected) = (&cc.suite, &cc.record, cc.suite.dir.join("etc/config.json"));
+    let env = cc.env(json!({"FAKE_CLAUDE_PROBE": protected}));
+    apply(suite, cc.binding(env));
+    send(suite, "cc-1", 7);
+    let work = work_of(suite, 7, &[]);
+    let ex = ended(suite, &work);
+    assert_eq!(ex["state"], "completed", "{ex}");
+    let recs = records(rec);
+    let launch = recs
+        .iter()
+        .find(|r| r.get("argv").is_some())
+        .unwrap_or_else(|| panic!("no launch recorded: {ex}"));
+    let host_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert_ne!(
+        launch["mnt_ns"].as_str().unwrap(),
+        host_ns.display().to_string(),
+        "claude runs in a mount namespace of its own: {launch}"
+    );
+    assert_eq!(launch["probe_readable"], false, "{launch}");
+    assert_eq!(launch["tmp_writable"], true, "{launch}");
+    let tmpdir = launch["env"]["TMPDIR"].as_str().unwrap();
+    assert!(
+        tmpdir.ends_with("/1.tmp") && tmpdir.contains(ex["id"].as_str().unwrap()),
+        "TMPDIR is the segment's own: {tmpdir}"
+    );
+    let mcp = recs
+        .iter()
+        .find_map(|r| r["mcp"].as_array().cloned())
+        .unwrap_or_else(|| panic!("no MCP exchange recorded: {recs:?}"));
+    let context = mcp
+        .iter()
+        .find(|x| x["method"] == "tools/call read_context")
+        .unwrap()["answer"]
+        .clone();
+    assert_eq!(context["result"]["isError"], false, "{context}");
+    assert_eq!(
+        context["result"]["structuredContent"]["work"]["id"],
+        work.as_str(),
+        "{context}"
+    );
+    // The host pinned the plan it ran.
+    let pin = suite
+        .dir
+        .join("state/sandboxes/pins")
+        .join(format!("{}.json", ex["id"].as_str().unwrap()));
+    assert!(pin.exists(), "{}", pin.display());
 }

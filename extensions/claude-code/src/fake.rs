@@ -30,8 +30,11 @@
 //! * `FAKE_CLAUDE_RATE_LIMIT`: a reset (epoch seconds) for a rejected
 //!   `rate_limit_event` in mode `usage_limit`.
 //! * `FAKE_CLAUDE_LIMIT_TEXT`: the result text in mode `usage_limit`.
-//! * `FAKE_CLAUDE_RECORD`: a file to which it appends its argv, cwd and
-//!   environment (and the MCP exchange) as JSON lines.
+//! * `FAKE_CLAUDE_RECORD`: a file to which it appends its argv, cwd,
+//!   environment, mount namespace and whether it could write a file in its
+//!   `TMPDIR` (and the MCP exchange) as JSON lines.
+//! * `FAKE_CLAUDE_PROBE`: a path; the record says whether it could read it
+//!   (`probe_readable`), for tests of the sandbox.
 
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -271,7 +274,18 @@ pub fn run() -> i32 {
     let env: Map<String, Value> = std::env::vars()
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
-    record(&json!({"argv": argv, "cwd": cwd, "env": env}));
+    let mnt_ns = std::fs::read_link("/proc/self/ns/mnt")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut line = json!({"argv": argv, "cwd": cwd, "env": env, "mnt_ns": mnt_ns});
+    let probe = var("FAKE_CLAUDE_PROBE");
+    if !probe.is_empty() {
+        line["probe_readable"] = json!(std::fs::read(&probe).is_ok());
+    }
+    let tmp = std::env::temp_dir().join(format!("fake-claude-{}", std::process::id()));
+    line["tmp_writable"] = json!(std::fs::write(&tmp, "x").is_ok());
+    let _ = std::fs::remove_file(&tmp);
+    record(&line);
 
     let config_dir = match std::env::var("CLAUDE_CONFIG_DIR") {
         Ok(d) if !d.is_empty() => PathBuf::from(d),

@@ -61,7 +61,7 @@ pub fn extension(cc: ClaudeCode) -> Result<sdk::Extension, String> {
     let ext = sdk::Extension::new(MANIFEST).map_err(|e| e.to_string())?;
     let ext = handle!(ext, cc, ExecutorRunParams, host, run);
     let ext = handle!(ext, cc, ExecutorResumeParams, host, resume);
-    let ext = handle!(ext, cc, ExecutorRecoverParams, recover);
+    let ext = handle!(ext, cc, ExecutorRecoverParams, host, recover);
     let ext = handle!(ext, cc, ExecutorWaitParams, host, wait);
     let ext = handle!(ext, cc, ExecutorInjectParams, inject);
     let ext = handle!(ext, cc, ExecutorInterruptParams, interrupt);

@@ -5,7 +5,10 @@
 //! arguments), and every descendant of it must be either inside a mount namespace
 //! other than this host's (bubblewrap's sandbox) or one of srt's own helpers outside
 //! it (`node`, `sh`, `bwrap`, `socat`). A process that runs something else in the
-//! host's namespace escaped, or was started outside, and the run is refused.
+//! host's namespace escaped, or was started outside, and the run is refused. A
+//! process that ends while /proc is read (its namespace no longer readable) is
+//! passed over: a command inside that starts and ends processes all the time is
+//! still adopted.
 
 use crate::plan::{sha256, SETTINGS, SHA256};
 use protocol::sandbox::{SandboxProviderAdoptParams, SandboxProviderAdoptResult};
@@ -94,7 +97,7 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
     }
     let host = mnt_ns("self").unwrap_or_default();
     let children = parents();
-    let (mut inside, mut helpers) = (0usize, 0usize);
+    let (mut inside, mut helpers, mut ended) = (0usize, 0usize, 0usize);
     let mut queue = vec![p.pid];
     let mut seen = 0usize;
     while let Some(pid) = queue.pop() {
@@ -111,12 +114,29 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
         if pid == p.pid {
             continue;
         }
-        let ns = mnt_ns(&pid.to_string()).unwrap_or_default();
-        if !ns.is_empty() && ns != host {
+        let Some(ns) = mnt_ns(&pid.to_string()) else {
+            // Its namespace does not read: a process that ended (or is a zombie)
+            // since /proc was listed runs nothing and is passed over; a live one
+            // cannot be proven inside and is refused below.
+            if !sdk::detached::proc_stat(pid).is_some_and(|st| st.live()) {
+                ended += 1;
+                continue;
+            }
+            return Err(denied(format!(
+                "process {pid} ({}) under the sandboxed run {}: its mount namespace does not read",
+                comm(pid),
+                p.pid
+            )));
+        };
+        if ns != host {
             inside += 1;
             continue;
         }
         let name = comm(pid);
+        if name.is_empty() && !sdk::detached::proc_stat(pid).is_some_and(|st| st.live()) {
+            ended += 1;
+            continue;
+        }
         if HELPERS.contains(&name.as_str()) {
             helpers += 1;
             continue;
@@ -128,8 +148,104 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
     }
     Ok(SandboxProviderAdoptResult {
         evidence: format!(
-            "process {} runs the planned srt with {inside} processes inside its sandbox and {helpers} srt helpers",
+            "process {} runs the planned srt with {inside} processes inside its sandbox and {helpers} srt helpers ({ended} ended while looked at)",
             p.pid
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use protocol::sandbox::{SandboxLaunch, SandboxNeeds, SandboxProviderPlanParams};
+    use std::os::unix::process::CommandExt;
+    use std::path::Path;
+
+    /// A sandboxed command that starts and ends a process every few milliseconds is
+    /// adopted each time it is looked at: a process that ends while the provider
+    /// reads `/proc` (its namespace no longer readable) is no escape.
+    #[test]
+    fn a_busy_sandboxed_command_is_adopted_while_its_processes_come_and_go() {
+        let srt =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/srt/node_modules/.bin/srt");
+        let scratch = std::env::temp_dir().join(format!("oc-srt-adopt-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let srt_text = srt.display().to_string();
+        let probe = crate::check::probe(&srt_text, &scratch);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        if let Err(f) = rt.block_on(probe) {
+            let peers = std::env::var_os("OC_REQUIRE_PEERS").is_some();
+            assert!(
+                !peers || f.code == "user_namespaces_refused",
+                "srt does not run: {f:?}"
+            );
+            eprintln!("SKIPPED: {}", f.reason);
+            return;
+        }
+        let p = SandboxProviderPlanParams {
+            sandbox_type: "srt".into(),
+            config: serde_json::json!({"srt": srt.display().to_string()}),
+            execution_id: "exec_busy".into(),
+            launch: SandboxLaunch {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "while :; do /bin/true; done".into(),
+                ],
+                cwd: scratch.display().to_string(),
+                ..SandboxLaunch::default()
+            },
+            needs: SandboxNeeds::default(),
+        };
+        let plan = crate::plan::plan(Some(&scratch), &p).unwrap();
+        let mut child = std::process::Command::new(&plan.argv[0])
+            .args(&plan.argv[1..])
+            .current_dir(&scratch)
+            .process_group(0)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        // Once the loop runs inside the sandbox.
+        let inside = |pid: i32| {
+            let kids = parents();
+            let mut queue = vec![pid];
+            while let Some(p) = queue.pop() {
+                if p != pid && mnt_ns(&p.to_string()) != mnt_ns("self") {
+                    return true;
+                }
+                queue.extend(kids.get(&p).cloned().unwrap_or_default());
+            }
+            false
+        };
+        while !inside(pid) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let params = SandboxProviderAdoptParams {
+            sandbox_type: "srt".into(),
+            config: p.config.clone(),
+            execution_id: p.execution_id.clone(),
+            plan,
+            pid,
+        };
+        let refused: Vec<String> = (0..200)
+            .filter_map(|_| adopt(&params).err().map(|e| e.message))
+            .collect();
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert!(
+            refused.is_empty(),
+            "{} refusals: {:?}",
+            refused.len(),
+            refused.first()
+        );
+    }
 }

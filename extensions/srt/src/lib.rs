@@ -14,16 +14,17 @@
 //! runs a command in a sandbox.
 //!
 //! Modules: [`config`] the sandbox config, [`plan`] the settings and the argv,
-//! [`adopt`] the proof.
+//! [`adopt`] the proof, [`check`] the doctor check.
 
 #![warn(missing_docs)]
 
 pub mod adopt;
+pub mod check;
 pub mod config;
 pub mod plan;
 
 use protocol::sandbox::{SandboxProviderAdoptParams, SandboxProviderPlanParams};
-use protocol::wire::ValidateParams;
+use protocol::wire::{CheckRunParams, ValidateParams};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +38,7 @@ pub const SANDBOX_TYPE: &str = "srt";
 pub fn extension() -> Result<sdk::Extension, String> {
     let state: Arc<Mutex<Option<PathBuf>>> = Arc::default();
     let init = state.clone();
+    let scratch = state.clone();
     let ext = sdk::Extension::new(MANIFEST)
         .map_err(|e| e.to_string())?
         .on::<SandboxProviderPlanParams, _, _>(move |_ctx, p| {
@@ -45,6 +47,14 @@ pub fn extension() -> Result<sdk::Extension, String> {
         })
         .on::<SandboxProviderAdoptParams, _, _>(|_ctx, p| async move { adopt::adopt(&p) })
         .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(config::validate(&p)) })
+        .on::<CheckRunParams, _, _>(move |_ctx, p| {
+            let dir = scratch
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            async move { Ok(check::check(&p, &dir).await) }
+        })
         .on_initialize(move |params| {
             let dir = params
                 .get("state_dir")
@@ -83,6 +93,7 @@ mod tests {
             "sandbox_provider.plan",
             "sandbox_provider.adopt",
             "validate",
+            "check.run",
         ] {
             assert!(m.enables(method), "{method}");
         }

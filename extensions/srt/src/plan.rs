@@ -118,6 +118,13 @@ pub fn plan(
     })();
     written.map_err(|e| unavailable(format!("cannot write {}: {e}", path.display())))?;
     let settings_path = path.display().to_string();
+    // srt makes its bridge sockets in its own TMPDIR (a socket's path is at most 108
+    // bytes: it keeps /tmp) and sets the command's TMPDIR from CLAUDE_CODE_TMPDIR:
+    // the launch's TMPDIR goes there.
+    let mut env = p.launch.env.clone();
+    if let Some(tmp) = env.remove("TMPDIR") {
+        env.entry("CLAUDE_CODE_TMPDIR".to_owned()).or_insert(tmp);
+    }
     Ok(SandboxPlan {
         argv: vec![
             c.srt.clone(),
@@ -127,7 +134,7 @@ pub fn plan(
             shell_line(&p.launch.argv),
         ],
         cwd: p.launch.cwd.clone(),
-        env: p.launch.env.clone(),
+        env,
         data: json!({SETTINGS: settings_path, SHA256: digest}),
     })
 }
@@ -148,7 +155,7 @@ mod tests {
             launch: SandboxLaunch {
                 argv: vec!["sh".into(), "-c".into(), "echo 'hi'".into()],
                 cwd: "/w".into(),
-                ..SandboxLaunch::default()
+                env: [("TMPDIR".to_owned(), "/w/tmp".to_owned())].into(),
             },
             needs: SandboxNeeds {
                 write: vec!["/w".into()],
@@ -159,6 +166,9 @@ mod tests {
         };
         let plan = plan(Some(&dir), &p).unwrap();
         assert_eq!(plan.argv[0], "srt");
+        // srt keeps its own TMPDIR and gives the command the launch's.
+        assert_eq!(plan.env.get("TMPDIR"), None);
+        assert_eq!(plan.env["CLAUDE_CODE_TMPDIR"], "/w/tmp");
         assert_eq!(plan.argv[4], r#"'sh' '-c' 'echo '\''hi'\'''"#);
         let file = std::fs::read(&plan.argv[2]).unwrap();
         assert_eq!(plan.data[SHA256], sha256(&file));

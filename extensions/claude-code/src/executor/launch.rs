@@ -258,7 +258,7 @@ impl ClaudeCode {
         let Prepared {
             cfg,
             cwd,
-            env,
+            mut env,
             binary,
             workspace,
         } = prepared;
@@ -282,7 +282,7 @@ impl ClaudeCode {
         })?;
         let nonce = rundir::nonce().map_err(|e| internal(format!("making a nonce: {e}")))?;
         // Recovery intent first, before anything is touched.
-        persist(host, &req, &dir, &nonce, 0).await?;
+        persist(host, &req, &dir, &nonce, 0, "").await?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -363,8 +363,8 @@ impl ClaudeCode {
             (cfg.playbook.is_some() && !req.playbook_dir.is_empty())
                 .then(|| req.playbook_dir.clone())
         });
-        if let Some(d) = plugin_dir {
-            argv.extend(["--plugin-dir".into(), d]);
+        if let Some(d) = &plugin_dir {
+            argv.extend(["--plugin-dir".into(), d.clone()]);
         }
         if cfg.structured {
             argv.extend(["--json-schema".into(), status_schema().to_string()]);
@@ -410,6 +410,37 @@ impl ClaudeCode {
         let io = |what: &str, e: std::io::Error| internal(format!("{what}: {e}"));
         rundir::write_json(&dir, rundir::SEGMENT, &info)
             .map_err(|e| io("writing segment.json", e))?;
+        // A sandboxed binding's launch is the plan the host pinned: a refusal is a
+        // structured failure, and nothing starts.
+        let mut cwd_text = cwd_text;
+        let mut sandbox_digest = String::new();
+        if sdk::sandbox::sandboxed(&req) {
+            // Beside the segment directory, not in it: that is a read need, and srt
+            // mounts read needs over write needs.
+            let tmp = sdk::sandbox::own_tmp(exec_dir.join(format!("{segment}.tmp")))
+                .map_err(|e| io("making the segment's tmp", e))?;
+            let seg = sandbox::Segment {
+                dir: &dir,
+                tmp: &tmp,
+                cwd: &cwd_text,
+                config_dir: &config_dir,
+                plugin_dir: plugin_dir.as_deref(),
+                toolbelt: mcp.is_some(),
+            };
+            match sandbox::plan(host, &req, &seg, argv, &mut env).await {
+                Ok(Some(planned)) => {
+                    argv = planned.plan.argv;
+                    cwd_text = planned.plan.cwd;
+                    env = planned.plan.env;
+                    sandbox_digest = planned.digest;
+                }
+                Ok(None) => return Err(internal("the binding's sandbox planned nothing")),
+                Err(r) => {
+                    self.known(&req, failure(&cfg.status_schema, &r.reason, r.line()));
+                    return Ok(());
+                }
+            }
+        }
         let spec = Spec {
             execution_id: id.clone(),
             work_id: req.work.id.clone(),
@@ -451,7 +482,7 @@ impl ClaudeCode {
         };
         let persisted = match rundir::write_json(&dir, rundir::META, &meta) {
             Err(e) => Err(io("writing meta.json", e)),
-            Ok(()) => persist(host, &req, &dir, &nonce, pid).await,
+            Ok(()) => persist(host, &req, &dir, &nonce, pid, &sandbox_digest).await,
         };
         if let Err(e) = persisted {
             drop(stdin);
@@ -588,6 +619,7 @@ async fn persist(
     dir: &Path,
     nonce: &str,
     pid: i32,
+    sandbox_digest: &str,
 ) -> Result<(), RpcError> {
     host.call_typed(&ExecutionPersistRecoveryParams {
         execution_id: req.execution_id.clone(),
@@ -599,6 +631,7 @@ async fn persist(
                 nonce: nonce.to_string(),
                 pid,
                 epoch: req.epoch,
+                sandbox_digest: sandbox_digest.to_string(),
             }),
         },
     })

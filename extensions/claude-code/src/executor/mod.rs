@@ -16,6 +16,7 @@ mod controls;
 mod launch;
 mod recover;
 mod result;
+pub mod sandbox;
 
 use crate::config::{self, ClaudeConfig};
 use crate::continuity::{self, Continuity, Decision, Kind, TurnEnd, TurnUsage};
@@ -103,6 +104,9 @@ pub struct RecoveryData {
     /// The epoch the segment was started at.
     #[serde(default)]
     pub epoch: u64,
+    /// The digest of the sandbox plan the host pinned, for a sandboxed segment.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sandbox_digest: String,
 }
 
 /// What `segment.json` records before the launch.

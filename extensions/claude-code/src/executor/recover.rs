@@ -10,9 +10,12 @@ impl ClaudeCode {
     /// proves by the nonce to be the one started (replacing the toolbelt token
     /// file first with the new run's token). A lower epoch, metadata that does
     /// not match the segment directory, or a dead process with no recorded end
-    /// is `not_adoptable`. Never launches.
+    /// is `not_adoptable`. A sandboxed segment is adopted only once `sandbox.adopt`
+    /// proves it runs inside the plan pinned with the digest its metadata keeps.
+    /// Never launches.
     pub async fn recover(
         &self,
+        host: &Host,
         p: ExecutorRecoverParams,
     ) -> Result<ExecutorRecoverResult, RpcError> {
         let req = p.run;
@@ -116,6 +119,20 @@ impl ClaudeCode {
                 id,
                 format!("its process {pid} is gone and recorded no end"),
             ));
+        }
+        if !ended && sdk::sandbox::sandboxed(&req) {
+            // Adopted only once the provider proves claude is inside the plan the
+            // host pinned; anything else is stopped by the host, not adopted.
+            let command = meta.as_ref().map_or(0, |m| m.pgid);
+            let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, command)
+                .await
+                .map_err(|r| not_adoptable(id, r.line()))?;
+            if planned.plan.argv != spec.argv {
+                return Err(not_adoptable(
+                    id,
+                    "sandbox_denied: the segment's command is not the pinned plan's",
+                ));
+            }
         }
         if !ended && rundir::exists(&dir, rundir::MCP) && !req.toolbelt.token.is_empty() {
             write_token(&dir.join(rundir::TOKEN), &req.toolbelt.token)

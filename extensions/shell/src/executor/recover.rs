@@ -1,0 +1,114 @@
+//! Adopting a run: `executor.recover` proves a running (or ended) run is the one
+//! started, by its metadata, nonce and wrapper (a sandboxed one through
+//! `sandbox.adopt`), and takes it over at the new epoch. It never launches.
+
+use super::*;
+
+impl Shell {
+    /// `executor.recover`: adopts a run from its recovery metadata, at the new
+    /// epoch, when its end is recorded (the next wait answers it as it was) or
+    /// its wrapper is alive and proves, by the nonce in its argv, to be the one
+    /// started. Anything else is `not_adoptable`: a lower epoch, metadata that does
+    /// not match the run directory, a dead process with no recorded end. Never
+    /// launches.
+    pub async fn recover(
+        &self,
+        host: &Host,
+        p: ExecutorRecoverParams,
+    ) -> Result<ExecutorRecoverResult, RpcError> {
+        let req = p.run;
+        check_executor(&req.executor)?;
+        check_id(&req.execution_id)?;
+        let id = req.execution_id.as_str();
+        if p.recovery.schema != RECOVERY_SCHEMA {
+            return Err(not_adoptable(
+                id,
+                format!("the recovery metadata is not {RECOVERY_SCHEMA}"),
+            ));
+        }
+        let data: RecoveryData = serde_json::from_value(p.recovery.data.clone())
+            .map_err(|e| not_adoptable(id, format!("the recovery metadata does not read: {e}")))?;
+        if req.epoch < data.epoch {
+            return Err(not_adoptable(
+                id,
+                format!("epoch {} is lower than the run's {}", req.epoch, data.epoch),
+            ));
+        }
+        if let Some(run) = self.get(id) {
+            if let Err(current) = run.tracked.raise_epoch(req.epoch) {
+                return Err(not_adoptable(
+                    id,
+                    format!("epoch {} is lower than the run's {current}", req.epoch),
+                ));
+            }
+            return Ok(ExecutorRecoverResult {});
+        }
+        let dir = PathBuf::from(&data.run_dir);
+        if !dir.is_absolute() || dir.file_name().and_then(|n| n.to_str()) != Some(id) {
+            return Err(not_adoptable(
+                id,
+                "the run directory is not this execution's",
+            ));
+        }
+        if !rundir::is_nonce(&data.nonce) || data.pid <= 1 {
+            return Err(not_adoptable(id, "the pid or nonce is malformed"));
+        }
+        let spec: Spec = match rundir::read_json(&dir, rundir::SPEC) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => return Err(not_adoptable(id, "its run directory is gone")),
+            Err(e) => {
+                return Err(not_adoptable(
+                    id,
+                    format!("its spec.json does not read: {e}"),
+                ))
+            }
+        };
+        if spec.nonce != data.nonce || spec.execution_id != id {
+            return Err(not_adoptable(
+                id,
+                "the metadata does not match its run directory",
+            ));
+        }
+        let mut start = 0;
+        let mut pgid = 0;
+        if let Ok(Some(meta)) = rundir::read_json::<Meta>(&dir, rundir::META) {
+            if meta.pid != data.pid || meta.nonce != data.nonce {
+                return Err(not_adoptable(
+                    id,
+                    "the metadata does not match its run directory",
+                ));
+            }
+            start = meta.start;
+            pgid = meta.pgid;
+        }
+        let launch = Launch {
+            dir,
+            pid: data.pid,
+            start,
+            nonce: data.nonce,
+            wrap_arg: rundir::WRAP_ARG,
+        };
+        let ended = rundir::exists(&launch.dir, rundir::STATUS);
+        if !ended && !launch.wrapper_alive() {
+            return Err(not_adoptable(
+                id,
+                format!("its process {} is gone and recorded no end", data.pid),
+            ));
+        }
+        if !ended && sdk::sandbox::sandboxed(&req) {
+            // Adopted only once the provider proves the command is inside the plan
+            // the host pinned; anything else is stopped by the host, not adopted.
+            let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, pgid)
+                .await
+                .map_err(|r| not_adoptable(id, r.line()))?;
+            if planned.plan.argv != spec.argv {
+                return Err(not_adoptable(
+                    id,
+                    "sandbox_denied: the run's command is not the pinned plan's",
+                ));
+            }
+        }
+        self.insert(id, &spec.work_id, req.epoch, Some(launch), None);
+        Ok(ExecutorRecoverResult {})
+    }
+}
