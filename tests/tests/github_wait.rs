@@ -18,11 +18,11 @@ mod common;
 use common::*;
 
 use oc_systest::github::{example, prism_or_skip, Reply, Request, StandIn};
-use oc_systest::Suite;
+use oc_systest::{Daemon, Suite};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const REPO: &str = "Codertocat/Hello-World";
 const TOKEN: &str = "ghp_waitTestTokenNeverLogged0123456789";
@@ -33,7 +33,7 @@ const AGENT_CALLS: &str = r#"[
 ]"#;
 /// The task's interval is 15 s and schedulerd runs the first pass one interval after
 /// it learns of the task: a few passes fit in this.
-const PASSES: Duration = Duration::from_secs(120);
+const PASSES: Duration = Duration::from_secs(180);
 
 /// GitHub's side: pull request #7 at `SHA`, and its two check runs, the second
 /// finished once `done` is set.
@@ -104,14 +104,33 @@ fn suite_with(api_url: &str) -> (Suite, PathBuf) {
     (suite, rec)
 }
 
-/// The `n`th turn's MCP exchange, once recorded.
-fn exchange(rec: &Path, n: usize) -> Vec<Value> {
-    wait_within("the agent's MCP exchange", PASSES, || {
-        records(rec)
+/// The `n`th turn's MCP exchange, once recorded; without it in time, the test fails
+/// with what the Work, its Waits and the github package's log say.
+fn exchange(suite: &Suite, rec: &Path, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + PASSES;
+    loop {
+        let found = records(rec)
             .into_iter()
             .filter_map(|r| r["mcp"].as_array().cloned())
-            .nth(n)
-    })
+            .nth(n);
+        if let Some(mcp) = found {
+            return mcp;
+        }
+        if Instant::now() > deadline {
+            let works = suite.call("store.works", json!({"scope_id": "demo"}));
+            let log = std::fs::read_to_string(suite.dir.join("state/logs/extensions/github.log"))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "no MCP exchange of turn {n} within {PASSES:?}\nworks: {works:?}\nrecords: {:?}\n\
+                 github log (newest first):\n{}\nschedulerd: {}",
+                records(rec),
+                tail.join("\n"),
+                suite.log(Daemon::Schedulerd)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -125,7 +144,7 @@ fn an_agent_waits_for_its_pull_requests_checks_and_wakes_when_they_finish() {
     deliver_agent_issue(&suite, "gh-wait-1", 1);
 
     // The turn planned the wait through the toolbelt and ended.
-    let mcp = exchange(&rec, 0);
+    let mcp = exchange(&suite, &rec, 0);
     let call = mcp
         .iter()
         .find(|x| x["method"] == "tools/call github.wait")
@@ -166,7 +185,7 @@ fn an_agent_waits_for_its_pull_requests_checks_and_wakes_when_they_finish() {
 
     // Both runs finished: the next look wakes the Work, and its next turn starts.
     *done.lock().unwrap() = true;
-    exchange(&rec, 1);
+    exchange(&suite, &rec, 1);
     let waits = suite
         .call("store.waits", json!({ "work_id": work_id }))
         .unwrap();
