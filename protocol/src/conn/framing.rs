@@ -29,7 +29,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
                 Out::Line(line) => {
                     batch += line.len();
                     if let Err(e) = w.write_all(&line).await {
-                        inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+                        inner.close(io_closed(&e), Shutdown::Abort);
                         return;
                     }
                 }
@@ -44,7 +44,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
         if let Err(e) = w.flush().await {
-            inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+            inner.close(io_closed(&e), Shutdown::Abort);
             return;
         }
         inner.queued_bytes.fetch_sub(batch, Ordering::SeqCst);
@@ -143,7 +143,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R
                 return;
             }
             Err(ReadError::Io(e)) => {
-                inner.close(CloseReason::Io(e.to_string()), Shutdown::Abort);
+                inner.close(io_closed(&e), Shutdown::Abort);
                 return;
             }
             Err(ReadError::Truncated) => {
@@ -221,4 +221,31 @@ fn protocol_error(inner: &Arc<Inner>, why: String) {
         inner.send_reply(line);
     }
     inner.close(CloseReason::Protocol(why), Shutdown::Flush);
+}
+
+/// Why a failed read or write ended the connection: a broken pipe or a reset is the
+/// peer gone (it exited, or closed its end while this side wrote), as ordinary as an
+/// EOF; anything else is a failure of the stream.
+fn io_closed(e: &std::io::Error) -> CloseReason {
+    match e.kind() {
+        std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::ConnectionAborted => CloseReason::PeerClosed,
+        _ => CloseReason::Io(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod close_tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pipe_is_the_peer_gone_and_other_failures_are_failures() {
+        let gone = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(matches!(io_closed(&gone), CloseReason::PeerClosed));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(matches!(io_closed(&reset), CloseReason::PeerClosed));
+        let other = std::io::Error::other("disk on fire");
+        assert!(matches!(io_closed(&other), CloseReason::Io(m) if m.contains("disk on fire")));
+    }
 }
