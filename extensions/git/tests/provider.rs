@@ -691,6 +691,27 @@ async fn bad_inputs_are_structured_failures_that_leave_nothing() {
     assert_eq!(v["mode"], "fresh");
 }
 
+/// The environment that makes the `slow` filter of [`slow_origin`] sleep 3 s a file
+/// while it checks out, so a test can kill the provider in the middle.
+const SLOW: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
+    ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
+];
+
+/// An origin with `n` files `f<i>.txt` under the `slow` filter.
+fn slow_origin(s: &Scratch, n: usize) -> PathBuf {
+    let files: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n")))
+        .collect();
+    let mut extra: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    extra.push((".gitattributes", "f*.txt filter=slow\n"));
+    make_origin(&s.0, &extra)
+}
+
 /// Starts an acquisition whose checkout is slow (a smudge filter that sleeps, from the
 /// provider's environment), waits until the worktree is half there, and SIGKILLs the
 /// provider. Answers the half-made workspace's directory.
@@ -700,13 +721,8 @@ async fn kill_mid_acquisition(
     config: &Value,
     owner: &str,
 ) -> PathBuf {
-    let slow = [
-        ("GIT_CONFIG_COUNT", "1"),
-        ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
-        ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
-    ];
     let before = entries(&s.root(), "work");
-    let mut ext = Ext::start(s, host, &slow).await;
+    let mut ext = Ext::start(s, host, &SLOW).await;
     let call = {
         let peer = ext.peer.clone();
         let params = json!({"type": "git", "owner": owner, "config": config});
@@ -789,15 +805,7 @@ async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_resta
         return;
     }
     let s = Scratch::new("crash");
-    let files: Vec<(String, String)> = (1..=6)
-        .map(|i| (format!("f{i}.txt"), format!("file {i}\n")))
-        .collect();
-    let mut extra: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
-    extra.push((".gitattributes", "f*.txt filter=slow\n"));
-    let origin = make_origin(&s.0, &extra);
+    let origin = slow_origin(&s, 6);
     let host = Arc::new(HostState::default());
     let config = json!({"repository": file_url(&origin)});
 
@@ -810,11 +818,11 @@ async fn a_provider_killed_mid_acquisition_leaves_one_whole_worktree_after_resta
     }
 
     let check_whole = |dir: &Path| {
-        for (name, text) in &files {
+        for i in 1..=6 {
             assert_eq!(
-                &std::fs::read_to_string(dir.join(name)).unwrap(),
-                text,
-                "{name}"
+                std::fs::read_to_string(dir.join(format!("f{i}.txt"))).unwrap(),
+                format!("file {i}\n"),
+                "f{i}.txt"
             );
         }
         assert_eq!(git(dir, &["status", "--porcelain"]), "", "clean");
@@ -1215,15 +1223,7 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
         return;
     }
     let s = Scratch::new("spare");
-    let files: Vec<(String, String)> = (1..=4)
-        .map(|i| (format!("f{i}.txt"), format!("file {i}\n")))
-        .collect();
-    let mut extra: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
-    extra.push((".gitattributes", "f*.txt filter=slow\n"));
-    let origin = make_origin(&s.0, &extra);
+    let origin = slow_origin(&s, 4);
     let host = Arc::new(HostState::default());
     let config = json!({"repository": file_url(&origin)});
     let root = s.root();
@@ -1291,12 +1291,7 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
 
     // Killed while it makes a spare (the checkout is slow): the half-made spare is
     // removed by the next reconcile, worktree entry and all.
-    let slow = [
-        ("GIT_CONFIG_COUNT", "1"),
-        ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
-        ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
-    ];
-    let mut ext = Ext::start(&s, &host, &slow).await;
+    let mut ext = Ext::start(&s, &host, &SLOW).await;
     ext.acquire("w-3", "work", config.clone(), Value::Null)
         .await
         .unwrap();
