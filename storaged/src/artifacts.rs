@@ -22,7 +22,7 @@ use crate::error::StoreError;
 use crate::util;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use rusqlite::{Connection, OptionalExtension};
+use crate::sql::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
@@ -538,7 +538,7 @@ fn read_range(path: &Path, offset: u64, length: u64) -> Result<Vec<u8>, StoreErr
 const COLUMNS: &str =
     "id, execution_id, name, media_type, size, digest, created_at, created_ms, rowid";
 
-fn row_to_artifact(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Artifact, i64)> {
+fn row_to_artifact(r: &crate::sql::Row<'_>) -> crate::sql::Result<(Artifact, i64)> {
     let size: i64 = r.get(4)?;
     Ok((
         Artifact {
@@ -571,10 +571,10 @@ pub fn get_artifact(conn: &Connection, id: &str) -> Result<Option<Artifact>, Sto
 /// and returned.
 pub fn insert_artifact(conn: &Connection, a: &Artifact) -> Result<Artifact, StoreError> {
     conn.execute(
-        "INSERT OR IGNORE INTO artifacts
+        "INSERT INTO artifacts
              (id, execution_id, name, media_type, size, digest, created_at, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        rusqlite::params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+        crate::sql::params![
             a.artifact_id,
             a.execution_id,
             a.name,
@@ -610,7 +610,7 @@ pub fn list_artifacts(
          ORDER BY rowid LIMIT ?3"
     ))?;
     let rows = stmt.query_map(
-        rusqlite::params![req.after, req.execution_id, limit as i64 + 1],
+        crate::sql::params![req.after, req.execution_id, limit as i64 + 1],
         row_to_artifact,
     )?;
     let mut artifacts = Vec::with_capacity(limit);

@@ -10,7 +10,7 @@
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::util;
-use rusqlite::{Connection, OptionalExtension};
+use crate::sql::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -97,18 +97,20 @@ pub fn config_apply(conn: &Connection, config: &Value) -> Result<ConfigApplyResp
             });
         }
     }
-    conn.execute(
-        "INSERT INTO config_generations (hash, config, applied_at) VALUES (?1, ?2, ?3)",
-        rusqlite::params![hash, text, util::now()],
+    let generation: i64 = conn.query_row(
+        "INSERT INTO config_generations (hash, config, applied_at) VALUES (?1, ?2, ?3)
+         RETURNING generation",
+        crate::sql::params![hash, text, util::now()],
+        |r| r.get(0),
     )?;
     Ok(ConfigApplyResponse {
-        generation: conn.last_insert_rowid(),
+        generation,
         hash,
         changed: true,
     })
 }
 
-fn row_to_generation(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String)> {
+fn row_to_generation(r: &crate::sql::Row<'_>) -> crate::sql::Result<(i64, String, String, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 

@@ -1,5 +1,5 @@
 //! The database: one writer thread with group commit, and a pool of read-only
-//! connections.
+//! connections, on SQLite (the default) or PostgreSQL.
 //!
 //! Every write is a closure run by the writer thread inside a transaction that it
 //! shares with the other writes queued at the same moment, each in its own
@@ -8,10 +8,19 @@
 //! its transaction committed (WAL, `synchronous=FULL`), so an answer means it is on
 //! disk. Reads run on a small pool of read-only connections, off the async
 //! threads.
+//!
+//! On PostgreSQL the same holds (`synchronous_commit` on: a commit is on the
+//! server's disk), and each write transaction first takes one advisory lock, so
+//! the write transactions of every storaged sharing the database run one at a
+//! time, as SQLite's do: a write that reads then writes (claiming an attempt,
+//! firing a timer) sees every earlier commit of every host. A lost connection
+//! fails the writes in flight (never a false success) and is made again with
+//! backoff.
 
 use crate::error::StoreError;
 use crate::schema;
-use rusqlite::{Connection, OpenFlags};
+use crate::sql::{Backend, Connection, PgTarget};
+use rusqlite::OpenFlags;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,7 +82,42 @@ impl Default for Limits {
     }
 }
 
-type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
+
+/// Why a group's transaction did not commit.
+#[derive(Debug, Clone)]
+enum GroupFailure {
+    /// The database could not be reached (or the connection went mid-way).
+    Unavailable(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl GroupFailure {
+    fn of(e: crate::sql::Error) -> GroupFailure {
+        match e {
+            crate::sql::Error::ConnectionLost(m) => GroupFailure::Unavailable(m),
+            other => GroupFailure::Failed(other.to_string()),
+        }
+    }
+
+    fn to_error(&self, doing: &str) -> StoreError {
+        match self {
+            GroupFailure::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            GroupFailure::Failed(m) => StoreError::Internal(format!("{doing}: {m}")),
+        }
+    }
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, Default)]
+pub enum StorageTarget {
+    /// SQLite in `<state>/db/conduit.db`.
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database (shared by every host of a suite).
+    Postgres(PgTarget),
+}
 
 /// What the writer thread has done: groups committed and writes in them.
 #[derive(Debug, Default)]
@@ -97,7 +141,7 @@ trait Job: Send {
     /// transaction's fate is known.
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish);
     /// Answer without running (the transaction could not begin).
-    fn fail(self: Box<Self>, why: String);
+    fn fail(self: Box<Self>, why: StoreError);
 }
 
 struct TypedJob<T, F> {
@@ -114,9 +158,9 @@ where
         let TypedJob { f, tx } = *self;
         let result = f(conn);
         let ok = result.is_ok();
-        let finish: Finish = Box::new(move |committed: Result<(), String>| {
+        let finish: Finish = Box::new(move |committed: Result<(), GroupFailure>| {
             let answer = match committed {
-                Err(e) if ok => Err(StoreError::Internal(format!("commit failed: {e}"))),
+                Err(e) if ok => Err(e.to_error("commit failed")),
                 _ => result,
             };
             let _ = tx.send(answer);
@@ -124,8 +168,8 @@ where
         (ok, finish)
     }
 
-    fn fail(self: Box<Self>, why: String) {
-        let _ = self.tx.send(Err(StoreError::Internal(why)));
+    fn fail(self: Box<Self>, why: StoreError) {
+        let _ = self.tx.send(Err(why));
     }
 }
 
@@ -135,6 +179,7 @@ struct Inner {
     counters: Arc<WriterCounters>,
     readers: Mutex<Vec<Connection>>,
     read_permits: Arc<Semaphore>,
+    target: StorageTarget,
     dir: PathBuf,
     db_path: PathBuf,
     limits: Limits,
@@ -148,7 +193,7 @@ pub struct Store {
 }
 
 /// Apply the pragmas every connection needs.
-fn configure(conn: &Connection, writer: bool) -> Result<(), StoreError> {
+fn configure(conn: &rusqlite::Connection, writer: bool) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.set_prepared_statement_cache_capacity(256);
     if writer {
@@ -169,48 +214,80 @@ impl Store {
     /// `db/conduit.db`, artifacts in `artifacts/`. A database from a newer release
     /// is refused.
     pub fn open(state_dir: &Path, limits: Limits) -> Result<Store, StoreError> {
+        Store::open_with(state_dir, limits, &StorageTarget::Sqlite)
+    }
+
+    /// Open the store on `target`; artifacts stay under `state_dir` whatever
+    /// the backend.
+    pub fn open_with(
+        state_dir: &Path,
+        limits: Limits,
+        target: &StorageTarget,
+    ) -> Result<Store, StoreError> {
         let db_dir = state_dir.join("db");
         for dir in [&db_dir, &state_dir.join("artifacts")] {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Io(format!("create {}: {e}", dir.display())))?;
         }
         let db_path = db_dir.join("conduit.db");
-        let mut conn = Connection::open(&db_path)?;
-        configure(&conn, true)?;
-        schema::migrate(&mut conn)?;
+        let closing = Arc::new(AtomicBool::new(false));
         let mut readers = Vec::with_capacity(limits.readers);
-        for _ in 0..limits.readers.max(1) {
-            let r = Connection::open_with_flags(
-                &db_path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )?;
-            configure(&r, false)?;
-            readers.push(r);
-        }
-        let checkpoint_conn = Connection::open(&db_path)?;
-        checkpoint_conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = match target {
+            StorageTarget::Sqlite => {
+                let conn = rusqlite::Connection::open(&db_path)?;
+                configure(&conn, true)?;
+                let conn = Connection::sqlite(conn);
+                schema::migrate(&conn)?;
+                for _ in 0..limits.readers.max(1) {
+                    let r = rusqlite::Connection::open_with_flags(
+                        &db_path,
+                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )?;
+                    configure(&r, false)?;
+                    readers.push(Connection::sqlite(r));
+                }
+                let checkpoint_conn = rusqlite::Connection::open(&db_path)?;
+                checkpoint_conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                let stop_checkpoints = closing.clone();
+                std::thread::Builder::new()
+                    .name("storaged-checkpoint".into())
+                    .spawn(move || checkpointer(checkpoint_conn, stop_checkpoints))
+                    .map_err(|e| StoreError::Io(format!("start the checkpoint thread: {e}")))?;
+                conn
+            }
+            StorageTarget::Postgres(pg) => {
+                // The driver blocks on a runtime of its own, which cannot
+                // start on a thread that drives this one: open on a thread of
+                // its own. Readers connect when first needed (and after a loss).
+                std::thread::scope(|s| {
+                    s.spawn(|| -> Result<Connection, StoreError> {
+                        let conn = Connection::postgres(pg.connect()?);
+                        schema::migrate(&conn)?;
+                        Ok(conn)
+                    })
+                    .join()
+                    .unwrap_or_else(|_| Err(StoreError::Internal("opening the database panicked".into())))
+                })?
+            }
+        };
         let (tx, rx) = mpsc::channel(limits.max_queued_writes.max(1));
         let max_group = limits.max_group.max(1);
-        let closing = Arc::new(AtomicBool::new(false));
         let flag = closing.clone();
         let counters = Arc::new(WriterCounters::default());
         let counted = counters.clone();
+        let reconnect = target.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_group, flag, counted))
+            .spawn(move || writer_loop(conn, reconnect, rx, max_group, flag, counted))
             .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
-        let stop_checkpoints = closing.clone();
-        std::thread::Builder::new()
-            .name("storaged-checkpoint".into())
-            .spawn(move || checkpointer(checkpoint_conn, stop_checkpoints))
-            .map_err(|e| StoreError::Io(format!("start the checkpoint thread: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 writer: tx,
                 closing,
                 counters,
-                read_permits: Arc::new(Semaphore::new(readers.len())),
+                read_permits: Arc::new(Semaphore::new(limits.readers.max(1))),
                 readers: Mutex::new(readers),
+                target: target.clone(),
                 dir: state_dir.to_path_buf(),
                 db_path,
                 limits,
@@ -239,7 +316,24 @@ impl Store {
         &self.inner.dir
     }
 
-    /// The database file.
+    /// Which backend holds the database.
+    pub fn backend(&self) -> Backend {
+        match self.inner.target {
+            StorageTarget::Sqlite => Backend::Sqlite,
+            StorageTarget::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Where the database is, for logs and doctor: the SQLite file, or
+    /// PostgreSQL's host, port, database and user (never a password).
+    pub fn describe(&self) -> String {
+        match &self.inner.target {
+            StorageTarget::Sqlite => self.inner.db_path.display().to_string(),
+            StorageTarget::Postgres(pg) => format!("postgres {}", pg.describe()),
+        }
+    }
+
+    /// The SQLite database file (where it would be, on PostgreSQL).
     pub fn db_path(&self) -> &Path {
         &self.inner.db_path
     }
@@ -277,15 +371,30 @@ impl Store {
             .map_err(|_| StoreError::Closed)?;
         let inner = self.inner.clone();
         let work = move || {
-            let conn = lock(&inner.readers).pop();
-            let Some(conn) = conn else {
-                return Err(StoreError::Internal("no read connection free".into()));
+            let conn = match (lock(&inner.readers).pop(), &inner.target) {
+                (Some(c), _) if !c.is_lost() => c,
+                (_, StorageTarget::Postgres(pg)) => {
+                    let conn = Connection::postgres(pg.connect()?);
+                    conn.execute_batch("SET default_transaction_read_only = on")?;
+                    conn
+                }
+                (_, StorageTarget::Sqlite) => {
+                    return Err(StoreError::Internal("no read connection free".into()));
+                }
             };
             let result = catch_unwind(AssertUnwindSafe(|| f(&conn)));
-            lock(&inner.readers).push(conn);
+            if !conn.is_lost() {
+                lock(&inner.readers).push(conn);
+            }
             drop(permit);
             result.unwrap_or_else(|_| Err(StoreError::Internal("a read panicked".into())))
         };
+        if self.backend() == Backend::Postgres {
+            // The PostgreSQL driver runs a runtime of its own: off this one.
+            return tokio::task::spawn_blocking(work)
+                .await
+                .map_err(|e| StoreError::Internal(format!("read task: {e}")))?;
+        }
         // On a multi-threaded runtime the read runs right here, with the worker
         // handing its other tasks to another thread meanwhile: no hop to the
         // blocking pool for a read of a few microseconds. Elsewhere (a
@@ -315,17 +424,88 @@ impl Store {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A PostgreSQL client's drop blocks on the driver's own runtime, which
+        // cannot happen on a thread that drives tokio: drop them elsewhere.
+        let readers = std::mem::take(&mut *lock(&self.readers));
+        if readers.iter().any(|c| c.backend() == Backend::Postgres) {
+            let _ = std::thread::Builder::new()
+                .name("storaged-close".into())
+                .spawn(move || drop(readers));
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The first wait before making a lost PostgreSQL connection again; it doubles
+/// up to [`MAX_RECONNECT_WAIT`] while the server stays away.
+const FIRST_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest wait between two attempts to reconnect.
+const MAX_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The writer's connection, made again after a loss (PostgreSQL).
+struct WriterConn {
+    conn: Option<Connection>,
+    target: StorageTarget,
+    wait: std::time::Duration,
+    next_try: std::time::Instant,
+}
+
+impl WriterConn {
+    /// The connection, reconnecting when it is lost and the backoff allows;
+    /// else why there is none.
+    fn get(&mut self) -> Result<&Connection, GroupFailure> {
+        if self.conn.as_ref().is_some_and(|c| !c.is_lost()) {
+            return self.conn.as_ref().ok_or_else(|| GroupFailure::Failed("gone".into()));
+        }
+        let StorageTarget::Postgres(pg) = &self.target else {
+            return Err(GroupFailure::Failed("the SQLite connection is gone".into()));
+        };
+        if self.conn.take().is_some() {
+            tracing::warn!(database = %pg.describe(), "the database connection is lost; writes fail until it is back");
+        }
+        let now = std::time::Instant::now();
+        if now < self.next_try {
+            return Err(GroupFailure::Unavailable(format!(
+                "no connection to {} (the next attempt is in {} ms)",
+                pg.describe(),
+                self.next_try.duration_since(now).as_millis()
+            )));
+        }
+        match pg.connect() {
+            Ok(session) => {
+                tracing::info!(database = %pg.describe(), "the database connection is back");
+                self.wait = FIRST_RECONNECT_WAIT;
+                self.conn = Some(Connection::postgres(session));
+                self.conn.as_ref().ok_or_else(|| GroupFailure::Failed("gone".into()))
+            }
+            Err(e) => {
+                self.next_try = now + self.wait;
+                self.wait = (self.wait * 2).min(MAX_RECONNECT_WAIT);
+                Err(GroupFailure::of(e))
+            }
+        }
+    }
+}
+
 fn writer_loop(
     conn: Connection,
+    target: StorageTarget,
     mut rx: mpsc::Receiver<Msg>,
     max_group: usize,
     closing: Arc<AtomicBool>,
     counters: Arc<WriterCounters>,
 ) {
+    let mut conn = WriterConn {
+        conn: Some(conn),
+        target,
+        wait: FIRST_RECONNECT_WAIT,
+        next_try: std::time::Instant::now(),
+    };
     let mut stop = false;
     while !stop {
         let Some(first) = rx.blocking_recv() else {
@@ -347,7 +527,14 @@ fn writer_loop(
             counters
                 .writes
                 .fetch_add(jobs.len() as u64, Ordering::Relaxed);
-            run_group(&conn, jobs);
+            match conn.get() {
+                Ok(c) => run_group(c, jobs),
+                Err(why) => {
+                    for job in jobs {
+                        job.fail(why.to_error("cannot begin a write transaction"));
+                    }
+                }
+            }
         }
         if closing.load(Ordering::SeqCst) && rx.is_empty() {
             stop = true;
@@ -357,7 +544,7 @@ fn writer_loop(
     // Writes that raced the close are answered, not left hanging.
     while let Ok(msg) = rx.try_recv() {
         if let Msg::Job(job) = msg {
-            job.fail("the store is shutting down".into());
+            job.fail(StoreError::Closed);
         }
     }
     tracing::debug!("the writer thread stops");
@@ -369,7 +556,7 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(5
 /// Copy committed WAL frames into the database file, passively (never blocking
 /// the writer), until the store closes; a last full checkpoint on the way out
 /// keeps the WAL from growing across restarts.
-fn checkpointer(conn: Connection, closing: Arc<AtomicBool>) {
+fn checkpointer(conn: rusqlite::Connection, closing: Arc<AtomicBool>) {
     while !closing.load(Ordering::SeqCst) {
         std::thread::sleep(CHECKPOINT_EVERY);
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
@@ -379,53 +566,75 @@ fn checkpointer(conn: Connection, closing: Arc<AtomicBool>) {
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-/// Run a statement compiled once per connection.
-fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+/// Run a transaction-control statement.
+fn control(conn: &Connection, sql: &str) -> Result<(), GroupFailure> {
+    match conn.as_sqlite() {
+        Some(c) => c
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map(|_| ())
+            .map_err(|e| GroupFailure::Failed(e.to_string())),
+        None => conn.execute_batch(sql).map_err(GroupFailure::of),
+    }
 }
+
+/// The advisory lock every PostgreSQL write transaction takes first (one
+/// writer at a time across every storaged on the database): "oc" "wr" as a
+/// number, so another program's locks are unlikely to collide with it.
+pub const WRITE_LOCK: i64 = 0x6f63_7772;
 
 /// One transaction: each job in its own savepoint, one commit for all.
 fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
-    if let Err(e) = exec_cached(conn, "BEGIN IMMEDIATE") {
-        let why = format!("cannot begin a write transaction: {e}");
+    let begin = match conn.backend() {
+        Backend::Sqlite => control(conn, "BEGIN IMMEDIATE"),
+        Backend::Postgres => control(
+            conn,
+            &format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
+        ),
+    };
+    if let Err(e) = begin {
+        let why = e.to_error("cannot begin a write transaction");
         tracing::error!(error = %why);
+        if conn.backend() == Backend::Postgres {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
         for job in jobs {
-            job.fail(why.clone());
+            job.fail(e.to_error("cannot begin a write transaction"));
         }
         return;
     }
     let mut finishes = Vec::with_capacity(jobs.len());
     for job in jobs {
-        if let Err(e) = exec_cached(conn, "SAVEPOINT job") {
-            job.fail(format!("cannot open a savepoint: {e}"));
+        if let Err(e) = control(conn, "SAVEPOINT job") {
+            job.fail(e.to_error("cannot open a savepoint"));
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| job.run(conn)));
         match outcome {
             Ok((true, finish)) => {
-                if let Err(e) = exec_cached(conn, "RELEASE job") {
-                    tracing::error!(error = %e, "cannot release a savepoint");
-                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
-                    finish(Err(e.to_string()));
+                if let Err(e) = control(conn, "RELEASE SAVEPOINT job") {
+                    tracing::error!(error = ?e, "cannot release a savepoint");
+                    let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
+                    finish(Err(e));
                     continue;
                 }
                 finishes.push(finish);
             }
             Ok((false, finish)) => {
-                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
                 finishes.push(finish);
             }
             Err(_) => {
                 // The job's answer channel went with the panic: its caller hears
                 // of the failure; the others are untouched.
                 tracing::error!("a write panicked; rolled back alone");
-                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
             }
         }
     }
-    let committed = exec_cached(conn, "COMMIT").map_err(|e| e.to_string());
+    let committed = control(conn, "COMMIT");
     if let Err(e) = &committed {
-        tracing::error!(error = %e, "commit failed");
+        tracing::error!(error = ?e, "commit failed");
         let _ = conn.execute_batch("ROLLBACK");
     }
     for finish in finishes {

@@ -31,9 +31,13 @@ pub enum StoreError {
         /// The version this release writes.
         ours: u32,
     },
-    /// SQLite failed.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The database failed.
+    #[error("{0}")]
+    Db(crate::sql::Error),
+    /// The database cannot be reached now (PostgreSQL down or unreachable):
+    /// nothing was written; try again.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     /// A file operation failed.
     #[error("{0}")]
     Io(String),
@@ -43,6 +47,21 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("the store is shutting down")]
     Closed,
+}
+
+impl From<crate::sql::Error> for StoreError {
+    fn from(e: crate::sql::Error) -> StoreError {
+        match e {
+            crate::sql::Error::ConnectionLost(m) => StoreError::Unavailable(m),
+            other => StoreError::Db(other),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Db(crate::sql::Error::Sqlite(e))
+    }
 }
 
 impl StoreError {
@@ -72,6 +91,9 @@ impl From<StoreError> for RpcError {
             StoreError::Undeclared(m) => RpcError::new(Code::Undeclared, m),
             StoreError::CausalLimit(m) => RpcError::new(Code::CausalLimit, m),
             StoreError::Closed => RpcError::new(Code::ShuttingDown, "the store is shutting down"),
+            StoreError::Unavailable(m) => {
+                RpcError::new(Code::Unavailable, format!("the database is unavailable: {m}"))
+            }
             other => RpcError::unauthored(other),
         }
     }

@@ -22,7 +22,7 @@ use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::kv::{self, KvCheckItem, KvDeleteItem, KvPutItem};
 use crate::util;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use crate::sql::{params, params_from_iter, Backend, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -684,13 +684,15 @@ fn insert(
     };
     let keys_text = serde_json::to_string(&ev.keys)
         .map_err(|e| StoreError::Internal(format!("encode keys: {e}")))?;
-    conn.prepare_cached(
+    let seq: i64 = conn.prepare_cached(
         "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
              schema, payload, keys, signature, parent_id, root_id, depth, execution_id,
              occurred_at, accepted_at, accepted_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+         RETURNING seq",
     )?
-    .execute(params![
+    .query_row(
+        params![
         id,
         ev.scope_id,
         ev.event_type,
@@ -709,10 +711,11 @@ fn insert(
         ev.occurred_at,
         util::rfc3339(now_ms),
         now_ms,
-    ])?;
-    let seq = conn.last_insert_rowid();
+    ],
+        |r| r.get(0),
+    )?;
     let mut key_stmt =
-        conn.prepare_cached("INSERT OR IGNORE INTO event_keys (key, seq) VALUES (?1, ?2)")?;
+        conn.prepare_cached("INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?;
     for k in &ev.keys {
         key_stmt.execute(params![k, seq])?;
     }
@@ -929,7 +932,7 @@ const EVENT_COLUMNS: &str = "seq, id, scope_id, type, source, delivery_id, item,
      schema, payload, keys, signature, parent_id, root_id, depth, execution_id, occurred_at, \
      accepted_at";
 
-fn row_to_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredEvent, String, String)> {
+fn row_to_event(r: &crate::sql::Row<'_>) -> crate::sql::Result<(StoredEvent, String, String)> {
     Ok((
         StoredEvent {
             seq: r.get(0)?,
@@ -1080,10 +1083,18 @@ pub fn events_list(
             rows.collect::<Result<Vec<i64>, _>>()?
         }
         Some(scopes) => {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq FROM events INDEXED BY events_scope
-                 WHERE scope_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            )?;
+            // SQLite is told which index serves this (PostgreSQL chooses it
+            // well by itself).
+            let mut stmt = conn.prepare_cached(match conn.backend() {
+                Backend::Sqlite => {
+                    "SELECT seq FROM events INDEXED BY events_scope
+                     WHERE scope_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+                }
+                Backend::Postgres => {
+                    "SELECT seq FROM events
+                     WHERE scope_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+                }
+            })?;
             let mut sources = Vec::new();
             for scope in dedup(scopes) {
                 let rows = stmt.query_map(params![scope, req.after, limit as i64], |r| {
@@ -1121,7 +1132,7 @@ pub fn work_events(
     };
     let run = |sql: &str, first: &str| -> Result<Vec<i64>, StoreError> {
         let mut stmt = conn.prepare_cached(sql)?;
-        let mut values: Vec<rusqlite::types::Value> = vec![
+        let mut values: Vec<crate::sql::Value> = vec![
             first.to_string().into(),
             req.after.into(),
             (limit as i64).into(),

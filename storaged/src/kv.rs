@@ -13,7 +13,7 @@ use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::events::{self, AcceptContext, EventInput};
 use crate::util;
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::sql::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

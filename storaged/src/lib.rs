@@ -17,6 +17,7 @@ pub mod retention;
 pub mod rpc;
 pub mod schema;
 pub mod service;
+pub mod sql;
 pub mod timers;
 pub mod util;
 pub mod waits;

@@ -26,7 +26,7 @@ use crate::work::{
     write_method,
 };
 use protocol::wire::{owner_status, OwnerStatus};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -74,7 +74,7 @@ pub struct LeaseRow {
 const LEASE_COLS: &str =
     "type, ref, owner, scope_id, binding, mode, dir, data, execution_id, created_at, updated_at";
 
-fn lease_from_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
+fn lease_from_row(r: &Row<'_>) -> crate::sql::Result<LeaseRow> {
     Ok(LeaseRow {
         resource_type: r.get(0)?,
         reference: r.get(1)?,
@@ -311,7 +311,7 @@ pub fn resource_leases(
         (ty, reference)
     };
     let mut sql = format!("SELECT {LEASE_COLS} FROM resource_leases WHERE (type, ref) > (?1, ?2)");
-    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&after_type, &after_ref];
+    let mut args: Vec<&dyn crate::sql::ToSql> = vec![&after_type, &after_ref];
     for (col, v) in [("type", &req.resource_type), ("owner", &req.owner)] {
         if let Some(v) = v {
             check_opt_name(col, v, limits)?;
@@ -324,7 +324,7 @@ pub fn resource_leases(
     let mut stmt = conn.prepare(&sql)?;
     let leases = stmt
         .query_map(args.as_slice(), lease_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     let next = match leases.last() {
         Some(l) if leases.len() as i64 == limit => cursor(l),
         _ => String::new(),

@@ -27,7 +27,7 @@ use crate::artifacts::{self, META_SUFFIX};
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::util;
-use rusqlite::{Connection, OptionalExtension};
+use crate::sql::{Backend, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::ErrorKind;
@@ -142,17 +142,17 @@ fn protected_ctes() -> String {
         "WITH RECURSIVE
            open_works(id) AS (SELECT id FROM works WHERE state NOT IN {TERMINAL}),
            needed(seq) AS (
-             SELECT wi.seq FROM work_inputs wi WHERE wi.work_id IN open_works
+             SELECT wi.seq FROM work_inputs wi WHERE wi.work_id IN (SELECT id FROM open_works)
              UNION
              SELECT w.wake_seq FROM waits w
               WHERE w.wake_seq IS NOT NULL
-                AND (w.state = 'active' OR w.work_id IN open_works)
+                AND (w.state = 'active' OR w.work_id IN (SELECT id FROM open_works))
            ),
            ancestors(id) AS (
              SELECT e.parent_id FROM events e
-              WHERE e.seq IN needed AND e.parent_id IS NOT NULL
+              WHERE e.seq IN (SELECT seq FROM needed) AND e.parent_id IS NOT NULL
              UNION
-             SELECT e.root_id FROM events e WHERE e.seq IN needed
+             SELECT e.root_id FROM events e WHERE e.seq IN (SELECT seq FROM needed)
              UNION
              SELECT e.parent_id FROM events e JOIN ancestors a ON e.id = a.id
               WHERE e.parent_id IS NOT NULL
@@ -161,8 +161,8 @@ fn protected_ctes() -> String {
 }
 
 const REMOVABLE: &str = "EXISTS (SELECT 1 FROM routed r WHERE r.seq = e.seq)
-         AND e.seq NOT IN needed
-         AND e.id NOT IN ancestors";
+         AND e.seq NOT IN (SELECT seq FROM needed WHERE seq IS NOT NULL)
+         AND e.id NOT IN (SELECT id FROM ancestors WHERE id IS NOT NULL)";
 
 /// Remove the given events, with the `work_inputs` rows of terminal Work naming
 /// them. Returns (events, work_inputs) removed.
@@ -203,7 +203,7 @@ pub fn remove_events_upto_seq(
     );
     let seqs: Vec<i64> = {
         let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params![after, cut_seq, batch as i64], |r| {
+        let rows = stmt.query_map(crate::sql::params![after, cut_seq, batch as i64], |r| {
             r.get(0)
         })?;
         rows.collect::<Result<_, _>>()?
@@ -240,7 +240,7 @@ pub fn remove_events_before_ms(
     let found: Vec<(i64, i64)> = {
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
-            rusqlite::params![cut_ms, after.0, after.1, batch as i64],
+            crate::sql::params![cut_ms, after.0, after.1, batch as i64],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         rows.collect::<Result<_, _>>()?
@@ -295,7 +295,7 @@ pub fn remove_artifacts_before_ms(
               WHERE a.created_ms < ?1 AND {NOT_RUNNING}
               ORDER BY a.created_ms, a.id LIMIT ?2"
         ))?;
-        let rows = stmt.query_map(rusqlite::params![cut_ms, batch as i64], |r| {
+        let rows = stmt.query_map(crate::sql::params![cut_ms, batch as i64], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
         rows.collect::<Result<_, _>>()?
@@ -310,7 +310,7 @@ pub fn remove_artifacts_over_bytes(
     max_bytes: u64,
     batch: usize,
 ) -> Result<Vec<(String, u64)>, StoreError> {
-    let total: i64 = conn.query_row("SELECT coalesce(sum(size), 0) FROM artifacts", [], |r| {
+    let total: i64 = conn.query_row("SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM artifacts", [], |r| {
         r.get(0)
     })?;
     let mut over = (total.max(0) as u64).saturating_sub(max_bytes);
@@ -471,16 +471,23 @@ pub fn stats(conn: &Connection) -> Result<StatsResponse, StoreError> {
             |r| r.get(0),
         )
         .optional()?;
-    let sequenced: Option<i64> = conn
-        .query_row(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+    let sequenced: Option<i64> = match conn.backend() {
+        Backend::Sqlite => conn
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?,
+        Backend::Postgres => conn.query_row(
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'seq'))",
             [],
             |r| r.get(0),
-        )
-        .optional()?;
+        )?,
+    };
     let max_seq: Option<i64> = conn.query_row("SELECT max(seq) FROM events", [], |r| r.get(0))?;
     let (art_count, art_bytes): (i64, i64) = conn.query_row(
-        "SELECT count(*), coalesce(sum(size), 0) FROM artifacts",
+        "SELECT count(*), CAST(coalesce(sum(size), 0) AS BIGINT) FROM artifacts",
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
@@ -664,10 +671,23 @@ impl Store {
     /// `store.stats`.
     pub async fn stats(&self, _req: StatsRequest) -> Result<StatsResponse, StoreError> {
         let mut out = self.read(stats).await?;
-        let db = self.db_path().to_path_buf();
-        let mut wal = db.clone().into_os_string();
-        wal.push("-wal");
-        out.db_bytes = file_len(&db) + file_len(Path::new(&wal));
+        out.db_bytes = match self.backend() {
+            Backend::Sqlite => {
+                let db = self.db_path().to_path_buf();
+                let mut wal = db.clone().into_os_string();
+                wal.push("-wal");
+                file_len(&db) + file_len(Path::new(&wal))
+            }
+            Backend::Postgres => self
+                .read(|c| {
+                    Ok(c.query_row(
+                        "SELECT pg_database_size(current_database())",
+                        [],
+                        |r| r.get::<_, u64>(0),
+                    )?)
+                })
+                .await?,
+        };
         Ok(out)
     }
 }
@@ -691,11 +711,31 @@ pub struct CheckResponse {
 }
 
 fn quick_check(conn: &Connection) -> Result<String, StoreError> {
+    if conn.backend() == Backend::Postgres {
+        return postgres_check(conn);
+    }
     let mut stmt = conn.prepare("PRAGMA quick_check(20)")?;
     let lines = stmt
         .query_map([], |r| r.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(lines.join("; "))
+}
+
+/// PostgreSQL keeps its own pages whole (checksums, WAL); what the store can
+/// check is that the schema is this release's and every table of it reads.
+fn postgres_check(conn: &Connection) -> Result<String, StoreError> {
+    let found = crate::schema::version(conn)?;
+    let ours = crate::schema::current_version();
+    if found != ours {
+        return Ok(format!("schema version {found}, this release writes {ours}"));
+    }
+    let mut problems = Vec::new();
+    for table in crate::schema::TABLES {
+        if let Err(e) = conn.query_row(&format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1) t"), [], |r| r.get::<_, i64>(0)) {
+            problems.push(format!("{table}: {e}"));
+        }
+    }
+    Ok(if problems.is_empty() { "ok".into() } else { problems.join("; ") })
 }
 
 impl Store {

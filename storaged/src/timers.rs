@@ -11,7 +11,7 @@ use crate::util;
 use crate::work::{
     check_name, check_opt_name, json_text, page_limit, parse_json, read_method, write_method,
 };
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -44,7 +44,7 @@ pub struct TimerRow {
 
 const TIMER_COLS: &str = "id, owner, kind, scope_id, key, due_ms, spec, payload, created_at";
 
-fn timer_from_row(r: &Row<'_>) -> rusqlite::Result<TimerRow> {
+fn timer_from_row(r: &Row<'_>) -> crate::sql::Result<TimerRow> {
     let due_ms: i64 = r.get(5)?;
     Ok(TimerRow {
         id: r.get(0)?,
@@ -250,7 +250,7 @@ pub fn timers_due(
     ))?;
     let timers = stmt
         .query_map(params![req.now_ms, limit], timer_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     Ok(TimersResponse {
         timers,
         next: String::new(),
@@ -374,7 +374,7 @@ pub fn timers(
     let limit = page_limit(req.limit, limits)?;
     check_opt_name("after", &req.after, limits)?;
     let mut sql = format!("SELECT {TIMER_COLS} FROM timers WHERE id > ?1");
-    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&req.after];
+    let mut args: Vec<&dyn crate::sql::ToSql> = vec![&req.after];
     for (col, v) in [("owner", &req.owner), ("scope_id", &req.scope_id)] {
         if let Some(v) = v {
             check_opt_name(col, v, limits)?;
@@ -387,7 +387,7 @@ pub fn timers(
     let mut stmt = conn.prepare(&sql)?;
     let timers = stmt
         .query_map(args.as_slice(), timer_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     let next = match timers.last() {
         Some(t) if timers.len() as i64 == limit => t.id.clone(),
         _ => String::new(),

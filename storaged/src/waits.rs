@@ -17,7 +17,7 @@ use crate::work::{
     read_method, set_work_state, state, write_method, SettleWait,
 };
 use protocol::wire::{clip_line, MAX_WAIT_DESCRIPTION_BYTES, MAX_WAIT_PROGRESS_BYTES};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::sql::{params, Backend, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -73,7 +73,7 @@ const WAIT_SELECT: &str = "SELECT w.id, w.work_id, w.execution_id, w.owner, w.de
        WHERE t.owner = 'core' AND t.kind = 'wait.timeout' AND t.scope_id = k.scope_id \
        AND t.key = w.id) FROM waits w";
 
-fn wait_from_row(r: &Row<'_>) -> rusqlite::Result<WaitRow> {
+fn wait_from_row(r: &Row<'_>) -> crate::sql::Result<WaitRow> {
     let keys: String = r.get(6)?;
     let types: String = r.get(7)?;
     let timer_due: Option<i64> = r.get(14)?;
@@ -448,19 +448,31 @@ pub fn waits_matching(
     check_list("keys", &req.keys, limits)?;
     check_list("types", &req.types, limits)?;
     let limit = page_limit(req.limit, limits)?;
-    let mut stmt = conn.prepare_cached(&format!(
-        "{WAIT_SELECT} WHERE w.state = 'active' \
-         AND EXISTS (SELECT 1 FROM json_each(w.keys) k WHERE k.value IN (SELECT value FROM json_each(?1))) \
-         AND (w.types = '[]' OR EXISTS (SELECT 1 FROM json_each(w.types) t \
-              WHERE t.value IN (SELECT value FROM json_each(?2)))) \
-         ORDER BY w.id LIMIT ?3"
-    ))?;
+    // The keys and types are JSON arrays of text: each backend has its own
+    // way to take one apart.
+    let mut stmt = conn.prepare_cached(&match conn.backend() {
+        Backend::Sqlite => format!(
+            "{WAIT_SELECT} WHERE w.state = 'active' \
+             AND EXISTS (SELECT 1 FROM json_each(w.keys) k WHERE k.value IN (SELECT value FROM json_each(?1))) \
+             AND (w.types = '[]' OR EXISTS (SELECT 1 FROM json_each(w.types) t \
+                  WHERE t.value IN (SELECT value FROM json_each(?2)))) \
+             ORDER BY w.id LIMIT ?3"
+        ),
+        Backend::Postgres => format!(
+            "{WAIT_SELECT} WHERE w.state = 'active' \
+             AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.keys::jsonb) k(v) \
+                  WHERE k.v IN (SELECT jsonb_array_elements_text(?1::jsonb))) \
+             AND (w.types = '[]' OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.types::jsonb) t(v) \
+                  WHERE t.v IN (SELECT jsonb_array_elements_text(?2::jsonb)))) \
+             ORDER BY w.id LIMIT ?3"
+        ),
+    })?;
     let waits = stmt
         .query_map(
             params![list_text(&req.keys), list_text(&req.types), limit],
             wait_from_row,
         )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     Ok(WaitsResponse {
         waits,
         next: String::new(),
@@ -498,7 +510,7 @@ pub fn waits(
     check_opt_name("work_id", &work_id, limits)?;
     check_opt_name("state", &st, limits)?;
     let mut sql = format!("{WAIT_SELECT} WHERE w.id > ?1");
-    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&req.after];
+    let mut args: Vec<&dyn crate::sql::ToSql> = vec![&req.after];
     if !work_id.is_empty() {
         args.push(&work_id);
         sql.push_str(&format!(" AND w.work_id = ?{}", args.len()));
@@ -512,7 +524,7 @@ pub fn waits(
     let mut stmt = conn.prepare(&sql)?;
     let waits = stmt
         .query_map(args.as_slice(), wait_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     let next = match waits.last() {
         Some(w) if waits.len() as i64 == limit => w.id.clone(),
         _ => String::new(),

@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use storaged::artifacts::{
@@ -34,8 +37,8 @@ impl Drop for TempDir {
     }
 }
 
-fn open(dir: &TempDir) -> Store {
-    Store::open(&dir.0, Limits::default()).unwrap()
+fn open(b: Backend, dir: &TempDir) -> Store {
+    b.open(&dir.0, Limits::default())
 }
 
 fn tmp_file(dir: &Path, id: &str) -> PathBuf {
@@ -135,10 +138,9 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixteen_mib_round_trip_in_256_kib_chunks() {
+async fn sixteen_mib_round_trip_in_256_kib_chunks(b: Backend) {
     let dir = TempDir::new("roundtrip");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, Some("exe_1"), None).await;
     assert!(id.starts_with("art_"), "{id}");
     assert!(tmp_file(&dir.0, &id).exists());
@@ -236,10 +238,9 @@ async fn sixteen_mib_round_trip_in_256_kib_chunks() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chunk_must_be_at_the_current_size() {
+async fn a_chunk_must_be_at_the_current_size(b: Backend) {
     let dir = TempDir::new("offset");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, None, None).await;
     assert_eq!(write(&store, &id, 0, b"0123456789").await.unwrap(), 10);
     for wrong in [0u64, 9, 11, 1 << 40] {
@@ -261,10 +262,9 @@ async fn a_chunk_must_be_at_the_current_size() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chunk_over_256_kib_is_invalid() {
+async fn a_chunk_over_256_kib_is_invalid(b: Backend) {
     let dir = TempDir::new("chunk");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, None, None).await;
     assert_eq!(
         write(&store, &id, 0, &vec![1u8; CHUNK]).await.unwrap(),
@@ -288,17 +288,15 @@ async fn a_chunk_over_256_kib_is_invalid() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_size_cap_is_invalid_to_cross() {
+async fn the_size_cap_is_invalid_to_cross(b: Backend) {
     let dir = TempDir::new("cap");
-    let store = Store::open(
+    let store = b.open(
         &dir.0,
         Limits {
             max_artifact_bytes: 1000,
             ..Limits::default()
         },
-    )
-    .unwrap();
+    );
     // The creator's cap.
     let id = create(&store, None, Some(100)).await;
     assert_eq!(write(&store, &id, 0, &[0u8; 60]).await.unwrap(), 60);
@@ -349,10 +347,9 @@ async fn the_size_cap_is_invalid_to_cross() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_with_the_wrong_size_is_a_conflict_and_changes_nothing() {
+async fn a_commit_with_the_wrong_size_is_a_conflict_and_changes_nothing(b: Backend) {
     let dir = TempDir::new("size");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, None, None).await;
     write(&store, &id, 0, b"hello").await.unwrap();
     for wrong in [0u64, 4, 6] {
@@ -372,10 +369,9 @@ async fn a_commit_with_the_wrong_size_is_a_conflict_and_changes_nothing() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn abort_removes_the_files() {
+async fn abort_removes_the_files(b: Backend) {
     let dir = TempDir::new("abort");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, None, None).await;
     write(&store, &id, 0, b"discard me").await.unwrap();
     abort(&store, &id).await.unwrap();
@@ -397,10 +393,9 @@ async fn abort_removes_the_files() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_ids_are_invalid_and_touch_nothing() {
+async fn bad_ids_are_invalid_and_touch_nothing(b: Backend) {
     let dir = TempDir::new("ids");
-    let store = open(&dir);
+    let store = open(b, &dir);
     // A file a path escape would reach.
     std::fs::write(dir.0.join("x"), b"keep").unwrap();
     let long = "a".repeat(65);
@@ -439,10 +434,9 @@ async fn bad_ids_are_invalid_and_touch_nothing() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_validates_its_fields_and_bounds_open_artifacts() {
+async fn create_validates_its_fields_and_bounds_open_artifacts(b: Backend) {
     let dir = TempDir::new("create");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let long = "n".repeat(257);
     for (name, media, exe) in [
         ("", None, None),
@@ -497,11 +491,10 @@ async fn create_validates_its_fields_and_bounds_open_artifacts() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_artifact_is_a_conflict() {
+async fn a_busy_artifact_is_a_conflict(b: Backend) {
     use nix::fcntl::{Flock, FlockArg};
     let dir = TempDir::new("busy");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, None, None).await;
     write(&store, &id, 0, b"abc").await.unwrap();
     // Another writer holds the artifact (as a concurrent chunk would).
@@ -523,10 +516,9 @@ async fn a_busy_artifact_is_a_conflict() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_interrupted_after_the_rename_is_finished_by_committing_again() {
+async fn a_commit_interrupted_after_the_rename_is_finished_by_committing_again(b: Backend) {
     let dir = TempDir::new("resume");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let id = create(&store, Some("exe_9"), None).await;
     write(&store, &id, 0, b"durable bytes").await.unwrap();
     // As if the process died after the rename, before the row.
@@ -548,10 +540,9 @@ async fn a_commit_interrupted_after_the_rename_is_finished_by_committing_again()
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_are_bounded_and_lists_are_paged() {
+async fn reads_are_bounded_and_lists_are_paged(b: Backend) {
     let dir = TempDir::new("list");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let mut ids = Vec::new();
     for i in 0..5 {
         let exe = if i % 2 == 0 { "exe_even" } else { "exe_odd" };
@@ -621,10 +612,9 @@ async fn reads_are_bounded_and_lists_are_paged() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dispatch_speaks_json_and_base64() {
+async fn dispatch_speaks_json_and_base64(b: Backend) {
     let dir = TempDir::new("dispatch");
-    let store = open(&dir);
+    let store = open(b, &dir);
     let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v).unwrap();
     assert!(artifacts::dispatch(&store, "store.kv_get", &raw(json!({})))
         .await
@@ -691,3 +681,18 @@ async fn dispatch_speaks_json_and_base64() {
     assert_eq!(l["artifacts"][0]["artifact_id"], json!(id));
     store.close();
 }
+
+on_both!(
+    sixteen_mib_round_trip_in_256_kib_chunks,
+    a_chunk_must_be_at_the_current_size,
+    a_chunk_over_256_kib_is_invalid,
+    the_size_cap_is_invalid_to_cross,
+    a_commit_with_the_wrong_size_is_a_conflict_and_changes_nothing,
+    abort_removes_the_files,
+    bad_ids_are_invalid_and_touch_nothing,
+    create_validates_its_fields_and_bounds_open_artifacts,
+    a_busy_artifact_is_a_conflict,
+    a_commit_interrupted_after_the_rename_is_finished_by_committing_again,
+    reads_are_bounded_and_lists_are_paged,
+    dispatch_speaks_json_and_base64,
+);

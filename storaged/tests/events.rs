@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::{json, Value};
 use storaged::events::{
     emitted_event_id, CheckpointGetRequest, CheckpointSetRequest, EventAcceptDerivedRequest,
@@ -19,14 +22,14 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(name: &str, limits: Limits) -> Fixture {
+    fn new(b: Backend, name: &str, limits: Limits) -> Fixture {
         let dir = std::env::temp_dir().join(format!(
             "oc-store-events-{name}-{}-{}",
             std::process::id(),
             util::now_ms()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir, limits).unwrap();
+        let store = b.open(&dir, limits);
         Fixture { store, dir }
     }
 
@@ -106,9 +109,8 @@ fn derived_req(event: EventInput) -> EventAcceptDerivedRequest {
     }
 }
 
-#[tokio::test]
-async fn a_batch_is_accepted_with_ids_roots_and_keys() {
-    let f = Fixture::new("accept", Limits::default());
+async fn a_batch_is_accepted_with_ids_roots_and_keys(b: Backend) {
+    let f = Fixture::new(b, "accept", Limits::default());
     let mut a = ev("s1", Some("d1"));
     a.keys = vec!["github:acme/api#1".into(), "k2".into()];
     a.schema = Some("github.issue.v1".into());
@@ -168,9 +170,8 @@ async fn a_batch_is_accepted_with_ids_roots_and_keys() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts() {
-    let f = Fixture::new("redeliver", Limits::default());
+async fn a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts(b: Backend) {
+    let f = Fixture::new(b, "redeliver", Limits::default());
     let mut obs = ev("s1", None);
     obs.item = Some("item".into());
     obs.item_version = Some("v1".into());
@@ -266,15 +267,14 @@ async fn a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts() {
     f.close();
 }
 
-#[tokio::test]
-async fn refusals_name_their_limit_and_write_nothing() {
+async fn refusals_name_their_limit_and_write_nothing(b: Backend) {
     let limits = Limits {
         max_batch: 3,
         max_payload_bytes: 32,
         max_key_bytes: 8,
         ..Limits::default()
     };
-    let f = Fixture::new("limits", limits);
+    let f = Fixture::new(b, "limits", limits);
     let e = f
         .accept(vec![
             ev("s", None),
@@ -336,9 +336,8 @@ async fn refusals_name_their_limit_and_write_nothing() {
     f.close();
 }
 
-#[tokio::test]
-async fn an_owner_accepts_only_its_families_and_sources() {
-    let f = Fixture::new("owner", Limits::default());
+async fn an_owner_accepts_only_its_families_and_sources(b: Backend) {
+    let f = Fixture::new(b, "owner", Limits::default());
     let s = &f.store;
     let req = |events: Vec<EventInput>, families: Option<Vec<&str>>| EventsAcceptRequest {
         events,
@@ -399,13 +398,12 @@ async fn an_owner_accepts_only_its_families_and_sources() {
     f.close();
 }
 
-#[tokio::test]
-async fn derived_events_take_the_parents_scope_root_and_depth() {
+async fn derived_events_take_the_parents_scope_root_and_depth(b: Backend) {
     let limits = Limits {
         max_causal_depth: 2,
         ..Limits::default()
     };
-    let f = Fixture::new("derive", limits);
+    let f = Fixture::new(b, "derive", limits);
     let s = &f.store;
     let root = f.accept(vec![ev("s1", Some("r"))]).await.unwrap().events[0].clone();
     let other = f.accept(vec![ev("s2", Some("o"))]).await.unwrap().events[0].clone();
@@ -505,13 +503,12 @@ async fn derived_events_take_the_parents_scope_root_and_depth() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_chain_derives_at_most_its_per_minute_bound() {
+async fn a_chain_derives_at_most_its_per_minute_bound(b: Backend) {
     let limits = Limits {
         max_derived_per_minute: 3,
         ..Limits::default()
     };
-    let f = Fixture::new("rate", limits);
+    let f = Fixture::new(b, "rate", limits);
     let s = &f.store;
     let root = f.accept(vec![ev("s1", Some("r"))]).await.unwrap().events[0].clone();
     for i in 0..3 {
@@ -542,9 +539,8 @@ async fn a_chain_derives_at_most_its_per_minute_bound() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_derived_event_commits_with_its_records() {
-    let f = Fixture::new("records", Limits::default());
+async fn a_derived_event_commits_with_its_records(b: Backend) {
+    let f = Fixture::new(b, "records", Limits::default());
     let s = &f.store;
     let root = f.accept(vec![ev("s1", Some("r"))]).await.unwrap().events[0].clone();
     let kv_get = |key: &str| KvGetRequest {
@@ -622,9 +618,8 @@ async fn a_derived_event_commits_with_its_records() {
     f.close();
 }
 
-#[tokio::test]
-async fn checkpoints_move_under_their_precondition() {
-    let f = Fixture::new("checkpoint", Limits::default());
+async fn checkpoints_move_under_their_precondition(b: Backend) {
+    let f = Fixture::new(b, "checkpoint", Limits::default());
     let s = &f.store;
     let get = || CheckpointGetRequest {
         source: "github".into(),
@@ -702,9 +697,8 @@ async fn checkpoints_move_under_their_precondition() {
     f.close();
 }
 
-#[tokio::test]
-async fn events_page_by_scope_without_short_pages() {
-    let f = Fixture::new("page", Limits::default());
+async fn events_page_by_scope_without_short_pages(b: Backend) {
+    let f = Fixture::new(b, "page", Limits::default());
     let s = &f.store;
     // a, then five b, a, b, a, three b, a, b: the `a` events are far apart.
     let layout = [
@@ -779,9 +773,8 @@ async fn events_page_by_scope_without_short_pages() {
     f.close();
 }
 
-#[tokio::test]
-async fn event_reads_respect_scopes_and_the_empty_log() {
-    let f = Fixture::new("reads", Limits::default());
+async fn event_reads_respect_scopes_and_the_empty_log(b: Backend) {
+    let f = Fixture::new(b, "reads", Limits::default());
     let s = &f.store;
     assert_eq!(s.sequence(SequenceRequest {}).await.unwrap().sequence, 0);
     let e = s
@@ -813,9 +806,8 @@ async fn event_reads_respect_scopes_and_the_empty_log() {
     f.close();
 }
 
-#[tokio::test]
-async fn work_events_are_the_routed_and_the_keyed() {
-    let f = Fixture::new("work", Limits::default());
+async fn work_events_are_the_routed_and_the_keyed(b: Backend) {
+    let f = Fixture::new(b, "work", Limits::default());
     let s = &f.store;
     let mut keyed = ev("s1", Some("keyed"));
     keyed.keys = vec!["k1".into()];
@@ -883,9 +875,8 @@ async fn work_events_are_the_routed_and_the_keyed() {
     f.close();
 }
 
-#[tokio::test]
-async fn dispatch_decodes_serves_and_refuses() {
-    let f = Fixture::new("dispatch", Limits::default());
+async fn dispatch_decodes_serves_and_refuses(b: Backend) {
+    let f = Fixture::new(b, "dispatch", Limits::default());
     let s = &f.store;
     let raw = |v: Value| serde_json::value::to_raw_value(&v).unwrap();
     assert!(
@@ -930,9 +921,8 @@ async fn dispatch_decodes_serves_and_refuses() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one() {
-    let f = Fixture::new("page-bytes", Limits::default());
+async fn a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one(b: Backend) {
+    let f = Fixture::new(b, "page-bytes", Limits::default());
     // Three events of 5 MiB: no two fit in one page's byte bound (8 MiB); and one
     // of 20 MiB, alone over it, still comes back whole in a page of its own.
     let five = "x".repeat(5 * 1024 * 1024);
@@ -994,3 +984,19 @@ async fn a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one() {
     );
     f.close();
 }
+
+on_both!(
+    a_batch_is_accepted_with_ids_roots_and_keys,
+    a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts,
+    refusals_name_their_limit_and_write_nothing,
+    an_owner_accepts_only_its_families_and_sources,
+    derived_events_take_the_parents_scope_root_and_depth,
+    a_chain_derives_at_most_its_per_minute_bound,
+    a_derived_event_commits_with_its_records,
+    checkpoints_move_under_their_precondition,
+    events_page_by_scope_without_short_pages,
+    event_reads_respect_scopes_and_the_empty_log,
+    work_events_are_the_routed_and_the_keyed,
+    dispatch_decodes_serves_and_refuses,
+    a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one,
+);

@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use storaged::{Limits, Store, StoreError};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -11,7 +14,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-fn put(conn: &rusqlite::Connection, key: &str) -> Result<(), StoreError> {
+fn put(conn: &storaged::sql::Connection, key: &str) -> Result<(), StoreError> {
     conn.execute(
         "INSERT INTO kv (namespace, key, value, version, updated_at) VALUES ('t', ?1, '1', 'v', 'now')",
         [key],
@@ -19,10 +22,10 @@ fn put(conn: &rusqlite::Connection, key: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_writers_commit_and_a_failing_one_fails_alone() {
+async fn concurrent_writers_commit_and_a_failing_one_fails_alone(b: Backend) {
     let dir = temp_dir("group");
-    let store = Store::open(&dir, Limits::default()).unwrap();
+    let target = b.target("group");
+    let store = Store::open_with(&dir, Limits::default(), &target).unwrap();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let store = store.clone();
@@ -69,7 +72,7 @@ async fn concurrent_writers_commit_and_a_failing_one_fails_alone() {
     store.write(|conn| put(conn, "after")).await.unwrap();
     store.close();
     // Everything answered is on disk: a fresh open sees it.
-    let reopened = Store::open(&dir, Limits::default()).unwrap();
+    let reopened = Store::open_with(&dir, Limits::default(), &target).unwrap();
     let n: i64 = reopened
         .read(|c| Ok(c.query_row("SELECT count(*) FROM kv", [], |r| r.get(0))?))
         .await
@@ -94,3 +97,7 @@ fn a_database_marked_newer_is_refused_naming_both_versions() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+on_both!(
+    concurrent_writers_commit_and_a_failing_one_fails_alone,
+);

@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::{json, Value};
 use storaged::events::{emitted_event_id, EventInput};
 use storaged::kv::{
@@ -17,14 +20,14 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(name: &str, limits: Limits) -> Fixture {
+    fn new(b: Backend, name: &str, limits: Limits) -> Fixture {
         let dir = std::env::temp_dir().join(format!(
             "oc-store-kv-{name}-{}-{}",
             std::process::id(),
             util::now_ms()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir, limits).unwrap();
+        let store = b.open(&dir, limits);
         Fixture { store, dir }
     }
 
@@ -106,9 +109,8 @@ fn emission(scope: &str, delivery: &str) -> EventInput {
     }
 }
 
-#[tokio::test]
-async fn get_put_list_and_delete() {
-    let f = Fixture::new("basic", Limits::default());
+async fn get_put_list_and_delete(b: Backend) {
+    let f = Fixture::new(b, "basic", Limits::default());
     let s = &f.store;
     // Absent: neither value nor version.
     let got = s
@@ -178,9 +180,8 @@ async fn get_put_list_and_delete() {
     f.close();
 }
 
-#[tokio::test]
-async fn list_pages_by_key_within_a_prefix() {
-    let f = Fixture::new("list", Limits::default());
+async fn list_pages_by_key_within_a_prefix(b: Backend) {
+    let f = Fixture::new(b, "list", Limits::default());
     let s = &f.store;
     let mut req = commit("notes");
     for k in ["a", "p/1", "p/2", "p/3", "p/4", "p/5", "q"] {
@@ -251,9 +252,8 @@ async fn list_pages_by_key_within_a_prefix() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_failed_check_applies_nothing() {
-    let f = Fixture::new("check", Limits::default());
+async fn a_failed_check_applies_nothing(b: Backend) {
+    let f = Fixture::new(b, "check", Limits::default());
     let s = &f.store;
     let mut req = commit("notes");
     req.puts = vec![put("", "a", json!(1))];
@@ -321,9 +321,8 @@ async fn a_failed_check_applies_nothing() {
     f.close();
 }
 
-#[tokio::test]
-async fn foreign_and_reserved_namespaces_apply_nothing() {
-    let f = Fixture::new("ns", Limits::default());
+async fn foreign_and_reserved_namespaces_apply_nothing(b: Backend) {
+    let f = Fixture::new(b, "ns", Limits::default());
     let s = &f.store;
     let foreign = [
         "other",
@@ -410,15 +409,14 @@ async fn foreign_and_reserved_namespaces_apply_nothing() {
     f.close();
 }
 
-#[tokio::test]
-async fn sizes_are_bounded_and_name_their_limit() {
+async fn sizes_are_bounded_and_name_their_limit(b: Backend) {
     let limits = Limits {
         max_key_bytes: 8,
         max_value_bytes: 16,
         max_batch: 3,
         ..Limits::default()
     };
-    let f = Fixture::new("sizes", limits);
+    let f = Fixture::new(b, "sizes", limits);
     let s = &f.store;
     let mut req = commit("notes");
     req.puts = vec![put("", "ok", json!(1)), put("", "123456789", json!(1))];
@@ -468,9 +466,8 @@ async fn sizes_are_bounded_and_name_their_limit() {
     f.close();
 }
 
-#[tokio::test]
-async fn emissions_commit_atomically_with_the_writes() {
-    let f = Fixture::new("emit", Limits::default());
+async fn emissions_commit_atomically_with_the_writes(b: Backend) {
+    let f = Fixture::new(b, "emit", Limits::default());
     let s = &f.store;
     let mut req = commit("notes");
     req.checks = vec![check_absent("", "cursor")];
@@ -529,9 +526,8 @@ async fn emissions_commit_atomically_with_the_writes() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_refused_emission_fails_the_whole_batch() {
-    let f = Fixture::new("refuse", Limits::default());
+async fn a_refused_emission_fails_the_whole_batch(b: Backend) {
+    let f = Fixture::new(b, "refuse", Limits::default());
     let s = &f.store;
     // A root in another scope to name as a parent.
     let mut req = commit("notes");
@@ -630,13 +626,12 @@ async fn a_refused_emission_fails_the_whole_batch() {
     f.close();
 }
 
-#[tokio::test]
-async fn a_causal_limit_emission_is_refused_alone() {
+async fn a_causal_limit_emission_is_refused_alone(b: Backend) {
     let limits = Limits {
         max_causal_depth: 1,
         ..Limits::default()
     };
-    let f = Fixture::new("causal", limits);
+    let f = Fixture::new(b, "causal", limits);
     let s = &f.store;
     let mut req = commit("notes");
     req.emissions = vec![emission("s1", "root")];
@@ -682,9 +677,8 @@ async fn a_causal_limit_emission_is_refused_alone() {
     f.close();
 }
 
-#[tokio::test]
-async fn layout_versions_never_go_down() {
-    let f = Fixture::new("layout", Limits::default());
+async fn layout_versions_never_go_down(b: Backend) {
+    let f = Fixture::new(b, "layout", Limits::default());
     let s = &f.store;
     let get = |name: &str| KvLayoutGetRequest {
         extension: name.into(),
@@ -736,9 +730,8 @@ async fn layout_versions_never_go_down() {
     f.close();
 }
 
-#[tokio::test]
-async fn dispatch_decodes_serves_and_refuses() {
-    let f = Fixture::new("dispatch", Limits::default());
+async fn dispatch_decodes_serves_and_refuses(b: Backend) {
+    let f = Fixture::new(b, "dispatch", Limits::default());
     let s = &f.store;
     let raw = |v: Value| serde_json::value::to_raw_value(&v).unwrap();
     assert!(storaged::kv::dispatch(s, "store.nope", &raw(json!({})))
@@ -778,10 +771,9 @@ async fn dispatch_decodes_serves_and_refuses() {
     f.close();
 }
 
-#[tokio::test]
-async fn the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach() {
+async fn the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach(b: Backend) {
     use storaged::kv::{TunnelGetRequest, TunnelRecord};
-    let f = Fixture::new("tunnel", Limits::default());
+    let f = Fixture::new(b, "tunnel", Limits::default());
     let s = &f.store;
     assert!(s
         .tunnel_get(TunnelGetRequest {})
@@ -833,3 +825,17 @@ async fn the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach() {
     );
     f.close();
 }
+
+on_both!(
+    get_put_list_and_delete,
+    list_pages_by_key_within_a_prefix,
+    a_failed_check_applies_nothing,
+    foreign_and_reserved_namespaces_apply_nothing,
+    sizes_are_bounded_and_name_their_limit,
+    emissions_commit_atomically_with_the_writes,
+    a_refused_emission_fails_the_whole_batch,
+    a_causal_limit_emission_is_refused_alone,
+    layout_versions_never_go_down,
+    dispatch_decodes_serves_and_refuses,
+    the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach,
+);

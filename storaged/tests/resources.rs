@@ -5,6 +5,9 @@
 
 mod work_common;
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::json;
 use storaged::resources::*;
 use storaged::work::{AttemptSettleRequest, AttemptStartRequest, RouteDecideRequest};
@@ -38,9 +41,8 @@ async fn leases(t: &TestStore) -> Vec<String> {
     t.rows("SELECT * FROM resource_leases ORDER BY 1, 2").await
 }
 
-#[tokio::test]
-async fn put_upserts_keeping_created_at_and_drop_forgets() {
-    let t = TestStore::new("lease-put");
+async fn put_upserts_keeping_created_at_and_drop_forgets(b: Backend) {
+    let t = TestStore::new(b, "lease-put");
     let s = &t.store;
     let a = s
         .resource_lease_put(put("git", "r1", "work_1"))
@@ -106,9 +108,8 @@ async fn put_upserts_keeping_created_at_and_drop_forgets() {
     t.close();
 }
 
-#[tokio::test]
-async fn bounds_are_refused_and_write_nothing() {
-    let t = TestStore::new("lease-bounds");
+async fn bounds_are_refused_and_write_nothing(b: Backend) {
+    let t = TestStore::new(b, "lease-bounds");
     let s = &t.store;
     s.resource_lease_put(put("git", "r1", "work_1"))
         .await
@@ -172,9 +173,8 @@ async fn bounds_are_refused_and_write_nothing() {
     t.close();
 }
 
-#[tokio::test]
-async fn pages_by_type_and_ref_with_the_cursor_and_filters() {
-    let t = TestStore::new("lease-page");
+async fn pages_by_type_and_ref_with_the_cursor_and_filters(b: Backend) {
+    let t = TestStore::new(b, "lease-page");
     let s = &t.store;
     // Two types, refs with a slash, three owners.
     let mut all = Vec::new();
@@ -265,9 +265,8 @@ async fn pages_by_type_and_ref_with_the_cursor_and_filters() {
     t.close();
 }
 
-#[tokio::test]
-async fn owner_status_answers_open_closed_and_unknown_in_order() {
-    let t = TestStore::new("owner-status");
+async fn owner_status_answers_open_closed_and_unknown_in_order(b: Backend) {
+    let t = TestStore::new(b, "owner-status");
     let s = &t.store;
     for seq in 1..=3 {
         t.event(seq, "s1", "x", &[]).await;
@@ -368,9 +367,8 @@ async fn owner_status_answers_open_closed_and_unknown_in_order() {
     t.close();
 }
 
-#[tokio::test]
-async fn the_methods_are_on_the_bus_with_strict_params() {
-    let t = TestStore::new("lease-bus");
+async fn the_methods_are_on_the_bus_with_strict_params(b: Backend) {
+    let t = TestStore::new(b, "lease-bus");
     let s = &t.store;
     let raw =
         |v: serde_json::Value| serde_json::value::RawValue::from_string(v.to_string()).unwrap();
@@ -443,3 +441,11 @@ async fn the_methods_are_on_the_bus_with_strict_params() {
     }
     t.close();
 }
+
+on_both!(
+    put_upserts_keeping_created_at_and_drop_forgets,
+    bounds_are_refused_and_write_nothing,
+    pages_by_type_and_ref_with_the_cursor_and_filters,
+    owner_status_answers_open_closed_and_unknown_in_order,
+    the_methods_are_on_the_bus_with_strict_params,
+);

@@ -4,7 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use rusqlite::{params, Connection};
+#[macro_use]
+mod backend;
+use backend::Backend;
+use storaged::sql::{params, Connection};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use storaged::artifacts::{ArtifactCommitRequest, ArtifactCreateRequest, ArtifactWriteRequest};
@@ -43,10 +46,10 @@ fn event(
     root: Option<&str>,
     routed: bool,
 ) -> Result<i64, StoreError> {
-    conn.execute(
+    let seq: i64 = conn.query_row(
         "INSERT INTO events (id, scope_id, type, source, payload, signature, parent_id, root_id,
                              accepted_at, accepted_ms)
-         VALUES (?1, 's', 't', 'src', '{}', 'sig', ?2, ?3, ?4, ?5)",
+         VALUES (?1, 's', 't', 'src', '{}', 'sig', ?2, ?3, ?4, ?5) RETURNING seq",
         params![
             id,
             parent,
@@ -54,8 +57,8 @@ fn event(
             util::rfc3339(accepted_ms),
             accepted_ms
         ],
+        |r| r.get(0),
     )?;
-    let seq = conn.last_insert_rowid();
     conn.execute(
         "INSERT INTO event_keys (key, seq) VALUES (?1, ?2)",
         params![format!("k:{id}"), seq],
@@ -132,10 +135,9 @@ async fn count(store: &Store, sql: &'static str) -> i64 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_age_cut_keeps_what_open_work_needs() {
+async fn an_age_cut_keeps_what_open_work_needs(b: Backend) {
     let dir = TempDir::new("events");
-    let store = Store::open(&dir.0, Limits::default()).unwrap();
+    let store = b.open(&dir.0, Limits::default());
     let now = util::now_ms();
     let old = now - 10 * DAY;
     store
@@ -276,10 +278,9 @@ async fn an_age_cut_keeps_what_open_work_needs() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_count_cut_removes_the_oldest_beyond_the_count_in_batches() {
+async fn a_count_cut_removes_the_oldest_beyond_the_count_in_batches(b: Backend) {
     let dir = TempDir::new("count");
-    let store = Store::open(&dir.0, Limits::default()).unwrap();
+    let store = b.open(&dir.0, Limits::default());
     let now = util::now_ms();
     // 2500 events (more than two batches), one in every hundred an open Work's input.
     store
@@ -371,10 +372,9 @@ fn art(dir: &Path, id: &str) -> PathBuf {
     dir.join("artifacts").join(id)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn artifacts_of_running_executions_survive_and_orphans_go() {
+async fn artifacts_of_running_executions_survive_and_orphans_go(b: Backend) {
     let dir = TempDir::new("artifacts");
-    let store = Store::open(&dir.0, Limits::default()).unwrap();
+    let store = b.open(&dir.0, Limits::default());
     let now = util::now_ms();
     store
         .write(|c| {
@@ -501,10 +501,9 @@ async fn artifacts_of_running_executions_survive_and_orphans_go() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stats_count_what_is_there() {
+async fn stats_count_what_is_there(b: Backend) {
     let dir = TempDir::new("stats");
-    let store = Store::open(&dir.0, Limits::default()).unwrap();
+    let store = b.open(&dir.0, Limits::default());
     let empty = store.stats(StatsRequest {}).await.unwrap();
     assert_eq!(empty.events.count, 0);
     assert_eq!(empty.events.latest_seq, 0);
@@ -566,10 +565,9 @@ async fn stats_count_what_is_there() {
     store.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn applying_a_config_twice_stores_one_generation() {
+async fn applying_a_config_twice_stores_one_generation(b: Backend) {
     let dir = TempDir::new("config");
-    let store = Store::open(&dir.0, Limits::default()).unwrap();
+    let store = b.open(&dir.0, Limits::default());
     let e = store
         .config_current(ConfigCurrentRequest {})
         .await
@@ -677,3 +675,11 @@ async fn applying_a_config_twice_stores_one_generation() {
     );
     store.close();
 }
+
+on_both!(
+    an_age_cut_keeps_what_open_work_needs,
+    a_count_cut_removes_the_oldest_beyond_the_count_in_batches,
+    artifacts_of_running_executions_survive_and_orphans_go,
+    stats_count_what_is_there,
+    applying_a_config_twice_stores_one_generation,
+);

@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use daemon::bus::{Bus, BusOptions};
 use protocol::{BoxFuture, Code, Handler, Peer, Reply, Request, RpcError};
 use serde_json::{json, Value};
@@ -26,8 +29,7 @@ impl Handler for Inbox {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn store_methods_through_the_bus() {
+async fn store_methods_through_the_bus(b: Backend) {
     let dir = std::env::temp_dir().join(format!("oc-storaged-bus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -135,3 +137,7 @@ async fn store_methods_through_the_bus() {
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+on_both!(
+    store_methods_through_the_bus,
+);

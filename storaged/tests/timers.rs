@@ -5,6 +5,9 @@
 
 mod work_common;
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::json;
 use storaged::timers::*;
 use storaged::StoreError;
@@ -17,9 +20,8 @@ fn arm(key: &str, due_ms: i64) -> TimerArmRequest {
     )
 }
 
-#[tokio::test]
-async fn arm_upserts_cancel_deletes_and_due_lists_in_order() {
-    let t = TestStore::new("timer-arm");
+async fn arm_upserts_cancel_deletes_and_due_lists_in_order(b: Backend) {
+    let t = TestStore::new(b, "timer-arm");
     let s = &t.store;
     let a = s.timer_arm(arm("nightly", 2_000)).await.unwrap();
     assert!(!a.replaced);
@@ -97,9 +99,8 @@ async fn arm_upserts_cancel_deletes_and_due_lists_in_order() {
     t.close();
 }
 
-#[tokio::test]
-async fn fire_deletes_or_rearms_under_its_due_time_precondition() {
-    let t = TestStore::new("timer-fire");
+async fn fire_deletes_or_rearms_under_its_due_time_precondition(b: Backend) {
+    let t = TestStore::new(b, "timer-fire");
     let s = &t.store;
     let a = s.timer_arm(arm("nightly", 2_000)).await.unwrap().timer;
     let before = t.snapshot().await;
@@ -154,9 +155,8 @@ async fn fire_deletes_or_rearms_under_its_due_time_precondition() {
     t.close();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn of_two_racing_fires_one_wins_and_the_other_conflicts() {
-    let t = TestStore::new("timer-race");
+async fn of_two_racing_fires_one_wins_and_the_other_conflicts(b: Backend) {
+    let t = TestStore::new(b, "timer-race");
     let s = &t.store;
     for round in 0..20 {
         let key = format!("k{round}");
@@ -208,3 +208,9 @@ async fn of_two_racing_fires_one_wins_and_the_other_conflicts() {
     assert_eq!(METHODS.len(), 5);
     t.close();
 }
+
+on_both!(
+    arm_upserts_cancel_deletes_and_due_lists_in_order,
+    fire_deletes_or_rearms_under_its_due_time_precondition,
+    of_two_racing_fires_one_wins_and_the_other_conflicts,
+);

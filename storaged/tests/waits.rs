@@ -5,6 +5,9 @@
 
 mod work_common;
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::json;
 use storaged::waits::*;
 use storaged::work::*;
@@ -49,9 +52,8 @@ async fn waiting_work(
     (w, a, r.wait_id.unwrap())
 }
 
-#[tokio::test]
-async fn an_event_wakes_a_wait_in_the_routing_unit_and_the_attempt_resumes() {
-    let t = TestStore::new("wait-event");
+async fn an_event_wakes_a_wait_in_the_routing_unit_and_the_attempt_resumes(b: Backend) {
+    let t = TestStore::new(b, "wait-event");
     let s = &t.store;
     let (w, a, wait_id) = waiting_work(&t, Some(1_792_918_800_000)).await;
 
@@ -152,9 +154,8 @@ async fn an_event_wakes_a_wait_in_the_routing_unit_and_the_attempt_resumes() {
     t.close();
 }
 
-#[tokio::test]
-async fn wait_wake_preconditions_timeout_and_cancel() {
-    let t = TestStore::new("wait-wake");
+async fn wait_wake_preconditions_timeout_and_cancel(b: Backend) {
+    let t = TestStore::new(b, "wait-wake");
     let s = &t.store;
     let (w, _a, wait_id) = waiting_work(&t, Some(1_000)).await;
     // Input reaching a waiting Work is queued without waking.
@@ -228,9 +229,8 @@ async fn wait_wake_preconditions_timeout_and_cancel() {
     t.close();
 }
 
-#[tokio::test]
-async fn cancelling_a_waiting_work_cancels_its_wait_and_timer() {
-    let t = TestStore::new("wait-cancel");
+async fn cancelling_a_waiting_work_cancels_its_wait_and_timer(b: Backend) {
+    let t = TestStore::new(b, "wait-cancel");
     let s = &t.store;
     let (w, a, wait_id) = waiting_work(&t, Some(5_000)).await;
     let c = s
@@ -249,9 +249,8 @@ async fn cancelling_a_waiting_work_cancels_its_wait_and_timer() {
     t.close();
 }
 
-#[tokio::test]
-async fn progress_belongs_to_the_owner_and_is_clipped() {
-    let t = TestStore::new("wait-progress");
+async fn progress_belongs_to_the_owner_and_is_clipped(b: Backend) {
+    let t = TestStore::new(b, "wait-progress");
     let s = &t.store;
     let (w, _a, wait_id) = waiting_work(&t, None).await;
     let before = t.snapshot().await;
@@ -293,9 +292,8 @@ async fn progress_belongs_to_the_owner_and_is_clipped() {
     t.close();
 }
 
-#[tokio::test]
-async fn a_builtin_wait_refuses_progress_and_a_timed_wait_without_words_is_described() {
-    let t = TestStore::new("wait-builtin");
+async fn a_builtin_wait_refuses_progress_and_a_timed_wait_without_words_is_described(b: Backend) {
+    let t = TestStore::new(b, "wait-builtin");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     let w = s
@@ -328,3 +326,11 @@ async fn a_builtin_wait_refuses_progress_and_a_timed_wait_without_words_is_descr
     assert_eq!(due_description(0), "until 1 Jan 1970 00:00 UTC");
     t.close();
 }
+
+on_both!(
+    an_event_wakes_a_wait_in_the_routing_unit_and_the_attempt_resumes,
+    wait_wake_preconditions_timeout_and_cancel,
+    cancelling_a_waiting_work_cancels_its_wait_and_timer,
+    progress_belongs_to_the_owner_and_is_clipped,
+    a_builtin_wait_refuses_progress_and_a_timed_wait_without_words_is_described,
+);

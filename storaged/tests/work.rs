@@ -5,6 +5,9 @@
 
 mod work_common;
 
+#[macro_use]
+mod backend;
+use backend::Backend;
 use serde_json::json;
 use storaged::work::*;
 use storaged::StoreError;
@@ -49,9 +52,8 @@ fn is_conflict<T: std::fmt::Debug>(r: Result<T, StoreError>) -> String {
     }
 }
 
-#[tokio::test]
-async fn create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts() {
-    let t = TestStore::new("route-create");
+async fn create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts(b: Backend) {
+    let t = TestStore::new(b, "route-create");
     let s = &t.store;
     t.event(1, "s1", "gh.issue.opened", &["issue:12"]).await;
     t.event(2, "s1", "gh.issue.comment", &["issue:12"]).await;
@@ -132,9 +134,8 @@ async fn create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts()
     t.close();
 }
 
-#[tokio::test]
-async fn route_decide_preconditions_and_bounds_write_nothing() {
-    let t = TestStore::new("route-pre");
+async fn route_decide_preconditions_and_bounds_write_nothing(b: Backend) {
+    let t = TestStore::new(b, "route-pre");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     t.event(2, "s1", "x", &[]).await;
@@ -231,9 +232,8 @@ async fn route_decide_preconditions_and_bounds_write_nothing() {
     t.close();
 }
 
-#[tokio::test]
-async fn a_display_that_breaks_a_limit_is_refused_and_routing_goes_on() {
-    let t = TestStore::new("route-display");
+async fn a_display_that_breaks_a_limit_is_refused_and_routing_goes_on(b: Backend) {
+    let t = TestStore::new(b, "route-display");
     let s = &t.store;
     for seq in 1..=5 {
         t.event(seq, "s1", "x", &["k"]).await;
@@ -291,9 +291,8 @@ async fn a_display_that_breaks_a_limit_is_refused_and_routing_goes_on() {
     t.close();
 }
 
-#[tokio::test]
-async fn unmatched_records_the_disposition_and_makes_no_work() {
-    let t = TestStore::new("route-unmatched");
+async fn unmatched_records_the_disposition_and_makes_no_work(b: Backend) {
+    let t = TestStore::new(b, "route-unmatched");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     t.event(2, "s1", "x", &[]).await;
@@ -349,9 +348,8 @@ async fn unmatched_records_the_disposition_and_makes_no_work() {
     t.close();
 }
 
-#[tokio::test]
-async fn attempts_take_inputs_and_settle_completed_handoff_and_failed() {
-    let t = TestStore::new("attempts");
+async fn attempts_take_inputs_and_settle_completed_handoff_and_failed(b: Backend) {
+    let t = TestStore::new(b, "attempts");
     let s = &t.store;
     for seq in 1..=4 {
         t.event(seq, "s1", "x", &["k"]).await;
@@ -459,9 +457,8 @@ async fn attempts_take_inputs_and_settle_completed_handoff_and_failed() {
     t.close();
 }
 
-#[tokio::test]
-async fn attempt_start_preconditions_write_nothing() {
-    let t = TestStore::new("start-pre");
+async fn attempt_start_preconditions_write_nothing(b: Backend) {
+    let t = TestStore::new(b, "start-pre");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     let w = s
@@ -512,9 +509,8 @@ async fn attempt_start_preconditions_write_nothing() {
     t.close();
 }
 
-#[tokio::test]
-async fn settle_bounds_and_preconditions_write_nothing() {
-    let t = TestStore::new("settle-pre");
+async fn settle_bounds_and_preconditions_write_nothing(b: Backend) {
+    let t = TestStore::new(b, "settle-pre");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     let w = s
@@ -575,9 +571,8 @@ async fn settle_bounds_and_preconditions_write_nothing() {
 
 /// The fence: once a newer attempt (or a takeover) holds a newer epoch, every write
 /// of the older holder is refused and changes nothing.
-#[tokio::test]
-async fn lease_fencing_refuses_an_older_epoch() {
-    let t = TestStore::new("fence");
+async fn lease_fencing_refuses_an_older_epoch(b: Backend) {
+    let t = TestStore::new(b, "fence");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     let w = s
@@ -693,9 +688,8 @@ async fn lease_fencing_refuses_an_older_epoch() {
     t.close();
 }
 
-#[tokio::test]
-async fn a_failed_attempt_is_fenced_by_the_next_and_a_final_failure_closes_the_work() {
-    let t = TestStore::new("fence-fail");
+async fn a_failed_attempt_is_fenced_by_the_next_and_a_final_failure_closes_the_work(b: Backend) {
+    let t = TestStore::new(b, "fence-fail");
     let s = &t.store;
     t.event(1, "s1", "x", &["k"]).await;
     let w = s
@@ -747,9 +741,8 @@ async fn a_failed_attempt_is_fenced_by_the_next_and_a_final_failure_closes_the_w
     t.close();
 }
 
-#[tokio::test]
-async fn cancel_fences_the_running_attempt() {
-    let t = TestStore::new("cancel");
+async fn cancel_fences_the_running_attempt(b: Backend) {
+    let t = TestStore::new(b, "cancel");
     let s = &t.store;
     t.event(1, "s1", "x", &[]).await;
     t.event(2, "s1", "x", &[]).await;
@@ -814,9 +807,8 @@ async fn cancel_fences_the_running_attempt() {
     t.close();
 }
 
-#[tokio::test]
-async fn reads_are_paged_and_bounded() {
-    let t = TestStore::new("reads");
+async fn reads_are_paged_and_bounded(b: Backend) {
+    let t = TestStore::new(b, "reads");
     let s = &t.store;
     let mut ids = Vec::new();
     for seq in 1..=5 {
@@ -893,9 +885,8 @@ async fn reads_are_paged_and_bounded() {
 /// An event routed to a Work while its attempt runs, and consumed by that attempt
 /// (injected and taken in), is done with it: the Work settles without pending input,
 /// so no further attempt starts for it. An input it did not consume stays pending.
-#[tokio::test]
-async fn inputs_an_attempt_consumed_while_it_ran_are_done_with_it() {
-    let t = TestStore::new("settle-consumed");
+async fn inputs_an_attempt_consumed_while_it_ran_are_done_with_it(b: Backend) {
+    let t = TestStore::new(b, "settle-consumed");
     let s = &t.store;
     for seq in 1..=3 {
         t.event(seq, "s1", "x", &["k"]).await;
@@ -937,3 +928,18 @@ async fn inputs_an_attempt_consumed_while_it_ran_are_done_with_it() {
     assert_eq!(r.work_state, "idle");
     t.close();
 }
+
+on_both!(
+    create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts,
+    route_decide_preconditions_and_bounds_write_nothing,
+    a_display_that_breaks_a_limit_is_refused_and_routing_goes_on,
+    unmatched_records_the_disposition_and_makes_no_work,
+    attempts_take_inputs_and_settle_completed_handoff_and_failed,
+    attempt_start_preconditions_write_nothing,
+    settle_bounds_and_preconditions_write_nothing,
+    lease_fencing_refuses_an_older_epoch,
+    a_failed_attempt_is_fenced_by_the_next_and_a_final_failure_closes_the_work,
+    cancel_fences_the_running_attempt,
+    reads_are_paged_and_bounded,
+    inputs_an_attempt_consumed_while_it_ran_are_done_with_it,
+);

@@ -84,7 +84,7 @@ pub fn attempt_start(
         )?;
         let v = stmt
             .query_map([&req.work_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<Vec<i64>>>()?;
+            .collect::<crate::sql::Result<Vec<i64>>>()?;
         v
     };
     let resume = match st.as_str() {
@@ -235,7 +235,7 @@ fn taken_inputs(conn: &Connection, execution_id: &str) -> Result<Vec<i64>, Store
     )?;
     let v = stmt
         .query_map([execution_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<i64>>>()?;
+        .collect::<crate::sql::Result<Vec<i64>>>()?;
     Ok(v)
 }
 
@@ -245,7 +245,7 @@ fn pending_inputs(conn: &Connection, work_id: &str) -> Result<Vec<i64>, StoreErr
     )?;
     let v = stmt
         .query_map([work_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<i64>>>()?;
+        .collect::<crate::sql::Result<Vec<i64>>>()?;
     Ok(v)
 }
 
@@ -681,7 +681,7 @@ pub fn expired_leases(
     ))?;
     let executions = stmt
         .query_map(params![req.now_ms, limit], exec_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     Ok(ExpiredLeasesResponse { executions })
 }
 

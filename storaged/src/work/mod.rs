@@ -40,7 +40,7 @@ use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::util;
 use protocol::wire::{Outcome, WorkDisplay};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -240,7 +240,7 @@ pub struct WorkRow {
 const WORK_COLS: &str = "id, scope_id, kind, binding, state, display, context, grants, \
      lease_epoch, failures, retry_at_ms, created_at, updated_at, version";
 
-fn work_from_row(r: &Row<'_>) -> rusqlite::Result<WorkRow> {
+fn work_from_row(r: &Row<'_>) -> crate::sql::Result<WorkRow> {
     let display: Option<String> = r.get(5)?;
     let grants: String = r.get(7)?;
     Ok(WorkRow {
@@ -267,7 +267,7 @@ fn work_keys(conn: &Connection, work_id: &str, max: usize) -> Result<Vec<String>
         conn.prepare_cached("SELECT key FROM work_keys WHERE work_id = ?1 ORDER BY key LIMIT ?2")?;
     let keys = stmt
         .query_map(params![work_id, max as i64], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+        .collect::<crate::sql::Result<Vec<String>>>()?;
     Ok(keys)
 }
 
@@ -296,13 +296,13 @@ pub(crate) fn load_work(
 fn works_query(
     conn: &Connection,
     sql: &str,
-    args: &[&dyn rusqlite::ToSql],
+    args: &[&dyn crate::sql::ToSql],
     limits: &Limits,
 ) -> Result<Vec<WorkRow>, StoreError> {
     let mut stmt = conn.prepare(sql)?;
     let mut works = stmt
         .query_map(args, work_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     for w in &mut works {
         w.keys = work_keys(conn, &w.id, limits.max_page)?;
     }
@@ -350,7 +350,7 @@ pub struct ExecutionRow {
 const EXEC_COLS: &str = "id, work_id, attempt, executor, binding, state, lease_owner, \
      lease_epoch, lease_expires_ms, recovery, result, retry_at_ms, started_at, settled_at";
 
-fn exec_from_row(r: &Row<'_>) -> rusqlite::Result<ExecutionRow> {
+fn exec_from_row(r: &Row<'_>) -> crate::sql::Result<ExecutionRow> {
     Ok(ExecutionRow {
         id: r.get(0)?,
         work_id: r.get(1)?,

@@ -179,7 +179,7 @@ pub fn works(
     let limit = page_limit(req.limit, limits)?;
     check_opt_name("after", &req.after, limits)?;
     let mut sql = format!("SELECT {WORK_COLS} FROM works WHERE id > ?1");
-    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&req.after];
+    let mut args: Vec<&dyn crate::sql::ToSql> = vec![&req.after];
     for (col, v) in [
         ("scope_id", &req.scope_id),
         ("state", &req.state),
@@ -245,8 +245,8 @@ pub fn executions(
 ) -> Result<ExecutionsResponse, StoreError> {
     let limit = page_limit(req.limit, limits)?;
     check_opt_name("after", &req.after, limits)?;
-    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
-    let mut sql = format!("SELECT {EXEC_COLS} FROM executions WHERE 1");
+    let mut args: Vec<&dyn crate::sql::ToSql> = Vec::new();
+    let mut sql = format!("SELECT {EXEC_COLS} FROM executions WHERE 1 = 1");
     // A Work's executions page by attempt number (the cursor is the number).
     let after_attempt: i64;
     if let Some(w) = &req.work_id {
@@ -281,7 +281,7 @@ pub fn executions(
     let mut stmt = conn.prepare(&sql)?;
     let executions = stmt
         .query_map(args.as_slice(), exec_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     let next = match executions.last() {
         Some(e) if executions.len() as i64 == limit => {
             if req.work_id.is_some() {
@@ -355,7 +355,7 @@ pub fn work_inputs(
                 attempt_id: r.get(2)?,
             })
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::sql::Result<Vec<_>>>()?;
     let next = inputs.last().map_or(req.after, |i| i.seq);
     Ok(WorkInputsResponse { inputs, next })
 }

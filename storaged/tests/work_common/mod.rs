@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use serde::de::DeserializeOwned;
+use crate::backend::Backend;
 use storaged::{Limits, Store};
 
 /// A store in a fresh temp directory, removed by `close`.
@@ -17,14 +18,14 @@ pub fn req<T: DeserializeOwned>(v: serde_json::Value) -> T {
 }
 
 impl TestStore {
-    pub fn new(name: &str) -> TestStore {
+    pub fn new(b: Backend, name: &str) -> TestStore {
         let dir = std::env::temp_dir().join(format!(
             "oc-work-{name}-{}-{}",
             std::process::id(),
             storaged::util::new_id("t")
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir, Limits::default()).unwrap();
+        let store = b.open(&dir, Limits::default());
         TestStore { store, dir }
     }
 
@@ -48,7 +49,7 @@ impl TestStore {
                     "INSERT INTO events (seq, id, scope_id, type, source, payload, keys, signature, \
                      root_id, accepted_at, accepted_ms) \
                      VALUES (?1, ?2, ?3, ?4, 'test', ?5, ?6, 'sig', ?2, 'now', ?1)",
-                    rusqlite::params![
+                    storaged::sql::params![
                         seq,
                         format!("evt_{seq}"),
                         scope,
@@ -69,19 +70,18 @@ impl TestStore {
         self.store
             .read(move |c| {
                 let mut stmt = c.prepare(&sql)?;
-                let n = stmt.column_count();
                 let mut rows = stmt.query([])?;
                 let mut out = Vec::new();
                 while let Some(r) = rows.next()? {
                     let mut cols = Vec::new();
-                    for i in 0..n {
-                        let v: rusqlite::types::Value = r.get(i)?;
+                    for i in 0..r.column_count() {
+                        let v: storaged::sql::Value = r.get(i)?;
                         cols.push(match v {
-                            rusqlite::types::Value::Null => "NULL".to_string(),
-                            rusqlite::types::Value::Integer(i) => i.to_string(),
-                            rusqlite::types::Value::Real(f) => f.to_string(),
-                            rusqlite::types::Value::Text(t) => t,
-                            rusqlite::types::Value::Blob(b) => format!("{b:?}"),
+                            storaged::sql::Value::Null => "NULL".to_string(),
+                            storaged::sql::Value::Integer(i) => i.to_string(),
+                            storaged::sql::Value::Real(f) => f.to_string(),
+                            storaged::sql::Value::Text(t) => t,
+                            storaged::sql::Value::Blob(b) => format!("{b:?}"),
                         });
                     }
                     out.push(cols.join("|"));

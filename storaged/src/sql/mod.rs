@@ -1,0 +1,485 @@
+//! The one door to the database: a small API in rusqlite's shape over either
+//! backend, SQLite (the default) or PostgreSQL.
+//!
+//! The methods above it (`store.*`) write their SQL once, in the subset both
+//! dialects share: `?N` parameters (rewritten to `$N` for PostgreSQL), `INSERT
+//! … ON CONFLICT`, `RETURNING`, `CAST(… AS BIGINT)` around sums. Where the
+//! dialects part (JSON arrays, the schema's types, integrity checks) the caller
+//! asks [`Connection::backend`]. Values cross as five kinds (integer, real,
+//! text, blob, null), which both backends store the same way; PostgreSQL is told
+//! each parameter's type from its kind, so no statement depends on inference.
+
+mod pg;
+mod value;
+
+pub use pg::{PgSession, PgTarget};
+pub use value::{FromSql, Kind, Param, ToSql, Value};
+
+use std::cell::RefCell;
+
+/// Which database a connection speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite, one file under the state directory.
+    Sqlite,
+    /// PostgreSQL, shared by every host of a suite.
+    Postgres,
+}
+
+impl Backend {
+    /// The name operators use (`settings.storage.backend`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A database failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (or its connection is gone).
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The connection to PostgreSQL is lost; the outcome of a write in flight is
+    /// unknown, so it is answered as a failure.
+    #[error("the database connection is lost: {0}")]
+    ConnectionLost(String),
+    /// `query_row` found no row.
+    #[error("query returned no rows")]
+    QueryReturnedNoRows,
+    /// A column's value is not of the type asked for.
+    #[error("column {index}: {why}")]
+    Conversion {
+        /// The column.
+        index: usize,
+        /// What did not fit.
+        why: String,
+    },
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Error {
+        if e.is_closed() {
+            return Error::ConnectionLost(e.to_string());
+        }
+        // A database error's own message (and detail) says more than the
+        // driver's summary.
+        match e.as_db_error() {
+            Some(db) => Error::Postgres(match db.detail() {
+                Some(d) => format!("{} ({}; {d})", db.message(), db.code().code()),
+                None => format!("{} ({})", db.message(), db.code().code()),
+            }),
+            None => {
+                let text = e.to_string();
+                // An I/O error on the socket is a lost connection too.
+                if text.contains("connection") || text.contains("broken pipe") {
+                    Error::ConnectionLost(text)
+                } else {
+                    Error::Postgres(text)
+                }
+            }
+        }
+    }
+}
+
+/// A database result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `query_row(…).optional()`: no row is `None`.
+pub trait OptionalExtension<T> {
+    /// No row is `Ok(None)`; other errors stay errors.
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> OptionalExtension<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One connection, to either backend.
+pub struct Connection {
+    inner: Inner,
+}
+
+enum Inner {
+    Sqlite(rusqlite::Connection),
+    Pg(RefCell<PgSession>),
+}
+
+impl Connection {
+    /// A connection to SQLite.
+    pub fn sqlite(conn: rusqlite::Connection) -> Connection {
+        Connection {
+            inner: Inner::Sqlite(conn),
+        }
+    }
+
+    /// A connection to PostgreSQL.
+    pub fn postgres(session: PgSession) -> Connection {
+        Connection {
+            inner: Inner::Pg(RefCell::new(session)),
+        }
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match &self.inner {
+            Inner::Sqlite(_) => Backend::Sqlite,
+            Inner::Pg(_) => Backend::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (pragmas, checkpoints).
+    pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
+        match &self.inner {
+            Inner::Sqlite(c) => Some(c),
+            Inner::Pg(_) => None,
+        }
+    }
+
+    /// Whether the connection is known to be gone (PostgreSQL only: a SQLite
+    /// connection is a file handle).
+    pub fn is_lost(&self) -> bool {
+        match &self.inner {
+            Inner::Sqlite(_) => false,
+            Inner::Pg(s) => s.borrow().is_closed(),
+        }
+    }
+
+    /// A statement, compiled once per connection.
+    pub fn prepare_cached(&self, sql: &str) -> Result<Statement<'_>> {
+        Ok(Statement {
+            inner: match &self.inner {
+                Inner::Sqlite(c) => StmtInner::SqliteCached(c.prepare_cached(sql)?),
+                Inner::Pg(s) => StmtInner::Pg {
+                    session: s,
+                    sql: sql.to_string(),
+                },
+            },
+        })
+    }
+
+    /// A statement compiled for this use (SQL built at run time).
+    pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
+        Ok(Statement {
+            inner: match &self.inner {
+                Inner::Sqlite(c) => StmtInner::Sqlite(c.prepare(sql)?),
+                Inner::Pg(s) => StmtInner::Pg {
+                    session: s,
+                    sql: sql.to_string(),
+                },
+            },
+        })
+    }
+
+    /// Run one statement: the rows it changed.
+    pub fn execute<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    /// The first row of a query, through `f`; no row is
+    /// [`Error::QueryReturnedNoRows`].
+    pub fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+
+    /// Run statements without parameters, one after another.
+    pub fn execute_batch(&self, sql: &str) -> Result<()> {
+        match &self.inner {
+            Inner::Sqlite(c) => Ok(c.execute_batch(sql)?),
+            Inner::Pg(s) => s.borrow_mut().batch(sql),
+        }
+    }
+}
+
+/// A statement ready to run.
+pub struct Statement<'c> {
+    inner: StmtInner<'c>,
+}
+
+enum StmtInner<'c> {
+    SqliteCached(rusqlite::CachedStatement<'c>),
+    Sqlite(rusqlite::Statement<'c>),
+    Pg {
+        session: &'c RefCell<PgSession>,
+        sql: String,
+    },
+}
+
+impl<'c> StmtInner<'c> {
+    fn sqlite(&mut self) -> Option<&mut rusqlite::Statement<'c>> {
+        match self {
+            StmtInner::SqliteCached(s) => Some(s),
+            StmtInner::Sqlite(s) => Some(s),
+            StmtInner::Pg { .. } => None,
+        }
+    }
+}
+
+fn sqlite_params<'p>(params: &'p [&'p dyn ToSql]) -> impl rusqlite::Params + 'p {
+    rusqlite::params_from_iter(params.iter().map(|p| p.to_param()))
+}
+
+impl Statement<'_> {
+    /// Run it: the rows it changed.
+    pub fn execute<P: Params>(&mut self, params: P) -> Result<usize> {
+        params.with(|ps| match &mut self.inner {
+            StmtInner::Pg { session, sql } => session.borrow_mut().execute(sql, ps),
+            other => match other.sqlite() {
+                Some(s) => Ok(s.execute(sqlite_params(ps))?),
+                None => Err(Error::Postgres("unreachable".into())),
+            },
+        })
+    }
+
+    /// All its rows, each through `f`.
+    pub fn query_map<T, P, F>(&mut self, params: P, mut f: F) -> Result<std::vec::IntoIter<Result<T>>>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> Result<T>,
+    {
+        let mut out = Vec::new();
+        self.each(params, |row| {
+            out.push(f(row));
+            Ok(true)
+        })?;
+        Ok(out.into_iter())
+    }
+
+    /// The first row through `f`; none is [`Error::QueryReturnedNoRows`].
+    pub fn query_row<T, P, F>(&mut self, params: P, f: F) -> Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> Result<T>,
+    {
+        let mut f = Some(f);
+        let mut out = None;
+        self.each(params, |row| {
+            if let Some(f) = f.take() {
+                out = Some(f(row));
+            }
+            Ok(false)
+        })?;
+        out.unwrap_or(Err(Error::QueryReturnedNoRows))
+    }
+
+    /// Whether it returns any row.
+    pub fn exists<P: Params>(&mut self, params: P) -> Result<bool> {
+        let mut any = false;
+        self.each(params, |_| {
+            any = true;
+            Ok(false)
+        })?;
+        Ok(any)
+    }
+
+    /// Its rows, to step through with [`Rows::next`].
+    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
+        let mut rows = Vec::new();
+        self.each(params, |row| {
+            rows.push(row.to_values()?);
+            Ok(true)
+        })?;
+        Ok(Rows {
+            rows: rows.into_iter(),
+            current: None,
+        })
+    }
+
+    /// Call `f` on each row while it answers `true`.
+    fn each<P, F>(&mut self, params: P, mut f: F) -> Result<()>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> Result<bool>,
+    {
+        params.with(|ps| match &mut self.inner {
+            StmtInner::Pg { session, sql } => {
+                let rows = session.borrow_mut().query(sql, ps)?;
+                for r in &rows {
+                    if !f(&Row {
+                        inner: RowInner::Pg(r),
+                    })? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            other => {
+                let Some(s) = other.sqlite() else {
+                    return Ok(());
+                };
+                let mut rows = s.query(sqlite_params(ps))?;
+                while let Some(r) = rows.next()? {
+                    if !f(&Row {
+                        inner: RowInner::Sqlite(r),
+                    })? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        })
+    }
+}
+
+/// Rows read whole, stepped through one at a time.
+pub struct Rows {
+    rows: std::vec::IntoIter<Vec<Value>>,
+    current: Option<Vec<Value>>,
+}
+
+impl Rows {
+    /// The next row, if any.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Row<'_>>> {
+        self.current = self.rows.next();
+        Ok(self.current.as_deref().map(|v| Row {
+            inner: RowInner::Owned(v),
+        }))
+    }
+}
+
+/// One row of a result.
+pub struct Row<'a> {
+    inner: RowInner<'a>,
+}
+
+enum RowInner<'a> {
+    Sqlite(&'a rusqlite::Row<'a>),
+    Pg(&'a postgres::Row),
+    Owned(&'a [Value]),
+}
+
+impl Row<'_> {
+    /// Column `index` as a `T`.
+    pub fn get<I: RowIndex, T: FromSql>(&self, index: I) -> Result<T> {
+        let index = index.index();
+        let converted = match &self.inner {
+            RowInner::Sqlite(r) => T::from_sqlite(r.get_ref(index)?),
+            RowInner::Pg(r) => T::from_pg(r, index),
+            RowInner::Owned(v) => match v.get(index) {
+                Some(v) => T::from_value(v),
+                None => Err(format!("no column {index}")),
+            },
+        };
+        converted.map_err(|why| Error::Conversion { index, why })
+    }
+
+    /// How many columns it has.
+    pub fn column_count(&self) -> usize {
+        match &self.inner {
+            RowInner::Sqlite(r) => r.as_ref().column_count(),
+            RowInner::Pg(r) => r.len(),
+            RowInner::Owned(v) => v.len(),
+        }
+    }
+
+    fn to_values(&self) -> Result<Vec<Value>> {
+        (0..self.column_count()).map(|i| self.get::<usize, Value>(i)).collect()
+    }
+}
+
+/// A column index.
+pub trait RowIndex {
+    /// As a position.
+    fn index(self) -> usize;
+}
+
+impl RowIndex for usize {
+    fn index(self) -> usize {
+        self
+    }
+}
+
+/// A statement's parameters: `[]`, `params![…]`, an array of one type, or
+/// [`params_from_iter`].
+pub trait Params {
+    /// Call `f` with them as a slice.
+    fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R;
+}
+
+impl Params for &[&dyn ToSql] {
+    fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        f(self)
+    }
+}
+
+impl Params for &Vec<&dyn ToSql> {
+    fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        f(self)
+    }
+}
+
+impl Params for [&dyn ToSql; 0] {
+    fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        f(&[])
+    }
+}
+
+macro_rules! array_params {
+    ($($n:literal)*) => {$(
+        impl<T: ToSql> Params for [T; $n] {
+            fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+                let refs: Vec<&dyn ToSql> = self.iter().map(|p| p as &dyn ToSql).collect();
+                f(&refs)
+            }
+        }
+        impl<T: ToSql> Params for &[T; $n] {
+            fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+                let refs: Vec<&dyn ToSql> = self.iter().map(|p| p as &dyn ToSql).collect();
+                f(&refs)
+            }
+        }
+    )*};
+}
+array_params!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+
+/// Parameters from an iterator of values.
+pub struct ParamsFromIter<I>(I);
+
+/// Parameters from an iterator of values (of one type).
+pub fn params_from_iter<I>(iter: I) -> ParamsFromIter<I>
+where
+    I: IntoIterator,
+    I::Item: ToSql,
+{
+    ParamsFromIter(iter)
+}
+
+impl<I> Params for ParamsFromIter<I>
+where
+    I: IntoIterator,
+    I::Item: ToSql,
+{
+    fn with<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        let owned: Vec<I::Item> = self.0.into_iter().collect();
+        let refs: Vec<&dyn ToSql> = owned.iter().map(|p| p as &dyn ToSql).collect();
+        f(&refs)
+    }
+}
+
+/// `params![a, b, …]`: parameters of any types.
+#[macro_export]
+macro_rules! params {
+    () => {
+        &[] as &[&dyn $crate::sql::ToSql]
+    };
+    ($($p:expr),+ $(,)?) => {
+        &[$(&$p as &dyn $crate::sql::ToSql),+] as &[&dyn $crate::sql::ToSql]
+    };
+}
+pub use params;
