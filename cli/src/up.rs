@@ -209,6 +209,8 @@ struct Up {
     bus_listener: UnixListener,
     http: TcpListener,
     bundled: PathBuf,
+    /// storaged's `--config-dir`, when the configuration names a storage.
+    storage_dir: Option<PathBuf>,
     running: HashMap<&'static str, Running>,
 }
 
@@ -228,7 +230,13 @@ impl Up {
                 }
                 v
             }
-            "storaged" => vec!["--state".into(), state, "--bus".into(), bus.clone()],
+            "storaged" => {
+                let mut v = vec!["--state".into(), state, "--bus".into(), bus.clone()];
+                if let Some(dir) = &self.storage_dir {
+                    v.extend(["--config-dir".into(), dir.display().to_string()]);
+                }
+                v
+            }
             "extrunner" => vec![
                 "--config-dir".into(),
                 self.opts.state.join("etc").display().to_string(),
@@ -561,6 +569,26 @@ pub async fn up(opts: UpOptions) -> i32 {
     }
 }
 
+/// When the configuration names a storage (`settings.storage`), write it where
+/// storaged reads it (`<state>/etc/storaged/config.json`, that setting alone):
+/// its directory. Storage is chosen before the configuration can be applied,
+/// since applying it writes to the database.
+fn write_storage_settings(state: &Path, config: &Value) -> Result<Option<PathBuf>, String> {
+    let storage = config
+        .pointer("/settings/storage")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if storage.is_null() {
+        return Ok(None);
+    }
+    let dir = state.join("etc/storaged");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("config.json");
+    let doc = json!({"settings": {"storage": storage}});
+    std::fs::write(&path, doc.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(dir))
+}
+
 async fn run(opts: UpOptions) -> Result<(), String> {
     let config = load_config(&opts)?;
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
@@ -569,6 +597,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     let bundled = write_bundled(&opts.state, &exe)?;
+    let storage_dir = write_storage_settings(&opts.state, &config)?;
     let bus = opts.state.join("run/bus.sock");
     if bus.exists() {
         if UnixStream::connect(&bus).is_ok() {
@@ -591,6 +620,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         bus_listener,
         http,
         bundled,
+        storage_dir,
         running: HashMap::new(),
     };
     say(&format!(

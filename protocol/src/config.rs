@@ -55,9 +55,57 @@ pub struct Settings {
     /// Per-extension settings (`pass_env`), by extension name.
     #[serde(default)]
     pub extensions: BTreeMap<String, Value>,
+    /// Where storaged keeps the database (SQLite when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSettings>,
     /// Fields this release does not read.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// `settings.storage`: the database's backend and, for PostgreSQL, a secret
+/// reference to its connection URL (it may carry a password). storaged reads
+/// it when it starts (`--config`); a change takes effect at its next start, and
+/// moving the data is `open-conduit store export`/`import`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StorageSettings {
+    /// `sqlite` (the default) or `postgres`.
+    #[serde(default)]
+    pub backend: String,
+    /// For `postgres`: `env:NAME` or `file:/path` holding the connection URL
+    /// (`postgres://user@host:port/db` or `host=… dbname=…`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url_ref: String,
+}
+
+impl StorageSettings {
+    /// What is wrong with it, as (field, message) pairs.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        match self.backend.as_str() {
+            "" | "sqlite" => {
+                if !self.url_ref.is_empty() {
+                    out.push((
+                        "url_ref",
+                        "the sqlite backend takes no url_ref (its file is <state>/db/conduit.db)"
+                            .into(),
+                    ));
+                }
+            }
+            "postgres" => {
+                if self.url_ref.is_empty() {
+                    out.push(("url_ref", "the postgres backend needs url_ref: `env:NAME` or `file:/path` holding the connection URL".into()));
+                } else if let Err(e) = check_secret_ref(&self.url_ref) {
+                    out.push(("url_ref", e));
+                }
+            }
+            other => out.push((
+                "backend",
+                format!("{other:?} is not a storage backend (`sqlite` or `postgres`)"),
+            )),
+        }
+        out
+    }
 }
 
 /// `settings.webhooks`.
@@ -272,7 +320,13 @@ impl Config {
     /// each object's `config`, are their extensions' to check.)
     pub fn unknown_fields(doc: &Value) -> Vec<Problem> {
         const TOP: &[&str] = &["settings", "connections", "scopes"];
-        const SETTINGS: &[&str] = &["concurrency", "job_concurrency", "webhooks", "extensions"];
+        const SETTINGS: &[&str] = &[
+            "concurrency",
+            "job_concurrency",
+            "webhooks",
+            "extensions",
+            "storage",
+        ];
         const WEBHOOKS: &[&str] = &["public_url", "tunnel"];
         const CONNECTION: &[&str] = &["name", "type", "config", "secret_refs"];
         const SCOPE: &[&str] = &[
@@ -313,6 +367,11 @@ impl Config {
         check(&doc["settings"], "/settings", SETTINGS);
         check(&doc["settings"]["webhooks"], "/settings/webhooks", WEBHOOKS);
         check(
+            &doc["settings"]["storage"],
+            "/settings/storage",
+            &["backend", "url_ref"],
+        );
+        check(
             &doc["settings"]["webhooks"]["tunnel"],
             "/settings/webhooks/tunnel",
             &["provider", "config"],
@@ -344,6 +403,11 @@ impl Config {
         if !w.public_url.is_empty() {
             if let Err(e) = check_public_url(&w.public_url) {
                 problem("/settings/webhooks/public_url".into(), e);
+            }
+        }
+        if let Some(st) = &self.settings.storage {
+            for (field, message) in st.problems() {
+                problem(format!("/settings/storage/{field}"), message);
             }
         }
         if let Some(t) = &w.tunnel {

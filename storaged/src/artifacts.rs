@@ -19,10 +19,10 @@
 
 use crate::db::Store;
 use crate::error::StoreError;
+use crate::sql::{Connection, OptionalExtension};
 use crate::util;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use crate::sql::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};

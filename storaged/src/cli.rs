@@ -19,6 +19,10 @@ pub struct Args {
     /// The bus socket.
     #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
     pub bus: PathBuf,
+    /// The configuration directory whose `config.json` says where the database
+    /// is (`settings.storage`). Without it, or without that setting, SQLite.
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
     /// Where logs go: auto (journald when started by it), journald or stderr.
     #[arg(long, default_value = "auto")]
     pub log: LogTarget,
@@ -51,11 +55,30 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let _ = notifier.status("opening the database");
     let state = args.state.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&state, Limits::default()))
+    let target = crate::target::storage_target(args.config_dir.as_deref())?;
+    let store = loop {
+        let (state, target) = (state.clone(), target.clone());
+        let opened = tokio::task::spawn_blocking(move || {
+            Store::open_with(&state, Limits::default(), &target)
+        })
         .await
-        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    tracing::info!(db = %store.db_path().display(), "database open");
+        match opened {
+            Ok(store) => break store,
+            // PostgreSQL not up yet (a host booting before its database): wait
+            // for it, saying so, rather than fail and be restarted.
+            Err(crate::StoreError::Unavailable(why)) => {
+                tracing::warn!(error = %why, "the database is unavailable; trying again in 2 s");
+                let _ = notifier.status(&format!("waiting for the database: {why}"));
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    signal = signals.next() => if signal == Signal::Stop { return Ok(()); },
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    tracing::info!(database = %store.describe(), backend = store.backend().name(), "database open");
     let publish: Arc<OnceLock<Publish>> = Arc::new(OnceLock::new());
     let handler = Arc::new(Service::new(store.clone(), publish.clone()));
     let bus = Bus::start(BusOptions::service(

@@ -9,8 +9,8 @@
 
 use crate::db::Store;
 use crate::error::StoreError;
-use crate::util;
 use crate::sql::{Connection, OptionalExtension};
+use crate::util;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -116,7 +116,7 @@ pub enum StorageTarget {
     #[default]
     Sqlite,
     /// A PostgreSQL database (shared by every host of a suite).
-    Postgres(PgTarget),
+    Postgres(Box<PgTarget>),
 }
 
 /// What the writer thread has done: groups committed and writes in them.
@@ -266,7 +266,9 @@ impl Store {
                         Ok(conn)
                     })
                     .join()
-                    .unwrap_or_else(|_| Err(StoreError::Internal("opening the database panicked".into())))
+                    .unwrap_or_else(|_| {
+                        Err(StoreError::Internal("opening the database panicked".into()))
+                    })
                 })?
             }
         };
@@ -460,7 +462,10 @@ impl WriterConn {
     /// else why there is none.
     fn get(&mut self) -> Result<&Connection, GroupFailure> {
         if self.conn.as_ref().is_some_and(|c| !c.is_lost()) {
-            return self.conn.as_ref().ok_or_else(|| GroupFailure::Failed("gone".into()));
+            return self
+                .conn
+                .as_ref()
+                .ok_or_else(|| GroupFailure::Failed("gone".into()));
         }
         let StorageTarget::Postgres(pg) = &self.target else {
             return Err(GroupFailure::Failed("the SQLite connection is gone".into()));
@@ -481,7 +486,9 @@ impl WriterConn {
                 tracing::info!(database = %pg.describe(), "the database connection is back");
                 self.wait = FIRST_RECONNECT_WAIT;
                 self.conn = Some(Connection::postgres(session));
-                self.conn.as_ref().ok_or_else(|| GroupFailure::Failed("gone".into()))
+                self.conn
+                    .as_ref()
+                    .ok_or_else(|| GroupFailure::Failed("gone".into()))
             }
             Err(e) => {
                 self.next_try = now + self.wait;

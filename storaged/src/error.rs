@@ -91,9 +91,10 @@ impl From<StoreError> for RpcError {
             StoreError::Undeclared(m) => RpcError::new(Code::Undeclared, m),
             StoreError::CausalLimit(m) => RpcError::new(Code::CausalLimit, m),
             StoreError::Closed => RpcError::new(Code::ShuttingDown, "the store is shutting down"),
-            StoreError::Unavailable(m) => {
-                RpcError::new(Code::Unavailable, format!("the database is unavailable: {m}"))
-            }
+            StoreError::Unavailable(m) => RpcError::new(
+                Code::Unavailable,
+                format!("the database is unavailable: {m}"),
+            ),
             other => RpcError::unauthored(other),
         }
     }

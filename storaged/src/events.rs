@@ -21,8 +21,8 @@
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::kv::{self, KvCheckItem, KvDeleteItem, KvPutItem};
-use crate::util;
 use crate::sql::{params, params_from_iter, Backend, Connection, OptionalExtension};
+use crate::util;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -684,38 +684,40 @@ fn insert(
     };
     let keys_text = serde_json::to_string(&ev.keys)
         .map_err(|e| StoreError::Internal(format!("encode keys: {e}")))?;
-    let seq: i64 = conn.prepare_cached(
-        "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
+    let seq: i64 = conn
+        .prepare_cached(
+            "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
              schema, payload, keys, signature, parent_id, root_id, depth, execution_id,
              occurred_at, accepted_at, accepted_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
          RETURNING seq",
-    )?
-    .query_row(
-        params![
-        id,
-        ev.scope_id,
-        ev.event_type,
-        ev.source,
-        ev.delivery_id,
-        ev.item,
-        ev.item_version,
-        ev.schema,
-        payload_text,
-        keys_text,
-        signature,
-        ev.parent_id,
-        root_id,
-        depth,
-        ev.execution_id,
-        ev.occurred_at,
-        util::rfc3339(now_ms),
-        now_ms,
-    ],
-        |r| r.get(0),
+        )?
+        .query_row(
+            params![
+                id,
+                ev.scope_id,
+                ev.event_type,
+                ev.source,
+                ev.delivery_id,
+                ev.item,
+                ev.item_version,
+                ev.schema,
+                payload_text,
+                keys_text,
+                signature,
+                ev.parent_id,
+                root_id,
+                depth,
+                ev.execution_id,
+                ev.occurred_at,
+                util::rfc3339(now_ms),
+                now_ms,
+            ],
+            |r| r.get(0),
+        )?;
+    let mut key_stmt = conn.prepare_cached(
+        "INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
     )?;
-    let mut key_stmt =
-        conn.prepare_cached("INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?;
     for k in &ev.keys {
         key_stmt.execute(params![k, seq])?;
     }

@@ -12,8 +12,8 @@
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
 use crate::events::{self, AcceptContext, EventInput};
-use crate::util;
 use crate::sql::{params, Connection, OptionalExtension};
+use crate::util;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

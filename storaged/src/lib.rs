@@ -18,6 +18,7 @@ pub mod rpc;
 pub mod schema;
 pub mod service;
 pub mod sql;
+pub mod target;
 pub mod timers;
 pub mod util;
 pub mod waits;

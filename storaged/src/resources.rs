@@ -20,13 +20,13 @@
 
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use crate::util;
 use crate::work::{
     check_name, check_opt_name, check_text, page_limit, parse_json, read_method, state,
     write_method,
 };
 use protocol::wire::{owner_status, OwnerStatus};
-use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

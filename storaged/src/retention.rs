@@ -26,8 +26,8 @@
 use crate::artifacts::{self, META_SUFFIX};
 use crate::db::Store;
 use crate::error::StoreError;
-use crate::util;
 use crate::sql::{Backend, Connection, OptionalExtension};
+use crate::util;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::ErrorKind;
@@ -310,9 +310,11 @@ pub fn remove_artifacts_over_bytes(
     max_bytes: u64,
     batch: usize,
 ) -> Result<Vec<(String, u64)>, StoreError> {
-    let total: i64 = conn.query_row("SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM artifacts", [], |r| {
-        r.get(0)
-    })?;
+    let total: i64 = conn.query_row(
+        "SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM artifacts",
+        [],
+        |r| r.get(0),
+    )?;
     let mut over = (total.max(0) as u64).saturating_sub(max_bytes);
     if over == 0 {
         return Ok(Vec::new());
@@ -678,15 +680,16 @@ impl Store {
                 wal.push("-wal");
                 file_len(&db) + file_len(Path::new(&wal))
             }
-            Backend::Postgres => self
-                .read(|c| {
-                    Ok(c.query_row(
-                        "SELECT pg_database_size(current_database())",
-                        [],
-                        |r| r.get::<_, u64>(0),
-                    )?)
+            Backend::Postgres => {
+                self.read(|c| {
+                    Ok(
+                        c.query_row("SELECT pg_database_size(current_database())", [], |r| {
+                            r.get::<_, u64>(0)
+                        })?,
+                    )
                 })
-                .await?,
+                .await?
+            }
         };
         Ok(out)
     }
@@ -700,8 +703,13 @@ pub struct CheckRequest {}
 /// Result of `store.check`: the database's integrity and the room left for it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckResponse {
-    /// `ok`, or what SQLite's `quick_check` found (its first 20 lines).
+    /// `ok`, or what SQLite's `quick_check` found (its first 20 lines); on
+    /// PostgreSQL, the schema version and each table read.
     pub integrity: String,
+    /// Where the database is: the SQLite file, or `postgres host:port/db as
+    /// user` (never a password).
+    #[serde(default)]
+    pub database: String,
     /// The state directory.
     pub dir: String,
     /// Bytes free for the store's filesystem (for an unprivileged user).
@@ -727,15 +735,25 @@ fn postgres_check(conn: &Connection) -> Result<String, StoreError> {
     let found = crate::schema::version(conn)?;
     let ours = crate::schema::current_version();
     if found != ours {
-        return Ok(format!("schema version {found}, this release writes {ours}"));
+        return Ok(format!(
+            "schema version {found}, this release writes {ours}"
+        ));
     }
     let mut problems = Vec::new();
     for table in crate::schema::TABLES {
-        if let Err(e) = conn.query_row(&format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1) t"), [], |r| r.get::<_, i64>(0)) {
+        if let Err(e) = conn.query_row(
+            &format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1) t"),
+            [],
+            |r| r.get::<_, i64>(0),
+        ) {
             problems.push(format!("{table}: {e}"));
         }
     }
-    Ok(if problems.is_empty() { "ok".into() } else { problems.join("; ") })
+    Ok(if problems.is_empty() {
+        "ok".into()
+    } else {
+        problems.join("; ")
+    })
 }
 
 impl Store {
@@ -756,6 +774,7 @@ impl Store {
         };
         Ok(CheckResponse {
             integrity,
+            database: self.describe(),
             dir: dir.display().to_string(),
             free_bytes,
             total_bytes,

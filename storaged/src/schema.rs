@@ -47,7 +47,13 @@ pub fn version(conn: &Connection) -> Result<u32, StoreError> {
     Ok(match conn.backend() {
         Backend::Sqlite => conn.query_row("PRAGMA user_version", [], |r| r.get(0))?,
         Backend::Postgres => {
-            conn.execute_batch("CREATE TABLE IF NOT EXISTS oc_schema (version BIGINT NOT NULL)")?;
+            let exists: bool =
+                conn.query_row("SELECT to_regclass('oc_schema') IS NOT NULL", [], |r| {
+                    r.get(0)
+                })?;
+            if !exists {
+                return Ok(0);
+            }
             conn.query_row("SELECT COALESCE(MAX(version), 0) FROM oc_schema", [], |r| {
                 r.get(0)
             })?
@@ -67,6 +73,9 @@ pub fn migrate(conn: &Connection) -> Result<u32, StoreError> {
 }
 
 fn migrate_locked(conn: &Connection) -> Result<u32, StoreError> {
+    if conn.backend() == Backend::Postgres {
+        conn.execute_batch("CREATE TABLE IF NOT EXISTS oc_schema (version BIGINT NOT NULL)")?;
+    }
     let found = version(conn)?;
     let ours = current_version();
     if found > ours {

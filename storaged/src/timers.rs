@@ -7,11 +7,11 @@
 
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use crate::util;
 use crate::work::{
     check_name, check_opt_name, json_text, page_limit, parse_json, read_method, write_method,
 };
-use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

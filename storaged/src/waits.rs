@@ -11,13 +11,13 @@
 
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
+use crate::sql::{params, Backend, Connection, OptionalExtension, Row};
 use crate::util;
 use crate::work::{
     check_list, check_name, check_opt_name, list_text, page_limit, parse_json, parse_list,
     read_method, set_work_state, state, write_method, SettleWait,
 };
 use protocol::wire::{clip_line, MAX_WAIT_DESCRIPTION_BYTES, MAX_WAIT_PROGRESS_BYTES};
-use crate::sql::{params, Backend, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

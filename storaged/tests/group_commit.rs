@@ -98,6 +98,4 @@ fn a_database_marked_newer_is_refused_naming_both_versions() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-on_both!(
-    concurrent_writers_commit_and_a_failing_one_fails_alone,
-);
+on_both!(concurrent_writers_commit_and_a_failing_one_fails_alone,);

@@ -7,12 +7,12 @@
 #[macro_use]
 mod backend;
 use backend::Backend;
-use storaged::sql::{params, Connection};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use storaged::artifacts::{ArtifactCommitRequest, ArtifactCreateRequest, ArtifactWriteRequest};
 use storaged::config::{ConfigApplyRequest, ConfigCurrentRequest, ConfigGenerationRequest};
 use storaged::retention::{RetentionRunRequest, StatsRequest};
+use storaged::sql::{params, Connection};
 use storaged::{util, Limits, Store, StoreError};
 
 struct TempDir(PathBuf);

@@ -30,20 +30,43 @@ impl Handler for Inbox {
 }
 
 async fn store_methods_through_the_bus(b: Backend) {
-    let dir = std::env::temp_dir().join(format!("oc-storaged-bus-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("oc-storaged-bus-{b:?}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // The real daemon finds its database where an operator says:
+    // `settings.storage` in its configuration directory's config.json.
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    if let Some(url) = b.url("bus") {
+        std::fs::write(dir.join("pg.url"), format!("{url}\n")).unwrap();
+        let config = serde_json::json!({"settings": {"storage": {
+            "backend": "postgres",
+            "url_ref": format!("file:{}", dir.join("pg.url").display()),
+        }}});
+        std::fs::write(etc.join("config.json"), config.to_string()).unwrap();
+    }
     let socket = dir.join("bus.sock");
     let listener = tokio::net::UnixListener::bind(&socket).unwrap();
     let broker = broker::Broker::new(broker::Config::default());
     tokio::spawn(async move {
         let _ = broker.serve(&listener).await;
     });
-    let mut child = Command::new(STORAGED)
+    let mut command = Command::new(STORAGED);
+    // A failed assertion must not leave the daemon running.
+    // SAFETY: one async-signal-safe call between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = command
         .arg("--state")
         .arg(dir.join("state"))
         .arg("--bus")
         .arg(&socket)
+        .arg("--config-dir")
+        .arg(&etc)
         .args(["--log", "stderr"])
         .stdin(Stdio::null())
         .spawn()
@@ -80,6 +103,14 @@ async fn store_methods_through_the_bus(b: Backend) {
         .await
         .unwrap();
     assert_eq!(got["value"], json!({"n": 1}));
+    // The store says where its database is, and finds it whole.
+    let check = call("store.check", json!({})).await.unwrap();
+    assert_eq!(check["integrity"], "ok", "{check}");
+    let database = check["database"].as_str().unwrap_or_default();
+    match b {
+        Backend::Sqlite => assert!(database.ends_with("db/conduit.db"), "{check}"),
+        Backend::Postgres => assert!(database.starts_with("postgres 127.0.0.1:"), "{check}"),
+    }
     // A check against a stale version is a conflict, across the bus as a code.
     let e = call(
         "store.kv_commit",
@@ -138,6 +169,4 @@ async fn store_methods_through_the_bus(b: Backend) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-on_both!(
-    store_methods_through_the_bus,
-);
+on_both!(store_methods_through_the_bus,);

@@ -113,7 +113,7 @@ pub struct Connection {
 
 enum Inner {
     Sqlite(rusqlite::Connection),
-    Pg(RefCell<PgSession>),
+    Pg(Box<RefCell<PgSession>>),
 }
 
 impl Connection {
@@ -127,7 +127,7 @@ impl Connection {
     /// A connection to PostgreSQL.
     pub fn postgres(session: PgSession) -> Connection {
         Connection {
-            inner: Inner::Pg(RefCell::new(session)),
+            inner: Inner::Pg(Box::new(RefCell::new(session))),
         }
     }
 
@@ -247,7 +247,11 @@ impl Statement<'_> {
     }
 
     /// All its rows, each through `f`.
-    pub fn query_map<T, P, F>(&mut self, params: P, mut f: F) -> Result<std::vec::IntoIter<Result<T>>>
+    pub fn query_map<T, P, F>(
+        &mut self,
+        params: P,
+        mut f: F,
+    ) -> Result<std::vec::IntoIter<Result<T>>>
     where
         P: Params,
         F: FnMut(&Row<'_>) -> Result<T>,
@@ -389,7 +393,9 @@ impl Row<'_> {
     }
 
     fn to_values(&self) -> Result<Vec<Value>> {
-        (0..self.column_count()).map(|i| self.get::<usize, Value>(i)).collect()
+        (0..self.column_count())
+            .map(|i| self.get::<usize, Value>(i))
+            .collect()
     }
 }
 

@@ -82,10 +82,8 @@ pub fn attempt_start(
         let mut stmt = conn.prepare_cached(
             "SELECT seq FROM work_inputs WHERE work_id = ?1 AND state = 'pending' ORDER BY seq",
         )?;
-        let v = stmt
-            .query_map([&req.work_id], |r| r.get(0))?
-            .collect::<crate::sql::Result<Vec<i64>>>()?;
-        v
+        stmt.query_map([&req.work_id], |r| r.get(0))?
+            .collect::<crate::sql::Result<Vec<i64>>>()?
     };
     let resume = match st.as_str() {
         state::PENDING if !pending.is_empty() => false,

@@ -38,9 +38,9 @@ pub use routing::*;
 
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
+use crate::sql::{params, Connection, OptionalExtension, Row};
 use crate::util;
 use protocol::wire::{Outcome, WorkDisplay};
-use crate::sql::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -26,8 +26,23 @@ impl Backend {
             Backend::Postgres => {
                 let cluster = oc_pgtest::shared().expect("PostgreSQL was checked before the test");
                 let url = cluster.create_database(hint).expect("create a database");
-                StorageTarget::Postgres(PgTarget::parse(&url).expect("the test URL parses"))
+                StorageTarget::Postgres(Box::new(
+                    PgTarget::parse(&url).expect("the test URL parses"),
+                ))
             }
+        }
+    }
+
+    /// A fresh database's URL (PostgreSQL), or `None` (SQLite).
+    pub fn url(self, hint: &str) -> Option<String> {
+        match self {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(
+                oc_pgtest::shared()
+                    .expect("PostgreSQL was checked before the test")
+                    .create_database(hint)
+                    .expect("create a database"),
+            ),
         }
     }
 

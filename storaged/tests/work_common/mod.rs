@@ -2,8 +2,8 @@
 
 #![allow(dead_code)]
 
-use serde::de::DeserializeOwned;
 use crate::backend::Backend;
+use serde::de::DeserializeOwned;
 use storaged::{Limits, Store};
 
 /// A store in a fresh temp directory, removed by `close`.

@@ -144,7 +144,15 @@ impl Cluster {
         let out = as_owner(Command::new(bin.join("initdb")), owner)
             .args(["-D"])
             .arg(&data)
-            .args(["-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions"])
+            .args([
+                "-U",
+                USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-instructions",
+            ])
             .stdout(Stdio::null())
             .output()
             .map_err(|e| format!("run initdb: {e}"))?;
@@ -223,7 +231,10 @@ impl Cluster {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let child = cmd.spawn();
-            let id = child.as_ref().map(|c| c.id() as i32).map_err(|e| e.to_string());
+            let id = child
+                .as_ref()
+                .map(|c| c.id() as i32)
+                .map_err(|e| e.to_string());
             let _ = tx.send(id);
             if let Ok(mut c) = child {
                 let _ = c.wait();
@@ -252,7 +263,9 @@ impl Cluster {
             if ready {
                 return Ok(());
             }
-            let alive = self.pid().is_some_and(|p| kill(Pid::from_raw(p), None).is_ok());
+            let alive = self
+                .pid()
+                .is_some_and(|p| kill(Pid::from_raw(p), None).is_ok());
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if !alive || Instant::now() > until {
                 *self.pid.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -306,7 +319,13 @@ impl Cluster {
     pub fn create_database(&self, hint: &str) -> Result<String, String> {
         let clean: String = hint
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .take(40)
             .collect();
         let name = format!(
@@ -322,7 +341,16 @@ impl Cluster {
     pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-d", db])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                USER,
+                "-d",
+                db,
+            ])
             .args(["-c", sql])
             .output()
             .map_err(|e| format!("run psql: {e}"))?;
