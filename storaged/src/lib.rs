@@ -12,6 +12,7 @@ pub mod db;
 pub mod error;
 pub mod events;
 pub mod kv;
+pub mod nudge;
 pub mod resources;
 pub mod retention;
 pub mod rpc;
