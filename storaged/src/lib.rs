@@ -21,6 +21,7 @@ pub mod service;
 pub mod sql;
 pub mod target;
 pub mod timers;
+pub mod transfer;
 pub mod util;
 pub mod waits;
 pub mod work;

@@ -40,17 +40,21 @@ fn body(n: usize) -> Vec<u8> {
 
 /// Deliver until answered 2xx (a 503 is the sender's cue to try again).
 fn deliver_until_kept(suite: &Suite, id: &str, n: usize) {
-    wait_within(&format!("{id} answered 2xx"), Duration::from_secs(60), || {
-        let r = deliver(suite, id, &body(n)).ok()?;
-        match r.status {
-            200..=299 => Some(()),
-            503 => {
-                std::thread::sleep(Duration::from_millis(200));
-                None
+    wait_within(
+        &format!("{id} answered 2xx"),
+        Duration::from_secs(60),
+        || {
+            let r = deliver(suite, id, &body(n)).ok()?;
+            match r.status {
+                200..=299 => Some(()),
+                503 => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    None
+                }
+                other => panic!("{id}: answered {other}: {}", r.text()),
             }
-            other => panic!("{id}: answered {other}: {}", r.text()),
-        }
-    })
+        },
+    )
 }
 
 #[test]
@@ -99,7 +103,11 @@ fn a_database_stopped_for_ten_seconds_is_503_meanwhile_and_nothing_answered_2xx_
         n += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(refused.len() >= 20, "only {} deliveries tried", refused.len());
+    assert!(
+        refused.len() >= 20,
+        "only {} deliveries tried",
+        refused.len()
+    );
     cluster.run().unwrap();
 
     // storaged reconnects by itself; the senders' redeliveries are kept.
