@@ -44,7 +44,9 @@ fn pg_floor(url: &str, run_for: Duration) -> Res<f64> {
         s.spawn(|| -> Result<f64, String> {
             let mut session = target.connect().map_err(|e| e.to_string())?;
             session
-                .batch("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)")
+                .batch(
+                    "CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)",
+                )
                 .map_err(|e| e.to_string())?;
             let start = Instant::now();
             let mut n = 0u64;
@@ -199,7 +201,9 @@ async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
         Db::Sqlite => "sqlite".to_string(),
         Db::Postgres { cluster, .. } => format!(
             "postgres ({}, default settings)",
-            cluster.psql("postgres", "SHOW server_version").unwrap_or_default()
+            cluster
+                .psql("postgres", "SHOW server_version")
+                .unwrap_or_default()
         ),
     };
     Ok(json!({
@@ -274,7 +278,10 @@ pub fn run(as_json: bool, backend: &str) -> Res<()> {
     let db = match backend {
         "sqlite" => Db::Sqlite,
         "postgres" => {
-            eprintln!("bench store: starting a PostgreSQL cluster in {}", dir.display());
+            eprintln!(
+                "bench store: starting a PostgreSQL cluster in {}",
+                dir.display()
+            );
             let cluster = oc_pgtest::Cluster::start_in(&dir)?;
             let url = cluster.create_database("bench")?;
             Db::Postgres { cluster, url }
