@@ -427,11 +427,14 @@ fn check_owner_rules(ctx: &AcceptContext<'_>, ev: &EventInput) -> Result<(), Sto
     Ok(())
 }
 
+/// Check an event and make its envelope; with `lookup`, also find an event
+/// already kept under its identity (else the insert's conflict finds it).
 fn prepare(
     conn: &Connection,
     limits: &Limits,
     input: &EventInput,
     ctx: &AcceptContext<'_>,
+    lookup: bool,
 ) -> Result<Prepared, StoreError> {
     let mut ev = EventInput {
         scope_id: input.scope_id.clone(),
@@ -572,6 +575,15 @@ fn prepare(
     );
     // Identity.
     let mut existing: Option<AcceptedEvent> = None;
+    if !lookup {
+        return Ok(Prepared {
+            ev,
+            payload_text,
+            signature,
+            parent,
+            existing,
+        });
+    }
     if let Some(d) = &ev.delivery_id {
         let row = conn
             .prepare_cached(
@@ -637,13 +649,14 @@ fn prepare(
 }
 
 /// Check a new derived event against its chain's bounds; then insert the event and
-/// its keys. Nothing is written when a bound refuses it.
+/// its keys. Nothing is written when a bound refuses it, and nothing (`None`)
+/// when an event is already kept under its identity.
 fn insert(
     conn: &Connection,
     limits: &Limits,
     p: Prepared,
     now_ms: i64,
-) -> Result<AcceptedEvent, StoreError> {
+) -> Result<Option<AcceptedEvent>, StoreError> {
     let Prepared {
         ev,
         payload_text,
@@ -684,12 +697,15 @@ fn insert(
     };
     let keys_text = serde_json::to_string(&ev.keys)
         .map_err(|e| StoreError::Internal(format!("encode keys: {e}")))?;
-    let seq: i64 = conn
+    // An identity already kept (the delivery's or the observation's unique
+    // index, or the ID derived from the delivery) inserts nothing.
+    let seq: Option<i64> = conn
         .prepare_cached(
             "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
              schema, payload, keys, signature, parent_id, root_id, depth, execution_id,
              occurred_at, accepted_at, accepted_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+         ON CONFLICT DO NOTHING
          RETURNING seq",
         )?
         .query_row(
@@ -714,18 +730,22 @@ fn insert(
                 now_ms,
             ],
             |r| r.get(0),
-        )?;
+        )
+        .optional()?;
+    let Some(seq) = seq else {
+        return Ok(None);
+    };
     let mut key_stmt = conn.prepare_cached(
         "INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
     )?;
     for k in &ev.keys {
         key_stmt.execute(params![k, seq])?;
     }
-    Ok(AcceptedEvent {
+    Ok(Some(AcceptedEvent {
         id,
         seq,
         added: true,
-    })
+    }))
 }
 
 /// Accept one event: the existing one for a known identity with the same
@@ -738,11 +758,31 @@ pub fn accept_event(
     ctx: &AcceptContext<'_>,
     now_ms: i64,
 ) -> Result<AcceptedEvent, StoreError> {
-    let p = prepare(conn, limits, ev, ctx)?;
+    // A root event (an ingress delivery, the common case) is inserted first
+    // and looked up only when its identity is already kept: one statement for a
+    // new one. A derived event is looked up first, so that a replay of one is
+    // never refused by its chain's bounds.
+    let root = nonempty(&ev.parent_id).is_none();
+    let p = prepare(conn, limits, ev, ctx, !root)?;
     if let Some(existing) = p.existing.clone() {
         return Ok(existing);
     }
-    insert(conn, limits, p, now_ms)
+    if let Some(added) = insert(conn, limits, p, now_ms)? {
+        return Ok(added);
+    }
+    kept_already(conn, limits, ev, ctx)
+}
+
+/// The event kept under `ev`'s identity (`conflict` when its envelope differs).
+fn kept_already(
+    conn: &Connection,
+    limits: &Limits,
+    ev: &EventInput,
+    ctx: &AcceptContext<'_>,
+) -> Result<AcceptedEvent, StoreError> {
+    prepare(conn, limits, ev, ctx, true)?.existing.ok_or_else(|| {
+        StoreError::Internal("an event's identity conflicted, but no event holds it".into())
+    })
 }
 
 /// `store.events_accept`: the whole batch, or (on any refusal) an error; the caller
@@ -824,14 +864,17 @@ pub fn event_accept_derived(
         families: &families,
         scopes: req.scopes.as_deref(),
     };
-    let p = prepare(conn, limits, &req.event, &ctx)?;
+    let p = prepare(conn, limits, &req.event, &ctx, true)?;
     if let Some(existing) = p.existing.clone() {
         return Ok(existing);
     }
     if let Some(owner) = owner.filter(|_| has_kv) {
         kv::apply_checks(conn, owner, &req.checks)?;
     }
-    let accepted = insert(conn, limits, p, util::now_ms())?;
+    let accepted = match insert(conn, limits, p, util::now_ms())? {
+        Some(a) => a,
+        None => kept_already(conn, limits, &req.event, &ctx)?,
+    };
     if let Some(owner) = owner.filter(|_| has_kv) {
         kv::apply_writes(conn, limits, owner, &req.puts, &req.deletes)?;
     }
