@@ -211,6 +211,8 @@ struct Up {
     bundled: PathBuf,
     /// storaged's `--config-dir`, when the configuration names a storage.
     storage_dir: Option<PathBuf>,
+    /// This suite's host ID (`<state>/host-id`).
+    host_id: String,
     running: HashMap<&'static str, Running>,
 }
 
@@ -246,6 +248,20 @@ impl Up {
                 state,
                 "--bus".into(),
                 bus.clone(),
+            ],
+            "schedulerd" => vec![
+                "--bus".into(),
+                bus.clone(),
+                "--host-id".into(),
+                self.host_id.clone(),
+                "--host-name".into(),
+                format!(
+                    "{}:{}",
+                    std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_owned())
+                        .unwrap_or_default(),
+                    self.opts.state.display()
+                ),
             ],
             _ => vec!["--bus".into(), bus.clone()],
         };
@@ -589,6 +605,38 @@ fn write_storage_settings(state: &Path, config: &Value) -> Result<Option<PathBuf
     Ok(Some(dir))
 }
 
+/// The longest `<state>/host-id` read.
+const MAX_HOST_ID_FILE: u64 = 256;
+
+/// This suite's host ID: the one kept in `<state>/host-id`, or a new random one
+/// written there. A state directory is a host: two `up` on one machine sharing a
+/// database are two hosts, and an `up` started again on its state directory is the
+/// same host (it adopts its own runs).
+pub fn host_id(state: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let path = state.join("host-id");
+    if let Ok(f) = std::fs::File::open(&path) {
+        let mut text = String::new();
+        f.take(MAX_HOST_ID_FILE)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let id = text.trim().to_owned();
+        schedulerd::host::check_id(&id).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(id);
+    }
+    let mut bytes = [0u8; 12];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    let id: String = std::iter::once("h-".to_owned())
+        .chain(bytes.iter().map(|b| format!("{b:02x}")))
+        .collect();
+    let tmp = state.join("host-id.tmp");
+    std::fs::write(&tmp, format!("{id}\n")).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(id)
+}
+
 async fn run(opts: UpOptions) -> Result<(), String> {
     let config = load_config(&opts)?;
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
@@ -598,6 +646,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
     }
     let bundled = write_bundled(&opts.state, &exe)?;
     let storage_dir = write_storage_settings(&opts.state, &config)?;
+    let host_id = host_id(&opts.state)?;
     let bus = opts.state.join("run/bus.sock");
     if bus.exists() {
         if UnixStream::connect(&bus).is_ok() {
@@ -621,6 +670,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         http,
         bundled,
         storage_dir,
+        host_id,
         running: HashMap::new(),
     };
     say(&format!(
