@@ -3,7 +3,8 @@
 //! Several hosts may run the whole suite on one PostgreSQL database. Each has an ID:
 //! `--host-id` (what `open-conduit up` passes: a random ID kept in
 //! `<state>/host-id`, so two `up` on one machine are two hosts), else one derived
-//! from `/etc/machine-id` (one packaged suite per machine). schedulerd names its host
+//! from `/etc/machine-id` (one packaged suite per machine; the hostname where no
+//! machine ID exists). schedulerd names its host
 //! on every attempt it starts, and beats for it (`store.host_beat`) every
 //! [`HOST_BEAT`]: a host whose beat is older than its host lease is gone, and only
 //! then may another host take over its expired attempts; until then they are its own
@@ -55,19 +56,32 @@ pub fn from_machine_id(machine_id: &str) -> String {
     format!("m-{hex}")
 }
 
-/// This host's ID: `given`, else derived from `/etc/machine-id`.
+/// Where a machine ID is looked for, in order; the hostname is the last resort (a
+/// container without a machine ID has a name of its own).
+const MACHINE_IDS: [&str; 3] = [
+    "/etc/machine-id",
+    "/var/lib/dbus/machine-id",
+    "/proc/sys/kernel/hostname",
+];
+
+/// This host's ID: `given`, else derived from the machine ID (see [`MACHINE_IDS`]).
 pub fn resolve_id(given: Option<&str>) -> Result<String, String> {
     if let Some(id) = given {
         let id = id.trim();
         check_id(id)?;
         return Ok(id.to_owned());
     }
-    let machine = std::fs::read_to_string("/etc/machine-id")
-        .map_err(|e| format!("no host ID given (--host-id) and /etc/machine-id: {e}"))?;
-    if machine.trim().is_empty() {
-        return Err("no host ID given (--host-id) and /etc/machine-id is empty".into());
+    for path in MACHINE_IDS {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if !text.trim().is_empty() {
+                return Ok(from_machine_id(&format!("{path}\n{}", text.trim())));
+            }
+        }
     }
-    Ok(from_machine_id(&machine))
+    Err(format!(
+        "no host ID given (--host-id) and none of {} names this machine",
+        MACHINE_IDS.join(", ")
+    ))
 }
 
 /// A host lease within [`MIN_HOST_LEASE`] and [`MAX_HOST_LEASE`].
