@@ -44,7 +44,12 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("store") => {
             let json = args.iter().any(|a| a == "--json");
-            if let Err(e) = store::run(json) {
+            let backend = args
+                .iter()
+                .position(|a| a == "--backend")
+                .and_then(|i| args.get(i + 1))
+                .map_or("sqlite", String::as_str);
+            if let Err(e) = store::run(json, backend) {
                 eprintln!("bench store: {e}");
                 std::process::exit(1);
             }
@@ -78,7 +83,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport|bus|store|intake|workspace [--json]");
+            eprintln!("usage: bench transport|bus|store [--backend sqlite|postgres]|intake|workspace [--json]");
             std::process::exit(2);
         }
     }

@@ -3,6 +3,11 @@
 //! the same disk (WAL, `synchronous=FULL`) measured in the same run; and `kv.get`
 //! latency through the bus. Three processes: the broker and storaged (this binary
 //! re-executed) and the clients (this process).
+//!
+//! `--backend postgres`: storaged on a PostgreSQL cluster the bench makes on the
+//! same disk (Debian's server, default settings: `fsync` and
+//! `synchronous_commit` on), and the floor is single-row transactions (one
+//! autocommitted `INSERT` each) on that server over the same loopback TCP.
 
 use crate::bus::AS_BROKER;
 use crate::{machine, micros, percentile, Res};
@@ -20,6 +25,44 @@ impl Drop for Kill {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Where the bench's storaged keeps its database.
+enum Db {
+    Sqlite,
+    Postgres {
+        cluster: oc_pgtest::Cluster,
+        url: String,
+    },
+}
+
+/// Single-row transactions on PostgreSQL, one after another, for `run_for`.
+fn pg_floor(url: &str, run_for: Duration) -> Res<f64> {
+    let target = storaged::sql::PgTarget::parse(url)?;
+    // The driver runs a runtime of its own: off this one.
+    let rate = std::thread::scope(|s| {
+        s.spawn(|| -> Result<f64, String> {
+            let mut session = target.connect().map_err(|e| e.to_string())?;
+            session
+                .batch(
+                    "CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)",
+                )
+                .map_err(|e| e.to_string())?;
+            let start = Instant::now();
+            let mut n = 0u64;
+            while start.elapsed() < run_for {
+                let v = format!("row {n}");
+                session
+                    .execute("INSERT INTO floor (v) VALUES (?1)", &[&v])
+                    .map_err(|e| e.to_string())?;
+                n += 1;
+            }
+            Ok(n as f64 / start.elapsed().as_secs_f64())
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the floor thread panicked".into()))
+    })?;
+    Ok(rate)
 }
 
 /// Single-row transactions, one after another, for `run_for`.
@@ -81,8 +124,16 @@ async fn accepts_per_s(socket: &Path, writers: usize, run_for: Duration, tag: &s
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
+async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
     let socket = dir.join("bus.sock");
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(&etc)?;
+    if let Db::Postgres { url, .. } = db {
+        std::fs::write(dir.join("pg.url"), url)?;
+        let config = json!({"settings": {"storage": {"backend": "postgres",
+            "url_ref": format!("file:{}", dir.join("pg.url").display())}}});
+        std::fs::write(etc.join("config.json"), config.to_string())?;
+    }
     let socket_s = socket.to_str().ok_or("socket path")?.to_string();
     let state = dir.join("state");
     let _broker = Kill(
@@ -103,6 +154,8 @@ async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
                 "--state",
             ])
             .arg(&state)
+            .arg("--config-dir")
+            .arg(&etc)
             .env("OC_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()?,
@@ -118,7 +171,10 @@ async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
     };
     let run_for = Duration::from_secs(3);
     eprintln!("bench store: single-row transactions (floor)");
-    let floor = floor(dir, run_for)?;
+    let floor = match db {
+        Db::Sqlite => floor(dir, run_for)?,
+        Db::Postgres { url, .. } => pg_floor(url, run_for)?,
+    };
     let mut rates = Vec::new();
     for writers in [1usize, 16, 64] {
         eprintln!("bench store: {writers} concurrent writers");
@@ -141,8 +197,18 @@ async fn measure(exe: &Path, dir: &Path) -> Res<serde_json::Value> {
             samples.push(t.elapsed());
         }
     }
+    let backend = match db {
+        Db::Sqlite => "sqlite".to_string(),
+        Db::Postgres { cluster, .. } => format!(
+            "postgres ({}, default settings)",
+            cluster
+                .psql("postgres", "SHOW server_version")
+                .unwrap_or_default()
+        ),
+    };
     Ok(json!({
         "machine": machine(),
+        "backend": backend,
         "floor_single_txn_per_s": floor,
         "accepts_per_s_1": rates[0],
         "accepts_per_s_16": rates[1],
@@ -190,7 +256,7 @@ async fn direct(dir: &Path) -> Res<()> {
     Ok(())
 }
 
-pub fn run(as_json: bool) -> Res<()> {
+pub fn run(as_json: bool, backend: &str) -> Res<()> {
     let exe = std::env::current_exe()?;
     // On the disk the state would live on: under the working directory's target,
     // not tmpfs.
@@ -209,7 +275,21 @@ pub fn run(as_json: bool) -> Res<()> {
         let _ = std::fs::remove_dir_all(&dir);
         return r;
     }
-    let result = rt.block_on(measure(&exe, &dir));
+    let db = match backend {
+        "sqlite" => Db::Sqlite,
+        "postgres" => {
+            eprintln!(
+                "bench store: starting a PostgreSQL cluster in {}",
+                dir.display()
+            );
+            let cluster = oc_pgtest::Cluster::start_in(&dir)?;
+            let url = cluster.create_database("bench")?;
+            Db::Postgres { cluster, url }
+        }
+        other => return Err(format!("--backend {other}: sqlite or postgres").into()),
+    };
+    let result = rt.block_on(measure(&exe, &dir, &db));
+    drop(db);
     let _ = std::fs::remove_dir_all(&dir);
     let v = result?;
     if as_json {
@@ -217,7 +297,11 @@ pub fn run(as_json: bool) -> Res<()> {
         return Ok(());
     }
     let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
-    println!("Store: durable accepts through the bus ({})", machine());
+    println!(
+        "Store on {}: durable accepts through the bus ({})",
+        v["backend"].as_str().unwrap_or_default(),
+        machine()
+    );
     println!();
     println!("| figure | value | × single-row transactions |");
     println!("| --- | --- | --- |");

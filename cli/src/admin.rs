@@ -840,8 +840,17 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
     match call(bus, "store.check", json!({})) {
         Ok(c) => {
             let integrity = text(&c, "integrity");
+            let database = text(&c, "database");
+            let postgres = database.starts_with("postgres ");
             out.push(if integrity == "ok" {
-                verdict("store", "ok", "integrity ok".into(), "")
+                verdict("store", "ok", format!("integrity ok ({database})"), "")
+            } else if postgres {
+                verdict(
+                    "store",
+                    "fail",
+                    format!("{database}: {integrity}"),
+                    "check the database's schema version and the role's rights on its tables",
+                )
             } else {
                 verdict(
                     "store",

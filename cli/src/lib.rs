@@ -12,6 +12,7 @@ pub mod man;
 pub mod mcp;
 pub mod reach;
 pub mod resources;
+pub mod store;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -113,6 +114,36 @@ pub enum ResourceCommand {
     },
 }
 
+/// `store …`: the database itself, with storaged stopped.
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Write every row of the store to FILE (`-`: standard output), with each
+    /// table's count and a digest.
+    Export {
+        /// The file.
+        file: PathBuf,
+        /// The state directory (default: /var/lib/open-conduit).
+        #[arg(long, default_value = "/var/lib/open-conduit")]
+        state: PathBuf,
+        /// Where `config.json` says which database (`settings.storage`; SQLite
+        /// without it).
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+    },
+    /// Read an export into an empty store, then check its counts and digest.
+    Import {
+        /// The file.
+        file: PathBuf,
+        /// The state directory (default: /var/lib/open-conduit).
+        #[arg(long, default_value = "/var/lib/open-conduit")]
+        state: PathBuf,
+        /// Where `config.json` says which database (`settings.storage`; SQLite
+        /// without it).
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+    },
+}
+
 /// `work` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum WorkCommand {
@@ -194,6 +225,9 @@ pub enum Command {
     /// Workspaces: the leases resource providers hold for Work.
     #[command(subcommand)]
     Resource(ResourceCommand),
+    /// The database: export and import (between SQLite and PostgreSQL).
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// The event log.
     Events {
         /// Only events after this sequence.
@@ -483,6 +517,16 @@ pub fn main(args: Vec<String>) -> i32 {
             remove_dirty,
             json_out,
         ),
+        Command::Store(StoreCommand::Export {
+            file,
+            state,
+            config_dir,
+        }) => store::export(&state, config_dir.as_deref(), &file, json_out),
+        Command::Store(StoreCommand::Import {
+            file,
+            state,
+            config_dir,
+        }) => store::import(&state, config_dir.as_deref(), &file, json_out),
         Command::Work(WorkCommand::Log { id }) => admin::work_log(&bus, &id),
         Command::Work(WorkCommand::Cancel { id, reason }) => admin::work_cancel(&bus, &id, &reason),
         Command::Work(WorkCommand::Interrupt { id, reason }) => {

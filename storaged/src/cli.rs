@@ -87,10 +87,29 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         &["store"],
         handler,
     ));
+    // On PostgreSQL the other hosts hear of this one's writes, and this host's
+    // daemons of theirs.
+    let nudges = match &target {
+        crate::db::StorageTarget::Postgres(pg) => {
+            let local = bus.clone();
+            let nudges = crate::nudge::Nudges::start(
+                (**pg).clone(),
+                crate::util::new_id("storaged"),
+                Arc::new(move |topic: &str, params: &serde_json::Value| {
+                    local.publish(topic, params);
+                }),
+            )?;
+            Some(nudges)
+        }
+        crate::db::StorageTarget::Sqlite => None,
+    };
     {
         let bus = bus.clone();
         let _ = publish.set(Arc::new(move |topic: &str, params: &serde_json::Value| {
             bus.publish(topic, params);
+            if let Some(n) = &nudges {
+                n.send(topic, params);
+            }
         }));
     }
     let _ = notifier.status(&format!("joining the bus at {}", args.bus.display()));

@@ -98,4 +98,46 @@ fn a_database_marked_newer_is_refused_naming_both_versions() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_postgres_database_marked_newer_is_refused_naming_both_versions() {
+    let Some(cluster) = oc_pgtest::shared_or_skip("a_postgres_database_marked_newer") else {
+        return;
+    };
+    let url = cluster.create_database("newer").unwrap();
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    cluster
+        .psql(
+            db,
+            "CREATE TABLE oc_schema (version BIGINT NOT NULL); INSERT INTO oc_schema VALUES (99)",
+        )
+        .unwrap();
+    let dir = temp_dir("newer-pg");
+    let target = storaged::db::StorageTarget::Postgres(Box::new(
+        storaged::sql::PgTarget::parse(&url).unwrap(),
+    ));
+    let err = Store::open_with(&dir, Limits::default(), &target)
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(text.contains("99"), "{text}");
+    assert!(
+        text.contains(&storaged::schema::current_version().to_string()),
+        "{text}"
+    );
+    // Nothing was changed: the version is still 99 and no table was made.
+    assert_eq!(
+        cluster
+            .psql(db, "SELECT max(version) FROM oc_schema")
+            .unwrap(),
+        "99"
+    );
+    assert_eq!(
+        cluster
+            .psql(db, "SELECT to_regclass('events') IS NULL")
+            .unwrap(),
+        "t"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 on_both!(concurrent_writers_commit_and_a_failing_one_fails_alone,);

@@ -70,6 +70,14 @@ impl From<postgres::Error> for Error {
         // A database error's own message (and detail) says more than the
         // driver's summary.
         match e.as_db_error() {
+            // The server is going away or cannot take connections now (class
+            // 08, or an administrator's, crash or start-up shutdown): as lost.
+            Some(db)
+                if db.code().code().starts_with("08")
+                    || matches!(db.code().code(), "57P01" | "57P02" | "57P03") =>
+            {
+                Error::ConnectionLost(format!("{} ({})", db.message(), db.code().code()))
+            }
             Some(db) => Error::Postgres(match db.detail() {
                 Some(d) => format!("{} ({}; {d})", db.message(), db.code().code()),
                 None => format!("{} ({})", db.message(), db.code().code()),

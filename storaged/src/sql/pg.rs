@@ -84,6 +84,23 @@ impl PgSession {
         self.client.is_closed()
     }
 
+    /// Call `f` with each notification's payload as it arrives, until the
+    /// connection is lost (`LISTEN` first). `tick` bounds each wait.
+    pub fn each_notification(&mut self, tick: Duration, f: &mut dyn FnMut(&str)) {
+        use postgres::fallible_iterator::FallibleIterator;
+        while !self.client.is_closed() {
+            let mut notifications = self.client.notifications();
+            let mut iter = notifications.timeout_iter(tick);
+            loop {
+                match iter.next() {
+                    Ok(Some(note)) => f(note.payload()),
+                    Ok(None) => break,
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+
     /// Run statements that take no parameters.
     pub fn batch(&mut self, sql: &str) -> Result<()> {
         Ok(self.client.batch_execute(sql)?)

@@ -111,8 +111,14 @@ pub struct Cluster {
 pub const USER: &str = "conduit";
 
 impl Cluster {
-    /// Make and start a new cluster.
+    /// Make and start a new cluster (in the temporary directory).
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_in(&std::env::temp_dir())
+    }
+
+    /// Make and start a new cluster in a new directory under `parent` (a
+    /// benchmark puts it on the disk the state would live on).
+    pub fn start_in(parent: &Path) -> Result<Cluster, String> {
         static AT_EXIT: OnceLock<()> = OnceLock::new();
         AT_EXIT.get_or_init(|| {
             // SAFETY: registers a plain function with no arguments.
@@ -122,7 +128,7 @@ impl Cluster {
         });
         let bin = bin_dir().ok_or_else(|| unavailable().unwrap_or_default())?;
         static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
+        let dir = parent.join(format!(
             "oc-pg-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)

@@ -41,11 +41,17 @@ pub fn config(suite: &Suite) -> Value {
 }
 
 pub fn started(name: &str) -> Suite {
+    started_with(name, |_| {})
+}
+
+/// [`started`], with `setup` run on the suite before its daemons start.
+pub fn started_with(name: &str, setup: impl FnOnce(&Suite)) -> Suite {
     let suite = Suite::new(Path::new(BIN), name, &Suite::first_party()).unwrap();
     suite.set_args(
         Daemon::Ingressd,
         &["--header-timeout-ms", "1000", "--body-timeout-ms", "1000"],
     );
+    setup(&suite);
     suite.start_all().unwrap();
     suite.apply_config(&config(&suite), HOOK).unwrap();
     suite.wait_for_route("/github/demo/repo").unwrap();
