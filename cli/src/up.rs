@@ -11,6 +11,11 @@
 //! backoff, and says so), and on Ctrl-C or SIGTERM stops them in reverse order and
 //! leaves no process behind.
 //!
+//! The state directory is a host: `<state>/host-id` keeps a random ID (made on the
+//! first `up`) that schedulerd is given, so that several `up` sharing one
+//! PostgreSQL database are several hosts, and an `up` started again on the same
+//! state directory adopts its own runs.
+//!
 //! Every daemon and bundled extension is this same binary, re-executed
 //! (`open-conduit __daemon <name>`, `open-conduit extension-run <name>`): one build gives
 //! the whole suite.
