@@ -131,9 +131,9 @@ async fn another_host_takes_over_only_once_the_attempts_host_is_gone(b: Backend)
         }
     };
     // h-a sees its own; h-b does not while h-a is alive; no host named: all.
-    assert_eq!(expired("h-a").await, [a.execution_id.clone()]);
+    assert_eq!(expired("h-a").await, std::slice::from_ref(&a.execution_id));
     assert!(expired("h-b").await.is_empty());
-    assert_eq!(expired("").await, [a.execution_id.clone()]);
+    assert_eq!(expired("").await, std::slice::from_ref(&a.execution_id));
 
     let take = |host: &str, epoch: i64| {
         req::<LeaseTakeoverRequest>(json!({"execution_id": a.execution_id, "epoch": epoch,
@@ -156,7 +156,7 @@ async fn another_host_takes_over_only_once_the_attempts_host_is_gone(b: Backend)
     // h-a is gone: h-b sees the attempt and takes it over at a higher epoch.
     t.exec("UPDATE hosts SET expires_ms = 5 WHERE id = 'h-a'")
         .await;
-    assert_eq!(expired("h-b").await, [a.execution_id.clone()]);
+    assert_eq!(expired("h-b").await, std::slice::from_ref(&a.execution_id));
     let taken = s.lease_takeover(take("h-b", own.epoch)).await.unwrap();
     assert_eq!(taken.epoch, own.epoch + 1);
     assert_eq!(
@@ -232,12 +232,16 @@ async fn a_woken_work_is_left_to_its_host_while_it_is_alive(b: Backend) {
             .collect::<Vec<_>>()
         }
     };
-    assert_eq!(ready("h-a").await, [w.clone()]);
+    assert_eq!(ready("h-a").await, std::slice::from_ref(&w));
     assert!(ready("h-b").await.is_empty());
-    assert_eq!(ready("").await, [w.clone()]);
+    assert_eq!(ready("").await, std::slice::from_ref(&w));
     t.exec("UPDATE hosts SET expires_ms = 5 WHERE id = 'h-a'")
         .await;
-    assert_eq!(ready("h-b").await, [w.clone()], "its host is gone");
+    assert_eq!(
+        ready("h-b").await,
+        std::slice::from_ref(&w),
+        "its host is gone"
+    );
     // The host that resumes it launches its next segment.
     let r = s
         .attempt_start(req(
