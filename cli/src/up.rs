@@ -806,3 +806,25 @@ async fn run(opts: UpOptions) -> Result<(), String> {
     up.tidy();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_directory_keeps_its_host_id_and_a_bad_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("oc-up-host-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let first = host_id(&dir).expect("a new host ID");
+        assert!(first.starts_with("h-") && first.len() == 26, "{first}");
+        assert_eq!(host_id(&dir).expect("the kept one"), first);
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).expect("another state directory");
+        assert_ne!(host_id(&other).expect("another host ID"), first);
+        std::fs::write(dir.join("host-id"), "not/an id\n").expect("write");
+        let e = host_id(&dir).unwrap_err();
+        assert!(e.contains("host-id") && e.contains("may hold only"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
