@@ -191,6 +191,30 @@ impl Drop for Up {
     }
 }
 
+/// `open-conduit status` on `up`'s bus: its output.
+fn status(up: &Up) -> String {
+    let out = Command::new(BIN)
+        .args(["open-conduit", "--bus"])
+        .arg(up.state.join("run/bus.sock"))
+        .arg("status")
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The line of `status` naming `host`.
+fn host_line(status: &str, host: &str) -> String {
+    status
+        .lines()
+        .find(|l| l.trim_start().starts_with(host))
+        .unwrap_or_else(|| panic!("status names no host {host}:\n{status}"))
+        .to_owned()
+}
+
 /// A test's scratch directory, its database and the configuration both suites run.
 struct Multi {
     dir: PathBuf,
@@ -382,6 +406,10 @@ fn two_suites_on_one_database_keep_route_and_run_everything_once() {
         |n| n == "2",
     );
     let hosts = [a.http, b.http];
+    let shown = status(&a);
+    for id in [&a.id, &b.id] {
+        assert!(host_line(&shown, id).contains("alive"), "{shown}");
+    }
 
     // 1,000 deliveries, alternately to each host's ingressd.
     let acked = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
@@ -608,6 +636,11 @@ fn a_suite_killed_whole_leaves_its_attempts_to_the_retry_policy_on_the_other() {
         HANG * 2,
         |n| n == "0",
     );
+    // What host b's operator sees: host a gone.
+    let shown = status(&b);
+    assert!(host_line(&shown, &a.id).contains("GONE since"), "{shown}");
+    assert!(host_line(&shown, &b.id).contains("alive"), "{shown}");
+
     // Deliveries go on meanwhile, to host b, and a few more after the settling.
     let after_kill = || acked.lock().unwrap().values().filter(|a| **a).count();
     let before = after_kill();
