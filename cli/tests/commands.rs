@@ -459,3 +459,114 @@ fn config_check_checks_the_tunnel_through_its_provider() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn store_export_and_import_move_a_store_to_postgres_checked() {
+    let Some(cluster) = oc_pgtest::shared_or_skip("store export/import") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("oc-store-move-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let from = dir.join("from");
+    // A SQLite store with events and KV, written through the store itself.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = storaged::Store::open(&from, storaged::Limits::default()).unwrap();
+        let events: Vec<serde_json::Value> = (0..30)
+            .map(|i| {
+                serde_json::json!({"scope_id": "s", "type": "notes.note", "source": "notes",
+                    "delivery_id": format!("d{i}"), "payload": {"n": i}, "keys": [format!("k{}", i % 7)]})
+            })
+            .collect();
+        store
+            .events_accept(serde_json::from_value(serde_json::json!({ "events": events })).unwrap())
+            .await
+            .unwrap();
+        store
+            .kv_commit(
+                serde_json::from_value(serde_json::json!({"owner": "notes",
+                    "puts": [{"key": "a", "value": {"n": 1}}]}))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        let closing = store.clone();
+        tokio::task::spawn_blocking(move || closing.close()).await.unwrap();
+    });
+    let file = dir.join("conduit.export");
+    let (status, out, err) = run(&[
+        "store",
+        "export",
+        "--state",
+        from.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(err.contains("exported events: 30 rows"), "{err}");
+    let digest = |line: &str| {
+        line.rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert!(
+        out.starts_with("exported 61 rows in 15 tables, digest sha256:"),
+        "{out}"
+    );
+
+    // The target: settings.storage in a configuration directory, as storaged
+    // reads it.
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    let url = cluster.create_database("cli_move").unwrap();
+    std::fs::write(dir.join("pg.url"), url).unwrap();
+    let config = serde_json::json!({"settings": {"storage": {"backend": "postgres",
+        "url_ref": format!("file:{}", dir.join("pg.url").display())}}});
+    std::fs::write(etc.join("config.json"), config.to_string()).unwrap();
+    let to = dir.join("to");
+    let import = || {
+        run(&[
+            "store",
+            "import",
+            "--state",
+            to.to_str().unwrap(),
+            "--config-dir",
+            etc.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ])
+    };
+    let (status, out2, err2) = import();
+    assert_eq!(status, 0, "{out2}{err2}");
+    assert!(err2.contains("store: postgres 127.0.0.1:"), "{err2}");
+    assert!(
+        out2.starts_with("imported and checked: 61 rows in 15 tables"),
+        "{out2}"
+    );
+    assert_eq!(digest(&out2), digest(&out));
+    // Again into the now full database: refused, naming what is there.
+    let (status, out3, err3) = import();
+    assert_eq!(status, 1, "{out3}{err3}");
+    assert!(
+        err3.contains("not empty") && err3.contains("events: 30"),
+        "{err3}"
+    );
+    // The setting itself is checked offline, with its pointer.
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"settings": {"storage": {"backend": "postgres", "url_ref": "postgres://x"}}}"#,
+    )
+    .unwrap();
+    let (status, out4, err4) = run(&["config", "check", "--no-extensions", bad.to_str().unwrap()]);
+    assert_ne!(status, 0, "{out4}{err4}");
+    assert!(
+        format!("{out4}{err4}").contains("/settings/storage/url_ref"),
+        "{out4}{err4}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
