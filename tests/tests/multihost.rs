@@ -10,6 +10,8 @@
 //!   suite's attempts are settled by the retry policy once their lease and their
 //!   host's lease ran out, and run again on the living host; nothing answered 2xx is
 //!   lost.
+//! - A host cut off (every process frozen) past its leases: the other settles and
+//!   reruns its attempt; when it comes back, it stops its own run of that attempt.
 //!
 //! Both skip, saying why, where PostgreSQL is missing (fail under
 //! `OC_REQUIRE_PEERS=1`). The database is queried with `psql` for what the store
@@ -166,6 +168,42 @@ impl Up {
         }
         let _ = child.wait();
         seen.len()
+    }
+}
+
+impl Up {
+    /// Every process of the suite: `up` and its descendants.
+    fn processes(&self) -> Vec<i32> {
+        let Some(child) = &self.child else {
+            return Vec::new();
+        };
+        let root = i32::try_from(child.id()).unwrap();
+        std::iter::once(root).chain(descendants(root)).collect()
+    }
+
+    /// SIGSTOP every process of the suite (as a host cut off, or hung): the
+    /// processes stopped, for [`Up::thaw`].
+    fn freeze(&self) -> Vec<i32> {
+        let mut seen = BTreeSet::new();
+        loop {
+            let new: Vec<i32> = self
+                .processes()
+                .into_iter()
+                .filter(|p| seen.insert(*p))
+                .collect();
+            if new.is_empty() {
+                return seen.into_iter().collect();
+            }
+            for p in new {
+                signal(p, nix::sys::signal::Signal::SIGSTOP);
+            }
+        }
+    }
+
+    fn thaw(&self, frozen: &[i32]) {
+        for p in frozen {
+            signal(*p, nix::sys::signal::Signal::SIGCONT);
+        }
     }
 }
 
@@ -740,4 +778,118 @@ fn a_suite_killed_whole_leaves_its_attempts_to_the_retry_policy_on_the_other() {
         dead.len()
     );
     drop(b);
+}
+
+/// A host cut off (every process of its suite frozen) past its leases comes back:
+/// the other host has settled its attempt and run it again, and the returning host,
+/// finding its lease taken, stops its own run of it.
+#[test]
+fn a_host_that_returns_stops_the_run_another_host_took_over() {
+    const HOST_LEASE_S: u64 = 10;
+    let Some(m) = Multi::new(
+        "multihost_return",
+        r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; if [ "$OS_ATTEMPT" = 1 ]; then while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; fi; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#,
+    ) else {
+        return;
+    };
+    let release = PathBuf::from(format!("{}.release", m.runs.display()));
+    let a = m.up("a", HOST_LEASE_S);
+    let b = m.up("b", HOST_LEASE_S);
+    let hosts = [a.http, b.http];
+    // Deliveries until host a runs one (attempt 1 waits for the release).
+    let mut n = 0;
+    let deadline = Instant::now() + HANG;
+    let taken = loop {
+        deliver_until_taken(&hosts, n % 2, &format!("r-{n}"), n);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(200));
+        let running = m.sql(&format!(
+            "SELECT id, work_id FROM executions WHERE host = '{}' AND state = 'running'",
+            a.id
+        ));
+        if !running.is_empty() {
+            break running;
+        }
+        assert!(Instant::now() < deadline, "host a started no attempt");
+    };
+    let frozen = a.freeze();
+    let script_runs = |up: &Up| {
+        up.processes()
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(".release"))
+                    .unwrap_or(false)
+            })
+            .count()
+    };
+    assert!(
+        script_runs(&a) > 0,
+        "host a's run is not among its processes"
+    );
+    // Every attempt host a held then is settled by host b, and runs again there.
+    let ids: Vec<&str> = taken.iter().filter_map(|r| r.split('|').next()).collect();
+    let list = ids
+        .iter()
+        .map(|d| format!("'{d}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    m.wait_sql(
+        "host a's attempts settled by host b",
+        &format!("SELECT count(*) FROM executions WHERE id IN ({list}) AND state = 'failed'"),
+        HANG * 2,
+        |c| c == ids.len().to_string(),
+    );
+    // Host a comes back: it finds its lease taken and stops its run.
+    a.thaw(&frozen);
+    let deadline = Instant::now() + HANG;
+    while script_runs(&a) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "host a still runs the attempt host b took over"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(a.state.join("logs/schedulerd.log")).unwrap_or_default();
+    assert!(
+        log.contains("another host took this attempt over; stopping the run here"),
+        "{log}"
+    );
+    // Released: every Work completes; host a's stopped run never reached its end.
+    std::fs::write(&release, "").unwrap();
+    let works: Vec<&str> = taken.iter().filter_map(|r| r.split('|').nth(1)).collect();
+    let work_list = works
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    m.wait_sql(
+        "the taken-over Works completed",
+        &format!("SELECT count(*) FROM works WHERE id IN ({work_list}) AND state = 'completed'"),
+        HANG * 2,
+        |c| c == works.len().to_string(),
+    );
+    m.wait_sql(
+        "every Work completed",
+        "SELECT count(*) FROM works WHERE state <> 'completed'",
+        SETTLE,
+        |c| c == "0",
+    );
+    let runs = m.runs();
+    for w in &works {
+        let first_end = runs
+            .iter()
+            .any(|r| r.len() == 3 && r[0] == *w && r[1] == "1" && r[2] == "end");
+        assert!(!first_end, "{w}: the run host a held reached its end");
+        let later_end = runs
+            .iter()
+            .any(|r| r.len() == 3 && r[0] == *w && r[1] != "1" && r[2] == "end");
+        assert!(later_end, "{w}: no later attempt ran to its end");
+    }
+    eprintln!(
+        "{} attempts of a frozen host settled and run again elsewhere; its runs stopped when it came back",
+        works.len()
+    );
+    drop(b);
+    drop(a);
 }
