@@ -56,14 +56,18 @@ pub fn host_of(args: &Args) -> Result<crate::host::Host, String> {
     let lease = crate::host::check_lease(Duration::from_secs(args.host_lease_s))?;
     let name = match &args.host_name {
         Some(n) => n.clone(),
-        None => nix_hostname(),
+        None => hostname(),
     };
     Ok(crate::host::Host::new(id, name, lease))
 }
 
-fn nix_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// The hostname (`/proc/sys` is hidden from the packaged unit: `/etc/hostname` then).
+fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
         .map(|h| h.trim().to_owned())
+        .find(|h| !h.is_empty())
         .unwrap_or_default()
 }
 

@@ -58,10 +58,11 @@ pub fn from_machine_id(machine_id: &str) -> String {
 
 /// Where a machine ID is looked for, in order; the hostname is the last resort (a
 /// container without a machine ID has a name of its own).
-const MACHINE_IDS: [&str; 3] = [
+const MACHINE_IDS: [&str; 4] = [
     "/etc/machine-id",
     "/var/lib/dbus/machine-id",
     "/proc/sys/kernel/hostname",
+    "/etc/hostname",
 ];
 
 /// This host's ID: `given`, else derived from the machine ID (see [`MACHINE_IDS`]).
