@@ -218,8 +218,14 @@ async fn run(
     }
     let knowledge = tokio::spawn(knowledge_loop(router.clone(), wakes.clone()));
     let routing = tokio::spawn(route_loop(router.clone(), stats.clone(), wakes.clone()));
-    let beating = tokio::spawn(host.clone().run(client.clone()));
     let starter = Starter::new(client.clone(), router.clone(), host.clone());
+    let beating = {
+        let starter = starter.clone();
+        tokio::spawn(host.clone().run(client.clone(), move |since| {
+            let starter = starter.clone();
+            tokio::spawn(async move { starter.stop_runs_taken_since(since).await });
+        }))
+    };
     service.set_starter(starter.clone());
     let endpoint = args.toolbelt.clone().unwrap_or_else(|| {
         args.bus

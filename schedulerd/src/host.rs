@@ -124,8 +124,8 @@ impl Host {
         self.beaten.load(Ordering::SeqCst)
     }
 
-    /// One beat.
-    pub async fn beat(&self, bus: &Bus) -> Result<(), String> {
+    /// One beat: when this host returns from being gone, since when it was gone.
+    pub async fn beat(&self, bus: &Bus) -> Result<Option<i64>, String> {
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let answer = bus
             .call(
@@ -137,15 +137,22 @@ impl Host {
         if !self.beaten.swap(true, Ordering::SeqCst) || answer["returned"] == true {
             tracing::info!(host = %self.id, name = %self.name, lease = ?self.lease, "this host is alive in the store");
         }
-        Ok(())
+        Ok(answer["gone_since_ms"].as_i64())
     }
 
-    /// Beat every [`HOST_BEAT`], forever.
-    pub async fn run(self, bus: Bus) {
+    /// Beat every [`HOST_BEAT`], forever; `returned` is told, each time this host
+    /// comes back from being gone, since when it was gone.
+    pub async fn run<F: Fn(i64) + Send + 'static>(self, bus: Bus, returned: F) {
         let mut failing = false;
         loop {
             match self.beat(&bus).await {
-                Ok(()) => failing = false,
+                Ok(gone) => {
+                    failing = false;
+                    if let Some(since) = gone {
+                        tracing::warn!(host = %self.id, gone_since = %protocol::time::format_rfc3339_ms(since), "this host was gone: the other hosts may have settled its attempts");
+                        returned(since);
+                    }
+                }
                 Err(e) => {
                     if !failing {
                         tracing::warn!(host = %self.id, error = %e, "this host cannot beat now; past its host lease the other hosts take its attempts over");

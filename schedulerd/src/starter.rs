@@ -63,6 +63,10 @@ pub const RETRY_MAX: Duration = Duration::from_secs(300);
 pub const DEFAULT_CONCURRENCY: u32 = 4;
 /// Jobs at once, unless `settings.job_concurrency` says.
 pub const DEFAULT_JOB_CONCURRENCY: u32 = 8;
+/// The most pages of runs (1,000 each) a returning host looks through to stop.
+const MAX_TAKEN_PAGES: usize = 100;
+/// How long a returning host waits for the extensions' registrations.
+const KNOWLEDGE_WAIT: Duration = Duration::from_secs(60);
 /// How long one `executor.wait` call may take before it is asked again.
 const WAIT_CALL: Duration = Duration::from_secs(3600);
 /// The delay before retry number `failures` (1 for the first failure).
@@ -868,6 +872,88 @@ impl Starter {
             .await;
         if let Err(e) = r {
             tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the run taken over elsewhere could not be stopped here");
+        }
+    }
+
+    /// This host is back after being gone since `since_ms`: the attempts it launched
+    /// that another host settled meanwhile may still run here (its executions outlive
+    /// schedulerd). Each is asked once of this host's executor to stop (best effort:
+    /// their writes are fenced either way).
+    pub async fn stop_runs_taken_since(&self, since_ms: i64) {
+        let mut after = String::new();
+        let mut stopped = 0usize;
+        for _page in 0..MAX_TAKEN_PAGES {
+            let page = match self
+                .bus
+                .call(
+                    "store.executions",
+                    &json!({"host": self.host.id, "state": "failed", "limit": 1000,
+                            "settled_since": protocol::time::format_rfc3339_ms(since_ms),
+                            "after": after}),
+                )
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look for runs taken over while this host was gone");
+                    return;
+                }
+            };
+            for ex in page["executions"].as_array().into_iter().flatten() {
+                let owner = ex["lease_owner"].as_str().unwrap_or_default();
+                if owner.is_empty() || owner.ends_with(&format!("@{}", self.host.id)) {
+                    continue;
+                }
+                let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
+                let Some(extension) = self.extension_of(&executor).await else {
+                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], %executor, "no extension declares the executor; its run here is not stopped");
+                    continue;
+                };
+                tracing::warn!(OC_EXECUTION_ID = %ex["id"], holder = %owner, "a run of this host was taken over while it was gone; stopping it here");
+                let r = self
+                    .ext_call(
+                        &extension,
+                        "executor.stop",
+                        json!({"executor": executor, "execution_id": ex["id"],
+                               "epoch": ex["epoch"]}),
+                        Duration::from_secs(120),
+                    )
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], error = %e, "the run taken over elsewhere could not be stopped here");
+                }
+                stopped += 1;
+            }
+            match page["next"].as_str() {
+                Some(n) if !n.is_empty() => after = n.to_owned(),
+                _ => break,
+            }
+        }
+        if stopped > 0 {
+            tracing::info!(
+                runs = stopped,
+                "asked this host's executors to stop runs taken over elsewhere"
+            );
+        }
+    }
+
+    /// The extension declaring `executor`, once it is running and registered (a
+    /// schedulerd just started reads the registrations first): `None` past
+    /// [`KNOWLEDGE_WAIT`].
+    async fn extension_of(&self, executor: &str) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + KNOWLEDGE_WAIT;
+        loop {
+            let found = self
+                .router
+                .knowledge()
+                .read()
+                .ok()
+                .and_then(|k| k.executors.get(executor).map(|(e, _)| e.clone()));
+            match found {
+                Some(e) => return Some(e),
+                None if tokio::time::Instant::now() >= deadline => return None,
+                None => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
         }
     }
 }

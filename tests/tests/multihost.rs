@@ -12,6 +12,7 @@
 //!   lost.
 //! - A host cut off (every process frozen) past its leases: the other settles and
 //!   reruns its attempt; when it comes back, it stops its own run of that attempt.
+//!   The same when only its schedulerd was away (hung, then killed and restarted).
 //!
 //! Both skip, saying why, where PostgreSQL is missing (fail under
 //! `OC_REQUIRE_PEERS=1`). The database is queried with `psql` for what the store
@@ -780,27 +781,15 @@ fn a_suite_killed_whole_leaves_its_attempts_to_the_retry_policy_on_the_other() {
     drop(b);
 }
 
-/// A host cut off (every process of its suite frozen) past its leases comes back:
-/// the other host has settled its attempt and run it again, and the returning host,
-/// finding its lease taken, stops its own run of it.
-#[test]
-fn a_host_that_returns_stops_the_run_another_host_took_over() {
-    const HOST_LEASE_S: u64 = 10;
-    let Some(m) = Multi::new(
-        "multihost_return",
-        r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; if [ "$OS_ATTEMPT" = 1 ]; then while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; fi; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#,
-    ) else {
-        return;
-    };
-    let release = PathBuf::from(format!("{}.release", m.runs.display()));
-    let a = m.up("a", HOST_LEASE_S);
-    let b = m.up("b", HOST_LEASE_S);
-    let hosts = [a.http, b.http];
-    // Deliveries until host a runs one (attempt 1 waits for the release).
+/// The script of the return tests: attempt 1 waits for `<runs>.release`.
+const WAITING_SCRIPT: &str = r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; if [ "$OS_ATTEMPT" = 1 ]; then while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; fi; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#;
+
+/// Deliveries until host `a` runs an attempt: its running executions, `id|work_id`.
+fn until_a_runs(m: &Multi, a: &Up, hosts: &[SocketAddr]) -> Vec<String> {
     let mut n = 0;
     let deadline = Instant::now() + HANG;
-    let taken = loop {
-        deliver_until_taken(&hosts, n % 2, &format!("r-{n}"), n);
+    loop {
+        deliver_until_taken(hosts, n % 2, &format!("r-{n}"), n);
         n += 1;
         std::thread::sleep(Duration::from_millis(200));
         let running = m.sql(&format!(
@@ -808,42 +797,50 @@ fn a_host_that_returns_stops_the_run_another_host_took_over() {
             a.id
         ));
         if !running.is_empty() {
-            break running;
+            return running;
         }
         assert!(Instant::now() < deadline, "host a started no attempt");
-    };
-    let frozen = a.freeze();
-    let script_runs = |up: &Up| {
-        up.processes()
-            .into_iter()
-            .filter(|p| {
-                std::fs::read(format!("/proc/{p}/cmdline"))
-                    .map(|c| String::from_utf8_lossy(&c).contains(".release"))
-                    .unwrap_or(false)
-            })
-            .count()
-    };
-    assert!(
-        script_runs(&a) > 0,
-        "host a's run is not among its processes"
-    );
-    // Every attempt host a held then is settled by host b, and runs again there.
-    let ids: Vec<&str> = taken.iter().filter_map(|r| r.split('|').next()).collect();
-    let list = ids
-        .iter()
-        .map(|d| format!("'{d}'"))
+    }
+}
+
+/// How many processes of `up` run the waiting script.
+fn script_runs(up: &Up) -> usize {
+    up.processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(".release"))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// `'a', 'b'` of column `i` of `rows`.
+fn sql_list(rows: &[String], i: usize) -> String {
+    rows.iter()
+        .filter_map(|r| r.split('|').nth(i))
+        .map(|v| format!("'{v}'"))
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", ")
+}
+
+/// Waits until the `taken` attempts are settled failed (by the other host).
+fn wait_settled(m: &Multi, taken: &[String]) {
     m.wait_sql(
         "host a's attempts settled by host b",
-        &format!("SELECT count(*) FROM executions WHERE id IN ({list}) AND state = 'failed'"),
+        &format!(
+            "SELECT count(*) FROM executions WHERE id IN ({}) AND state = 'failed'",
+            sql_list(taken, 0)
+        ),
         HANG * 2,
-        |c| c == ids.len().to_string(),
+        |c| c == taken.len().to_string(),
     );
-    // Host a comes back: it finds its lease taken and stops its run.
-    a.thaw(&frozen);
+}
+
+/// Waits until host `a` runs none of the script any more and says why.
+fn wait_stopped_on(a: &Up, said: &str) {
     let deadline = Instant::now() + HANG;
-    while script_runs(&a) > 0 {
+    while script_runs(a) > 0 {
         assert!(
             Instant::now() < deadline,
             "host a still runs the attempt host b took over"
@@ -851,24 +848,13 @@ fn a_host_that_returns_stops_the_run_another_host_took_over() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let log = std::fs::read_to_string(a.state.join("logs/schedulerd.log")).unwrap_or_default();
-    assert!(
-        log.contains("another host took this attempt over; stopping the run here"),
-        "{log}"
-    );
-    // Released: every Work completes; host a's stopped run never reached its end.
-    std::fs::write(&release, "").unwrap();
-    let works: Vec<&str> = taken.iter().filter_map(|r| r.split('|').nth(1)).collect();
-    let work_list = works
-        .iter()
-        .map(|w| format!("'{w}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    m.wait_sql(
-        "the taken-over Works completed",
-        &format!("SELECT count(*) FROM works WHERE id IN ({work_list}) AND state = 'completed'"),
-        HANG * 2,
-        |c| c == works.len().to_string(),
-    );
+    assert!(log.contains(said), "{log}");
+}
+
+/// Releases the waiting runs; every Work completes, and the `taken` attempts' Works
+/// by a later attempt: host a's run of attempt 1, stopped, never reached its end.
+fn release_and_check(m: &Multi, taken: &[String]) {
+    std::fs::write(format!("{}.release", m.runs.display()), "").unwrap();
     m.wait_sql(
         "every Work completed",
         "SELECT count(*) FROM works WHERE state <> 'completed'",
@@ -876,20 +862,75 @@ fn a_host_that_returns_stops_the_run_another_host_took_over() {
         |c| c == "0",
     );
     let runs = m.runs();
-    for w in &works {
+    for w in taken.iter().filter_map(|r| r.split('|').nth(1)) {
         let first_end = runs
             .iter()
-            .any(|r| r.len() == 3 && r[0] == *w && r[1] == "1" && r[2] == "end");
+            .any(|r| r.len() == 3 && r[0] == w && r[1] == "1" && r[2] == "end");
         assert!(!first_end, "{w}: the run host a held reached its end");
         let later_end = runs
             .iter()
-            .any(|r| r.len() == 3 && r[0] == *w && r[1] != "1" && r[2] == "end");
+            .any(|r| r.len() == 3 && r[0] == w && r[1] != "1" && r[2] == "end");
         assert!(later_end, "{w}: no later attempt ran to its end");
     }
-    eprintln!(
-        "{} attempts of a frozen host settled and run again elsewhere; its runs stopped when it came back",
-        works.len()
+}
+
+/// A host cut off (every process of its suite frozen) past its leases comes back:
+/// the other host has settled its attempt and run it again, and the returning host,
+/// finding its lease taken, stops its own run of it.
+#[test]
+fn a_host_that_returns_stops_the_run_another_host_took_over() {
+    let Some(m) = Multi::new("multihost_return", WAITING_SCRIPT) else {
+        return;
+    };
+    let a = m.up("a", 10);
+    let b = m.up("b", 10);
+    let taken = until_a_runs(&m, &a, &[a.http, b.http]);
+    let frozen = a.freeze();
+    assert!(
+        script_runs(&a) > 0,
+        "host a's run is not among its processes"
     );
+    wait_settled(&m, &taken);
+    a.thaw(&frozen);
+    wait_stopped_on(
+        &a,
+        "another host took this attempt over; stopping the run here",
+    );
+    release_and_check(&m, &taken);
+    drop(b);
+    drop(a);
+}
+
+/// A host whose schedulerd alone was away past its host lease (hung, then killed and
+/// restarted by `up`): its runs kept going; the other host settled their attempts;
+/// the new schedulerd, back, stops them.
+#[test]
+fn a_returning_schedulerd_stops_the_runs_taken_over_while_it_was_away() {
+    let Some(m) = Multi::new("multihost_sched", WAITING_SCRIPT) else {
+        return;
+    };
+    let a = m.up("a", 10);
+    let b = m.up("b", 10);
+    let taken = until_a_runs(&m, &a, &[a.http, b.http]);
+    let schedulerd: Vec<i32> = a
+        .processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains("__daemon\0schedulerd\0"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert_eq!(schedulerd.len(), 1, "host a's schedulerd");
+    signal(schedulerd[0], nix::sys::signal::Signal::SIGSTOP);
+    wait_settled(&m, &taken);
+    assert!(script_runs(&a) > 0, "host a's run ended on its own");
+    signal(schedulerd[0], nix::sys::signal::Signal::SIGKILL);
+    wait_stopped_on(
+        &a,
+        "a run of this host was taken over while it was gone; stopping it here",
+    );
+    release_and_check(&m, &taken);
     drop(b);
     drop(a);
 }

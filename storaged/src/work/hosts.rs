@@ -70,6 +70,10 @@ pub struct HostBeatResponse {
     pub expires_ms: i64,
     /// True when the host was gone (or unknown) before this beat.
     pub returned: bool,
+    /// When it had gone (its lease's end), if it returned from being gone; the other
+    /// hosts may have taken its attempts over since.
+    #[serde(default)]
+    pub gone_since_ms: Option<i64>,
 }
 
 /// Record a beat.
@@ -114,6 +118,7 @@ pub fn host_beat(
     Ok(HostBeatResponse {
         expires_ms: expires,
         returned,
+        gone_since_ms: before.filter(|e| *e <= now_ms),
     })
 }
 
