@@ -784,22 +784,33 @@ fn a_suite_killed_whole_leaves_its_attempts_to_the_retry_policy_on_the_other() {
 /// The script of the return tests: attempt 1 waits for `<runs>.release`.
 const WAITING_SCRIPT: &str = r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; if [ "$OS_ATTEMPT" = 1 ]; then while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; fi; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#;
 
-/// Deliveries until host `a` runs an attempt: its running executions, `id|work_id`.
+/// Deliveries until host `a` runs an attempt, then until each attempt it holds has
+/// its run's process: its running executions, `id|work_id`.
 fn until_a_runs(m: &Multi, a: &Up, hosts: &[SocketAddr]) -> Vec<String> {
+    let running = || {
+        m.sql(&format!(
+            "SELECT id, work_id FROM executions WHERE host = '{}' AND state = 'running'",
+            a.id
+        ))
+    };
     let mut n = 0;
     let deadline = Instant::now() + HANG;
-    loop {
+    while running().is_empty() {
         deliver_until_taken(hosts, n % 2, &format!("r-{n}"), n);
         n += 1;
         std::thread::sleep(Duration::from_millis(200));
-        let running = m.sql(&format!(
-            "SELECT id, work_id FROM executions WHERE host = '{}' AND state = 'running'",
-            a.id
-        ));
-        if !running.is_empty() {
-            return running;
-        }
         assert!(Instant::now() < deadline, "host a started no attempt");
+    }
+    loop {
+        let rows = running();
+        if !rows.is_empty() && script_runs(a) >= rows.len() {
+            return rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "host a's attempts have no process: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
