@@ -592,19 +592,12 @@ pub const WRITE_LOCK: i64 = 0x6f63_7772;
 
 /// One transaction: each job in its own savepoint, one commit for all.
 fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
-    let begin = match conn.backend() {
-        Backend::Sqlite => control(conn, "BEGIN IMMEDIATE"),
-        Backend::Postgres => control(
-            conn,
-            &format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
-        ),
-    };
-    if let Err(e) = begin {
+    if conn.backend() == Backend::Postgres {
+        return run_group_pg(conn, jobs);
+    }
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
         let why = e.to_error("cannot begin a write transaction");
         tracing::error!(error = %why);
-        if conn.backend() == Backend::Postgres {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
         for job in jobs {
             job.fail(e.to_error("cannot begin a write transaction"));
         }
@@ -636,6 +629,64 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
                 // of the failure; the others are untouched.
                 tracing::error!("a write panicked; rolled back alone");
                 let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
+            }
+        }
+    }
+    let committed = control(conn, "COMMIT");
+    if let Err(e) = &committed {
+        tracing::error!(error = ?e, "commit failed");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for finish in finishes {
+        finish(committed.clone());
+    }
+}
+
+/// [`run_group`] on PostgreSQL, where every control statement is a round trip
+/// to the server: the first savepoint goes with `BEGIN` and the lock, the
+/// boundary between two jobs is one round trip (`RELEASE SAVEPOINT job;
+/// SAVEPOINT job`), a failed job's `ROLLBACK TO` keeps its savepoint for the
+/// next, and `COMMIT` releases the last.
+fn run_group_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
+    let begin = format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); SAVEPOINT job");
+    if let Err(e) = control(conn, &begin) {
+        tracing::error!(error = %e.to_error("cannot begin a write transaction"));
+        let _ = conn.execute_batch("ROLLBACK");
+        for job in jobs {
+            job.fail(e.to_error("cannot begin a write transaction"));
+        }
+        return;
+    }
+    let count = jobs.len();
+    let mut savepoint = true;
+    let mut finishes = Vec::with_capacity(count);
+    for (i, job) in jobs.into_iter().enumerate() {
+        if !savepoint {
+            if let Err(e) = control(conn, "SAVEPOINT job") {
+                job.fail(e.to_error("cannot open a savepoint"));
+                continue;
+            }
+            savepoint = true;
+        }
+        let last = i + 1 == count;
+        match catch_unwind(AssertUnwindSafe(|| job.run(conn))) {
+            Ok((true, finish)) if last => finishes.push(finish),
+            Ok((true, finish)) => match control(conn, "RELEASE SAVEPOINT job; SAVEPOINT job") {
+                Ok(()) => finishes.push(finish),
+                Err(e) => {
+                    tracing::error!(error = ?e, "cannot release a savepoint");
+                    let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
+                    finish(Err(e));
+                    savepoint = false;
+                }
+            },
+            Ok((false, finish)) => {
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
+                finishes.push(finish);
+            }
+            Err(_) => {
+                tracing::error!("a write panicked; rolled back alone");
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
             }
         }
     }
