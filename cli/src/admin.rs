@@ -165,6 +165,9 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
     let sched = call(bus, "sched.status", json!({})).unwrap_or(Value::Null);
     let routes = call(bus, "ingress.routes", json!({})).unwrap_or(Value::Null);
     let tunnel = call(bus, "store.tunnel_get", json!({})).unwrap_or(Value::Null)["tunnel"].clone();
+    // The hosts sharing the store (one, unless several run one suite on PostgreSQL).
+    let hosts =
+        call(bus, "store.hosts", json!({"limit": 100})).unwrap_or(Value::Null)["hosts"].clone();
     let mut counts = serde_json::Map::new();
     for state in [
         "pending",
@@ -199,7 +202,8 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
         print_json(
             &json!({"services": services, "extensions": ext["extensions"],
                            "router": sched["router"], "work": counts,
-                           "routes": routes["routes"], "tunnel": tunnel, "down": down}),
+                           "routes": routes["routes"], "tunnel": tunnel, "hosts": hosts,
+                           "down": down}),
         );
     } else {
         println!("daemons:");
@@ -258,6 +262,26 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
                 counts.join(", ")
             }
         );
+        let hosts = hosts.as_array().cloned().unwrap_or_default();
+        if hosts.len() > 1 {
+            println!("hosts (sharing the database):");
+            for h in &hosts {
+                let alive = if h["alive"] == true {
+                    "alive".to_owned()
+                } else {
+                    format!(
+                        "GONE since {}",
+                        protocol::time::format_rfc3339_ms(h["expires_ms"].as_i64().unwrap_or(0))
+                    )
+                };
+                println!(
+                    "  {} {} {alive}, {} running",
+                    text(h, "id"),
+                    text(h, "name"),
+                    h["running"]
+                );
+            }
+        }
         println!("webhooks:");
         if tunnel.is_object() {
             let url = text(&tunnel, "url");

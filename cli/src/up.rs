@@ -11,6 +11,11 @@
 //! backoff, and says so), and on Ctrl-C or SIGTERM stops them in reverse order and
 //! leaves no process behind.
 //!
+//! The state directory is a host: `<state>/host-id` keeps a random ID (made on the
+//! first `up`) that schedulerd is given, so that several `up` sharing one
+//! PostgreSQL database are several hosts, and an `up` started again on the same
+//! state directory adopts its own runs.
+//!
 //! Every daemon and bundled extension is this same binary, re-executed
 //! (`open-conduit __daemon <name>`, `open-conduit extension-run <name>`): one build gives
 //! the whole suite.
@@ -211,6 +216,8 @@ struct Up {
     bundled: PathBuf,
     /// storaged's `--config-dir`, when the configuration names a storage.
     storage_dir: Option<PathBuf>,
+    /// This suite's host ID (`<state>/host-id`).
+    host_id: String,
     running: HashMap<&'static str, Running>,
 }
 
@@ -246,6 +253,20 @@ impl Up {
                 state,
                 "--bus".into(),
                 bus.clone(),
+            ],
+            "schedulerd" => vec![
+                "--bus".into(),
+                bus.clone(),
+                "--host-id".into(),
+                self.host_id.clone(),
+                "--host-name".into(),
+                format!(
+                    "{}:{}",
+                    std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_owned())
+                        .unwrap_or_default(),
+                    self.opts.state.display()
+                ),
             ],
             _ => vec!["--bus".into(), bus.clone()],
         };
@@ -589,6 +610,38 @@ fn write_storage_settings(state: &Path, config: &Value) -> Result<Option<PathBuf
     Ok(Some(dir))
 }
 
+/// The longest `<state>/host-id` read.
+const MAX_HOST_ID_FILE: u64 = 256;
+
+/// This suite's host ID: the one kept in `<state>/host-id`, or a new random one
+/// written there. A state directory is a host: two `up` on one machine sharing a
+/// database are two hosts, and an `up` started again on its state directory is the
+/// same host (it adopts its own runs).
+pub fn host_id(state: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let path = state.join("host-id");
+    if let Ok(f) = std::fs::File::open(&path) {
+        let mut text = String::new();
+        f.take(MAX_HOST_ID_FILE)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let id = text.trim().to_owned();
+        schedulerd::host::check_id(&id).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(id);
+    }
+    let mut bytes = [0u8; 12];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    let id: String = std::iter::once("h-".to_owned())
+        .chain(bytes.iter().map(|b| format!("{b:02x}")))
+        .collect();
+    let tmp = state.join("host-id.tmp");
+    std::fs::write(&tmp, format!("{id}\n")).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(id)
+}
+
 async fn run(opts: UpOptions) -> Result<(), String> {
     let config = load_config(&opts)?;
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
@@ -598,6 +651,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
     }
     let bundled = write_bundled(&opts.state, &exe)?;
     let storage_dir = write_storage_settings(&opts.state, &config)?;
+    let host_id = host_id(&opts.state)?;
     let bus = opts.state.join("run/bus.sock");
     if bus.exists() {
         if UnixStream::connect(&bus).is_ok() {
@@ -621,6 +675,7 @@ async fn run(opts: UpOptions) -> Result<(), String> {
         http,
         bundled,
         storage_dir,
+        host_id,
         running: HashMap::new(),
     };
     say(&format!(
@@ -750,4 +805,26 @@ async fn run(opts: UpOptions) -> Result<(), String> {
     up.stop_all(&mut signals).await;
     up.tidy();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_directory_keeps_its_host_id_and_a_bad_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("oc-up-host-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let first = host_id(&dir).expect("a new host ID");
+        assert!(first.starts_with("h-") && first.len() == 26, "{first}");
+        assert_eq!(host_id(&dir).expect("the kept one"), first);
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).expect("another state directory");
+        assert_ne!(host_id(&other).expect("another host ID"), first);
+        std::fs::write(dir.join("host-id"), "not/an id\n").expect("write");
+        let e = host_id(&dir).unwrap_err();
+        assert!(e.contains("host-id") && e.contains("may hold only"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -34,9 +34,41 @@ pub struct Args {
     /// `open-conduit mcp` (default: this program's directory when it holds one).
     #[arg(long)]
     pub toolbelt_dir: Option<PathBuf>,
+    /// This host's ID among the hosts sharing one database (default: derived from
+    /// /etc/machine-id). `open-conduit up` passes the one kept in `<state>/host-id`.
+    #[arg(long, env = "OPEN_CONDUIT_HOST_ID")]
+    pub host_id: Option<String>,
+    /// This host's name for people (default: the hostname).
+    #[arg(long)]
+    pub host_name: Option<String>,
+    /// How long this host counts as alive after its last beat: past it, with its
+    /// attempts' leases run out, other hosts settle its attempts (10 to 3600).
+    #[arg(long, env = "OPEN_CONDUIT_HOST_LEASE_S", default_value_t = crate::host::DEFAULT_HOST_LEASE.as_secs())]
+    pub host_lease_s: u64,
     /// Where logs go: auto (journald when started by it), journald or stderr.
     #[arg(long, default_value = "auto")]
     pub log: LogTarget,
+}
+
+/// This host, from the arguments.
+pub fn host_of(args: &Args) -> Result<crate::host::Host, String> {
+    let id = crate::host::resolve_id(args.host_id.as_deref())?;
+    let lease = crate::host::check_lease(Duration::from_secs(args.host_lease_s))?;
+    let name = match &args.host_name {
+        Some(n) => n.clone(),
+        None => hostname(),
+    };
+    Ok(crate::host::Host::new(id, name, lease))
+}
+
+/// The hostname (`/proc/sys` is hidden from the packaged unit: `/etc/hostname` then).
+fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|h| h.trim().to_owned())
+        .find(|h| !h.is_empty())
+        .unwrap_or_default()
 }
 
 /// schedulerd's main: returns the exit status.
@@ -153,6 +185,7 @@ async fn run(
     mut activation: daemon::Activation,
 ) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
+    let host = host_of(&args)?;
     let client = Bus::start(BusOptions::client(&args.bus));
     let router = Router::new(client.clone());
     let stats = Arc::new(Stats::default());
@@ -185,11 +218,14 @@ async fn run(
     }
     let knowledge = tokio::spawn(knowledge_loop(router.clone(), wakes.clone()));
     let routing = tokio::spawn(route_loop(router.clone(), stats.clone(), wakes.clone()));
-    let starter = Starter::new(
-        client.clone(),
-        router.clone(),
-        format!("schedulerd:{}", std::process::id()),
-    );
+    let starter = Starter::new(client.clone(), router.clone(), host.clone());
+    let beating = {
+        let starter = starter.clone();
+        tokio::spawn(host.clone().run(client.clone(), move |since| {
+            let starter = starter.clone();
+            tokio::spawn(async move { starter.stop_runs_taken_since(since).await });
+        }))
+    };
     service.set_starter(starter.clone());
     let endpoint = args.toolbelt.clone().unwrap_or_else(|| {
         args.bus
@@ -242,7 +278,7 @@ async fn run(
     };
     let starting = tokio::spawn(start_loop(starter, wakes.clone()));
     let timing = tokio::spawn(timer_loop(client.clone(), wakes.clone()));
-    let tasking = tokio::spawn(crate::tasks::run(client.clone(), router.clone()));
+    let tasking = tokio::spawn(crate::tasks::run(client.clone(), router.clone(), host));
     let _ = notifier.ready();
     let _ = notifier.status("routing events");
     tracing::info!("routing events");
@@ -272,6 +308,7 @@ async fn run(
     starting.abort();
     timing.abort();
     tasking.abort();
+    beating.abort();
     serving.abort();
     bus.close();
     client.close();

@@ -7,9 +7,10 @@
 //! ([`cli`]); the starter ([`starter`]): attempts under leases through the binding's
 //! executor, settled with retries, and adoption after restarts; recurrence timers
 //! ([`timers`]); extension tasks at their intervals ([`tasks`]); the agents' toolbelt
-//! ([`toolbelt`]).
+//! ([`toolbelt`]); this host among the hosts sharing one database ([`host`]).
 
 pub mod cli;
+pub mod host;
 pub mod router;
 pub mod service;
 pub mod starter;

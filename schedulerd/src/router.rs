@@ -11,7 +11,10 @@
 //!
 //! A route whose extension cannot answer (not running, crashed, timed out) fails the
 //! pass: the event stays pending and is routed again on the next pass (routing is
-//! deterministic), and the events after it wait, so the order holds. A route trace
+//! deterministic), and the events after it wait, so the order holds. On several hosts
+//! every host's router routes the same log: an event another router decided first
+//! (`conflict` from `store.route_decide`) sends this one back to read the log again,
+//! so each event is routed once and in order. A route trace
 //! ([`Router::evaluate`] alone) asks the same questions and writes nothing.
 
 use std::collections::HashMap;
@@ -156,6 +159,9 @@ pub enum RouteError {
     /// The store could not be read or written now.
     #[error("storaged: {0}")]
     Store(String),
+    /// Another router (another host's schedulerd) routed the event meanwhile.
+    #[error("event {0} was routed elsewhere meanwhile")]
+    RoutedElsewhere(i64),
     /// The configuration or the extensions' registrations have not been read yet: an
     /// event routed now would be judged against nothing.
     #[error("waiting for the {0} before routing")]
@@ -621,7 +627,15 @@ impl Router {
                         "outcome": d.outcome}),
             )
             .await
-            .map_err(|e| store_err("store.route_decide", e))?;
+            .map_err(|e| {
+                if e.code() == Some(protocol::Code::Conflict.as_str())
+                    && e.to_string().contains("already routed")
+                {
+                    RouteError::RoutedElsewhere(ev.seq)
+                } else {
+                    store_err("store.route_decide", e)
+                }
+            })?;
         Ok(answer)
     }
 
@@ -653,7 +667,16 @@ impl Router {
                 return Ok(routed);
             }
             for ev in &events {
-                let answer = self.route(ev).await?;
+                // Every host's router routes, in order; one decision per event holds
+                // (storaged's precondition). One that lost to another reads again.
+                let answer = match self.route(ev).await {
+                    Ok(a) => a,
+                    Err(RouteError::RoutedElsewhere(seq)) => {
+                        tracing::debug!(seq, "routed by another host meanwhile");
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
                 routed += 1;
                 // An event for a Work whose attempt runs goes to that attempt too.
                 if answer["work_state"] == "running" && answer["created"] != true {

@@ -20,6 +20,15 @@
 //! `executor.run` is in flight), the same recovery is tried with backoff, the lease
 //! renewed all along, until the executor answers: an executor that does not answer is
 //! never evidence that a run ended.
+//!
+//! Several hosts: every attempt names the host that launched it, and only that host
+//! adopts it (its executor alone knows the run). An expired attempt of another host
+//! is taken over only once that host is gone too (its beat older than its host
+//! lease, checked by `store.lease_takeover` in the same write); it is then fenced by
+//! epoch and settled failed under the retry policy at once, without asking the local
+//! executor anything: nobody could gather stop evidence, so the run may have executed
+//! (at least once). A woken Wait is resumed by the host that parked it while that host
+//! is alive; injections and controls reach only attempts of this host.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -31,6 +40,7 @@ use protocol::wire::{self, ExecutorWaitResult, Outcome, RunRequest};
 use protocol::CallError;
 use serde_json::{json, Value};
 
+use crate::host::Host;
 use crate::router::{RoutedEvent, Router};
 use crate::toolbelt::Toolbelt;
 
@@ -53,6 +63,10 @@ pub const RETRY_MAX: Duration = Duration::from_secs(300);
 pub const DEFAULT_CONCURRENCY: u32 = 4;
 /// Jobs at once, unless `settings.job_concurrency` says.
 pub const DEFAULT_JOB_CONCURRENCY: u32 = 8;
+/// The most pages of runs (1,000 each) a returning host looks through to stop.
+const MAX_TAKEN_PAGES: usize = 100;
+/// How long a returning host waits for the extensions' registrations.
+const KNOWLEDGE_WAIT: Duration = Duration::from_secs(60);
 /// How long one `executor.wait` call may take before it is asked again.
 const WAIT_CALL: Duration = Duration::from_secs(3600);
 /// The delay before retry number `failures` (1 for the first failure).
@@ -66,6 +80,7 @@ pub fn backoff(failures: i64) -> Duration {
 pub struct Starter {
     bus: Bus,
     router: Router,
+    host: Host,
     owner: String,
     running: Arc<Mutex<HashMap<String, String>>>,
     blocked: Arc<Mutex<HashMap<String, String>>>,
@@ -88,12 +103,13 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Starter {
-    /// A starter holding leases as `owner`.
-    pub fn new(bus: Bus, router: Router, owner: String) -> Starter {
+    /// A starter of `host`, holding leases as its [`Host::owner`].
+    pub fn new(bus: Bus, router: Router, host: Host) -> Starter {
         Starter {
             bus,
             router,
-            owner,
+            owner: host.owner(),
+            host,
             running: Arc::default(),
             blocked: Arc::default(),
             toolbelt: Arc::default(),
@@ -169,10 +185,13 @@ impl Starter {
         Ok((binding, extension, pool, size))
     }
 
-    /// `method` with `{now_ms, limit: 100}`.
+    /// `method` with `{now_ms, limit: 100, host}`.
     async fn page_now(&self, method: &str) -> Result<Value, String> {
         self.bus
-            .call(method, &json!({"now_ms": now_ms(), "limit": 100}))
+            .call(
+                method,
+                &json!({"now_ms": now_ms(), "limit": 100, "host": self.host.id}),
+            )
             .await
             .map_err(|e| format!("{method}: {e}"))
     }
@@ -181,6 +200,10 @@ impl Starter {
     pub async fn pass(&self) -> Result<usize, String> {
         if self.toolbelt.get().is_none() {
             // Every run is given its toolbelt token: nothing starts before the key is read.
+            return Ok(0);
+        }
+        if !self.host.beaten() {
+            // No attempt names a host the others would find gone.
             return Ok(0);
         }
         let ready = self.page_now("store.works_ready").await?;
@@ -214,7 +237,7 @@ impl Starter {
                     "store.attempt_start",
                     &json!({"work_id": work_id, "executor": binding.executor,
                             "binding": binding.name, "lease_owner": self.owner,
-                            "lease_ttl_ms": ms(LEASE_TTL),
+                            "lease_ttl_ms": ms(LEASE_TTL), "host": self.host.id,
                             "expect_version": work["version"]}),
                 )
                 .await;
@@ -477,6 +500,14 @@ impl Starter {
         let Some(ex) = ex["executions"].as_array().and_then(|a| a.first()).cloned() else {
             return Err(format!("Work {work_id} has no running attempt"));
         };
+        let host = ex["host"].as_str().unwrap_or_default();
+        if !host.is_empty() && host != self.host.id {
+            return Err(format!(
+                "the running attempt of Work {work_id} runs on host {host}, not this one ({}): \
+                 its executor is there",
+                self.host.id
+            ));
+        }
         let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
         let extension = {
             let k = self.router.knowledge();
@@ -660,8 +691,12 @@ impl Starter {
         }
     }
 
-    /// Take over and adopt every attempt whose lease ran out.
+    /// Take over and adopt every attempt of this host whose lease ran out, and settle
+    /// those of hosts that are gone.
     pub async fn recover_expired(&self) -> Result<usize, String> {
+        if !self.host.beaten() {
+            return Ok(0);
+        }
         let expired = self.page_now("store.expired_leases").await?;
         let mut n = 0;
         for e in expired["executions"].as_array().into_iter().flatten() {
@@ -670,12 +705,20 @@ impl Starter {
             if self.is_running(&work_id) {
                 continue;
             }
+            let launched_by = e["host"].as_str().unwrap_or_default();
+            if !launched_by.is_empty() && launched_by != self.host.id {
+                if self.settle_foreign(e).await {
+                    n += 1;
+                }
+                continue;
+            }
             let taken = self
                 .bus
                 .call(
                     "store.lease_takeover",
                     &json!({"execution_id": execution_id, "epoch": e["epoch"],
-                            "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL)}),
+                            "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL),
+                            "host": self.host.id}),
                 )
                 .await;
             let Ok(taken) = taken else {
@@ -734,5 +777,183 @@ impl Starter {
             });
         }
         Ok(n)
+    }
+
+    /// An expired attempt launched by a host that is gone: fence it by epoch and
+    /// settle it failed under the retry policy, without asking any executor (this
+    /// host's knows nothing of the run, and the gone host's cannot answer). The run
+    /// may have executed. Answers whether it was settled.
+    async fn settle_foreign(&self, e: &Value) -> bool {
+        let execution_id = e["id"].as_str().unwrap_or_default().to_owned();
+        let work_id = e["work_id"].as_str().unwrap_or_default().to_owned();
+        let taken = match self
+            .bus
+            .call(
+                "store.lease_takeover",
+                &json!({"execution_id": execution_id, "epoch": e["epoch"],
+                        "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL),
+                        "host": self.host.id}),
+            )
+            .await
+        {
+            Ok(t) => t,
+            Err(err) => {
+                tracing::debug!(OC_EXECUTION_ID = %execution_id, error = %err, "not taken over");
+                return false;
+            }
+        };
+        let failures = match self
+            .bus
+            .call("store.work_get", &json!({ "id": work_id }))
+            .await
+        {
+            Ok(w) => w["work"]["failures"].as_i64().unwrap_or(0),
+            Err(_) => 0,
+        };
+        let gone = taken["host_gone_ms"].as_i64().filter(|ms| *ms > 0);
+        let host = taken["host"].as_str().unwrap_or_default();
+        let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+        failed.error = format!(
+            "host {host} is gone ({}): its attempt was fenced and settled by host {} without \
+             stop evidence; the run may have executed",
+            match gone {
+                Some(ms) => format!("no beat since {}", protocol::time::format_rfc3339_ms(ms)),
+                None => "it never beat".to_owned(),
+            },
+            self.host.id
+        );
+        tracing::warn!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, gone_host = %host, "settling an attempt of a host that is gone; the run may have executed");
+        let a = Attempt {
+            work_id,
+            execution_id,
+            epoch: taken["epoch"].as_i64().unwrap_or(0),
+            executor: e["executor"].as_str().unwrap_or_default().to_owned(),
+            extension: String::new(),
+            run: RunRequest::default(),
+        };
+        self.settle(&a, failed, failures).await;
+        true
+    }
+
+    /// After this host lost an attempt's lease: when another host holds it now (it
+    /// found this host gone and settled the attempt), the run here is nobody's, and
+    /// this host's executor is asked once to stop it. Best effort: its writes are
+    /// fenced either way.
+    async fn stop_if_taken_elsewhere(&self, a: &Attempt) {
+        let Ok(ex) = self
+            .bus
+            .call("store.executions", &json!({"work_id": a.work_id}))
+            .await
+        else {
+            return;
+        };
+        let Some(row) = ex["executions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["id"] == a.execution_id.as_str())
+        else {
+            return;
+        };
+        let owner = row["lease_owner"].as_str().unwrap_or_default();
+        let mine = owner.ends_with(&format!("@{}", self.host.id));
+        if mine || owner.is_empty() {
+            return;
+        }
+        tracing::warn!(OC_EXECUTION_ID = %a.execution_id, holder = %owner, "another host took this attempt over; stopping the run here");
+        let r = self
+            .ext_call(
+                &a.extension,
+                "executor.stop",
+                json!({"executor": a.executor, "execution_id": a.execution_id,
+                       "epoch": a.epoch}),
+                Duration::from_secs(120),
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the run taken over elsewhere could not be stopped here");
+        }
+    }
+
+    /// This host is back after being gone since `since_ms`: the attempts it launched
+    /// that another host settled meanwhile may still run here (its executions outlive
+    /// schedulerd). Each is asked once of this host's executor to stop (best effort:
+    /// their writes are fenced either way).
+    pub async fn stop_runs_taken_since(&self, since_ms: i64) {
+        let mut after = String::new();
+        let mut stopped = 0usize;
+        for _page in 0..MAX_TAKEN_PAGES {
+            let page = match self
+                .bus
+                .call(
+                    "store.executions",
+                    &json!({"host": self.host.id, "state": "failed", "limit": 1000,
+                            "settled_since": protocol::time::format_rfc3339_ms(since_ms),
+                            "after": after}),
+                )
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look for runs taken over while this host was gone");
+                    return;
+                }
+            };
+            for ex in page["executions"].as_array().into_iter().flatten() {
+                let owner = ex["lease_owner"].as_str().unwrap_or_default();
+                if owner.is_empty() || owner.ends_with(&format!("@{}", self.host.id)) {
+                    continue;
+                }
+                let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
+                let Some(extension) = self.extension_of(&executor).await else {
+                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], %executor, "no extension declares the executor; its run here is not stopped");
+                    continue;
+                };
+                tracing::warn!(OC_EXECUTION_ID = %ex["id"], holder = %owner, "a run of this host was taken over while it was gone; stopping it here");
+                let r = self
+                    .ext_call(
+                        &extension,
+                        "executor.stop",
+                        json!({"executor": executor, "execution_id": ex["id"],
+                               "epoch": ex["epoch"]}),
+                        Duration::from_secs(120),
+                    )
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], error = %e, "the run taken over elsewhere could not be stopped here");
+                }
+                stopped += 1;
+            }
+            match page["next"].as_str() {
+                Some(n) if !n.is_empty() => after = n.to_owned(),
+                _ => break,
+            }
+        }
+        if stopped > 0 {
+            tracing::info!(
+                runs = stopped,
+                "asked this host's executors to stop runs taken over elsewhere"
+            );
+        }
+    }
+
+    /// The extension declaring `executor`, once it is running and registered (a
+    /// schedulerd just started reads the registrations first): `None` past
+    /// [`KNOWLEDGE_WAIT`].
+    async fn extension_of(&self, executor: &str) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + KNOWLEDGE_WAIT;
+        loop {
+            let found = self
+                .router
+                .knowledge()
+                .read()
+                .ok()
+                .and_then(|k| k.executors.get(executor).map(|(e, _)| e.clone()));
+            match found {
+                Some(e) => return Some(e),
+                None if tokio::time::Instant::now() >= deadline => return None,
+                None => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
 }

@@ -16,6 +16,11 @@
 //!
 //! The router then routes the occurrence like any event.
 //!
+//! On several hosts every host's schedulerd looks at the same timers: the occurrence's
+//! delivery ID makes a second acceptance add nothing, and `store.timer_fire`'s
+//! precondition lets one re-arm win (the other's `conflict` is no failure), so a timer
+//! fires once per due time across hosts.
+//!
 //! A Wait's timeout timer (owner `core`, kind `wait.timeout`, key the Wait's ID) wakes
 //! the Wait with `store.wait_wake {reason: "timeout"}`, which removes the timer.
 
@@ -59,6 +64,10 @@ async fn next(
         .await
         .map_err(|e| format!("recurrence.next: {e}"))?;
     serde_json::from_value(answer).map_err(|e| format!("recurrence.next answered: {e}"))
+}
+
+fn is_conflict(e: &protocol::CallError) -> bool {
+    e.code() == Some(protocol::Code::Conflict.as_str())
 }
 
 /// Fire one due timer. Answers the next due time it was re-armed at, if any.
@@ -117,9 +126,15 @@ pub async fn fire(bus: &Bus, t: &Value) -> Result<Option<i64>, String> {
     if let Some(n) = rearm {
         req["rearm_due_ms"] = json!(n);
     }
-    bus.call("store.timer_fire", &req)
-        .await
-        .map_err(|e| format!("store.timer_fire: {e}"))?;
+    if let Err(e) = bus.call("store.timer_fire", &req).await {
+        if is_conflict(&e) {
+            // Another host's schedulerd fired it (its occurrence is the same event,
+            // by its delivery ID), or it was re-armed or cancelled meanwhile.
+            tracing::debug!(OC_EXTENSION = %owner, key = %full_key, due = %due_at, error = %e, "the timer was fired or re-armed elsewhere");
+            return Ok(None);
+        }
+        return Err(format!("store.timer_fire: {e}"));
+    }
     tracing::info!(OC_EXTENSION = %owner, key = %full_key, due = %due_at, next = ?rearm.map(rfc3339), "timer fired");
     Ok(rearm)
 }
@@ -148,6 +163,9 @@ pub async fn pass(bus: &Bus) -> Result<usize, String> {
                     Ok(_) => {
                         tracing::info!(wait = %t["key"], "a Wait timed out");
                         fired += 1;
+                    }
+                    Err(e) if is_conflict(&e) => {
+                        tracing::debug!(wait = %t["key"], error = %e, "the Wait was woken elsewhere")
                     }
                     Err(e) => {
                         tracing::warn!(wait = %t["key"], error = %e, "a Wait's timeout could not wake it now")

@@ -58,6 +58,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),
         "ext-agent" => agent::main_entry(),
+        // What `open-conduit up` re-executes its own binary as: each daemon and each
+        // bundled extension.
+        "__daemon" | "extension-run" => cli::main(
+            std::iter::once("open-conduit".to_owned())
+                .chain(args.iter().cloned())
+                .collect(),
+        ),
         // The command line, as `open-conduit ARGS…`.
         "open-conduit" => cli::main(
             std::iter::once("open-conduit".to_owned())

@@ -104,6 +104,7 @@ impl Starter {
             None => {
                 let why = lost.borrow().clone().unwrap_or_default();
                 tracing::warn!(OC_EXECUTION_ID = %a.execution_id, %why, "lease lost; another holder settles the attempt");
+                self.stop_if_taken_elsewhere(&a).await;
             }
         }
     }

@@ -26,6 +26,9 @@ pub struct AttemptStartRequest {
     /// The Work's version as read.
     #[serde(default)]
     pub expect_version: Option<i64>,
+    /// The host that launches it (recorded on the execution; empty: none named).
+    #[serde(default)]
+    pub host: String,
 }
 
 /// Result of `store.attempt_start`.
@@ -58,6 +61,9 @@ pub fn attempt_start(
     check_name("executor", &req.executor, limits)?;
     check_opt_name("binding", &req.binding, limits)?;
     check_name("lease_owner", &req.lease_owner, limits)?;
+    if !req.host.is_empty() {
+        check_host("host", &req.host)?;
+    }
     let ttl = lease_ttl(req.lease_ttl_ms)?;
 
     let work: Option<(String, i64, i64)> = conn
@@ -129,8 +135,8 @@ pub fn attempt_start(
         };
         conn.execute(
             "UPDATE executions SET state = 'running', lease_epoch = ?2, lease_owner = ?3, \
-             lease_expires_ms = ?4 WHERE id = ?1",
-            params![id, epoch, req.lease_owner, expires],
+             lease_expires_ms = ?4, host = ?5 WHERE id = ?1",
+            params![id, epoch, req.lease_owner, expires, req.host],
         )?;
         let wait_id: Option<String> = conn
             .query_row(
@@ -150,8 +156,8 @@ pub fn attempt_start(
         let id = util::new_id("exe");
         conn.execute(
             "INSERT INTO executions (id, work_id, attempt, executor, binding, state, lease_owner, \
-             lease_epoch, lease_expires_ms, started_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
+             lease_epoch, lease_expires_ms, started_at, host) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?10)",
             params![
                 id,
                 req.work_id,
@@ -161,7 +167,8 @@ pub fn attempt_start(
                 req.lease_owner,
                 epoch,
                 expires,
-                now
+                now,
+                req.host
             ],
         )?;
         (id, attempt, None)
@@ -194,19 +201,29 @@ pub fn attempt_start(
 struct Fenced {
     work_id: String,
     lease_expires_ms: Option<i64>,
+    host: String,
 }
 
 /// The execution, if `epoch` is the current epoch of its Work and its own, and it runs.
 fn fence(conn: &Connection, execution_id: &str, epoch: i64) -> Result<Fenced, StoreError> {
-    let row: Option<(String, String, i64, i64, Option<i64>)> = conn
+    let row: Option<(String, String, i64, i64, Option<i64>, String)> = conn
         .query_row(
-            "SELECT e.work_id, e.state, e.lease_epoch, w.lease_epoch, e.lease_expires_ms \
+            "SELECT e.work_id, e.state, e.lease_epoch, w.lease_epoch, e.lease_expires_ms, e.host \
              FROM executions e JOIN works w ON w.id = e.work_id WHERE e.id = ?1",
             [execution_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
         )
         .optional()?;
-    let Some((work_id, st, exec_epoch, work_epoch, lease_expires_ms)) = row else {
+    let Some((work_id, st, exec_epoch, work_epoch, lease_expires_ms, host)) = row else {
         return Err(StoreError::not_found(format!(
             "no execution {execution_id}"
         )));
@@ -224,6 +241,7 @@ fn fence(conn: &Connection, execution_id: &str, epoch: i64) -> Result<Fenced, St
     Ok(Fenced {
         work_id,
         lease_expires_ms,
+        host,
     })
 }
 
@@ -292,6 +310,10 @@ pub fn lease_renew(
 /// `store.lease_takeover`: take over a running attempt whose lease expired (to adopt
 /// it with `executor.recover`, or to stop it and settle it), under a new epoch that
 /// fences the previous holder.
+///
+/// A taker naming its `host` may take over an attempt another host launched only once
+/// that host is gone (its host lease ran out, or it never beat): the attempt's own
+/// host, while alive, is the only one whose executor knows the run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseTakeoverRequest {
@@ -303,6 +325,9 @@ pub struct LeaseTakeoverRequest {
     pub lease_owner: String,
     /// The new lease length.
     pub lease_ttl_ms: u64,
+    /// The taker's host (empty: not checked against the attempt's host).
+    #[serde(default)]
+    pub host: String,
 }
 
 /// Result of `store.lease_takeover`.
@@ -319,6 +344,13 @@ pub struct LeaseTakeoverResponse {
     pub recovery: Value,
     /// The inputs the attempt holds.
     pub inputs: Vec<i64>,
+    /// The host that launched the attempt (empty: not recorded).
+    #[serde(default)]
+    pub host: String,
+    /// When that host, another than the taker, counted as gone (null: the same host,
+    /// or none recorded; 0: it never beat).
+    #[serde(default)]
+    pub host_gone_ms: Option<i64>,
 }
 
 /// Take over an expired lease.
@@ -329,6 +361,9 @@ pub fn lease_takeover(
 ) -> Result<LeaseTakeoverResponse, StoreError> {
     check_name("execution_id", &req.execution_id, limits)?;
     check_name("lease_owner", &req.lease_owner, limits)?;
+    if !req.host.is_empty() {
+        check_host("host", &req.host)?;
+    }
     let ttl = lease_ttl(req.lease_ttl_ms)?;
     let f = fence(conn, &req.execution_id, req.epoch)?;
     let now_ms = util::now_ms();
@@ -340,6 +375,20 @@ pub fn lease_takeover(
                 util::rfc3339(exp)
             )));
         }
+    }
+    let mut host_gone_ms = None;
+    if !req.host.is_empty() && !f.host.is_empty() && f.host != req.host {
+        let expires = host_expires(conn, &f.host)?;
+        if let Some(exp) = expires.filter(|e| *e > now_ms) {
+            return Err(StoreError::conflict(format!(
+                "execution {} runs on host {}, alive until {} unless it beats again: only it \
+                 may take the attempt over",
+                req.execution_id,
+                f.host,
+                util::rfc3339(exp)
+            )));
+        }
+        host_gone_ms = Some(expires.unwrap_or(0));
     }
     let epoch = req.epoch + 1;
     let expires = now_ms.saturating_add(ttl);
@@ -364,6 +413,8 @@ pub fn lease_takeover(
         epoch,
         lease_expires_ms: expires,
         recovery: parse_json(recovery),
+        host: f.host,
+        host_gone_ms,
     })
 }
 
@@ -657,6 +708,10 @@ pub struct ExpiredLeasesRequest {
     /// At most this many.
     #[serde(default)]
     pub limit: u32,
+    /// Only those this host may take over: its own, those naming no host, and those
+    /// of hosts gone by `now_ms` (empty: all).
+    #[serde(default)]
+    pub host: String,
 }
 
 /// Result of `store.expired_leases`.
@@ -673,12 +728,17 @@ pub fn expired_leases(
     req: &ExpiredLeasesRequest,
 ) -> Result<ExpiredLeasesResponse, StoreError> {
     let limit = page_limit(req.limit, limits)?;
+    if !req.host.is_empty() {
+        check_host("host", &req.host)?;
+    }
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {EXEC_COLS} FROM executions WHERE state = 'running' \
-         AND lease_expires_ms <= ?1 ORDER BY lease_expires_ms, id LIMIT ?2"
+         AND lease_expires_ms <= ?1 AND (?3 = '' OR host = '' OR host = ?3 \
+         OR NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = executions.host AND h.expires_ms > ?1)) \
+         ORDER BY lease_expires_ms, id LIMIT ?2"
     ))?;
     let executions = stmt
-        .query_map(params![req.now_ms, limit], exec_from_row)?
+        .query_map(params![req.now_ms, limit, req.host], exec_from_row)?
         .collect::<crate::sql::Result<Vec<_>>>()?;
     Ok(ExpiredLeasesResponse { executions })
 }
@@ -693,6 +753,10 @@ pub struct WorksReadyRequest {
     /// At most this many.
     #[serde(default)]
     pub limit: u32,
+    /// The asking host: a woken Work whose parked attempt another host launched is
+    /// left to that host while it is alive (its executor alone knows the run).
+    #[serde(default)]
+    pub host: String,
 }
 
 /// Result of `store.works_ready`.
@@ -709,12 +773,19 @@ pub fn works_ready(
     req: &WorksReadyRequest,
 ) -> Result<WorksReadyResponse, StoreError> {
     let limit = page_limit(req.limit, limits)?;
+    if !req.host.is_empty() {
+        check_host("host", &req.host)?;
+    }
     let mut works = works_query(
         conn,
         &format!(
-            "SELECT {WORK_COLS} FROM works WHERE state = 'woken' ORDER BY retry_at_ms, id LIMIT ?1"
+            "SELECT {WORK_COLS} FROM works WHERE state = 'woken' AND (?2 = '' OR NOT EXISTS \
+             (SELECT 1 FROM executions e JOIN hosts h ON h.id = e.host \
+              WHERE e.work_id = works.id AND e.state = 'waiting' AND e.host != '' \
+              AND e.host != ?2 AND h.expires_ms > ?3)) \
+             ORDER BY retry_at_ms, id LIMIT ?1"
         ),
-        &[&limit],
+        &[&limit, &req.host, &req.now_ms],
         limits,
     )?;
     let rest = limit - works.len() as i64;

@@ -23,16 +23,24 @@
 //! attempt, a resume and a takeover each take a new epoch, so the older holder's
 //! writes are refused from then on.
 //!
+//! Hosts: several hosts may run one suite on one database. Each execution names the
+//! host that launched its segment; each host's schedulerd beats (`store.host_beat`),
+//! and another host may take over an expired attempt only once that host is gone
+//! too (its beat older than the host lease it declared).
+//!
 //! Modules: [`routing`] (`store.route_decide`, `store.unrouted`, `store.routing`),
 //! [`attempts`] (an attempt's start, its fenced lease, recovery metadata and
-//! settlement, and the reads schedulerd polls), [`reads`] (`store.work_cancel` and the
+//! settlement, and the reads schedulerd polls), [`hosts`] (host liveness and
+//! extension task claims), [`reads`] (`store.work_cancel` and the
 //! Work reads). The helpers and rows they share are here.
 
 mod attempts;
+mod hosts;
 mod reads;
 mod routing;
 
 pub use attempts::*;
+pub use hosts::*;
 pub use reads::*;
 pub use routing::*;
 
@@ -345,10 +353,14 @@ pub struct ExecutionRow {
     /// Settled (RFC 3339).
     #[serde(default)]
     pub settled_at: Option<String>,
+    /// The host that launched its current segment (empty: recorded before hosts
+    /// were).
+    #[serde(default)]
+    pub host: String,
 }
 
 const EXEC_COLS: &str = "id, work_id, attempt, executor, binding, state, lease_owner, \
-     lease_epoch, lease_expires_ms, recovery, result, retry_at_ms, started_at, settled_at";
+     lease_epoch, lease_expires_ms, recovery, result, retry_at_ms, started_at, settled_at, host";
 
 fn exec_from_row(r: &Row<'_>) -> crate::sql::Result<ExecutionRow> {
     Ok(ExecutionRow {
@@ -366,6 +378,7 @@ fn exec_from_row(r: &Row<'_>) -> crate::sql::Result<ExecutionRow> {
         retry_at_ms: r.get(11)?,
         started_at: r.get(12)?,
         settled_at: r.get(13)?,
+        host: r.get(14)?,
     })
 }
 
@@ -414,6 +427,9 @@ impl Store {
     read_method!(works, WorksRequest, WorksResponse);
     read_method!(executions, ExecutionsRequest, ExecutionsResponse);
     read_method!(work_inputs, WorkInputsRequest, WorkInputsResponse);
+    write_method!(host_beat, HostBeatRequest, HostBeatResponse);
+    read_method!(hosts, HostsRequest, HostsResponse);
+    write_method!(task_claim, TaskClaimRequest, TaskClaimResponse);
 }
 
 crate::store_methods! {
@@ -432,4 +448,7 @@ crate::store_methods! {
     "store.works" => works,
     "store.executions" => executions,
     "store.work_inputs" => work_inputs,
+    "store.host_beat" => host_beat,
+    "store.hosts" => hosts,
+    "store.task_claim" => task_claim,
 }

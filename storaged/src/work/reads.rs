@@ -220,6 +220,12 @@ pub struct ExecutionsRequest {
     /// Only this state.
     #[serde(default)]
     pub state: Option<String>,
+    /// Only those this host launched.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Only those settled at or after this time (RFC 3339, as `settled_at` reads).
+    #[serde(default)]
+    pub settled_since: Option<String>,
     /// The cursor (the previous page's `next`).
     #[serde(default)]
     pub after: String,
@@ -270,6 +276,16 @@ pub fn executions(
         check_opt_name("state", s, limits)?;
         args.push(s);
         sql.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    if let Some(h) = &req.host {
+        check_opt_name("host", h, limits)?;
+        args.push(h);
+        sql.push_str(&format!(" AND host = ?{}", args.len()));
+    }
+    if let Some(t) = &req.settled_since {
+        check_opt_name("settled_since", t, limits)?;
+        args.push(t);
+        sql.push_str(&format!(" AND settled_at >= ?{}", args.len()));
     }
     args.push(&limit);
     let order = if req.work_id.is_some() {

@@ -1,0 +1,306 @@
+//! Several hosts, one suite: `store.host_beat` and `store.hosts` (each host's
+//! liveness), and `store.task_claim` (an extension task's pass, claimed by one host).
+//!
+//! A host is alive while its beat is fresh: each beat pushes `expires_ms` one host
+//! lease (the host's own, at most [`MAX_HOST_LEASE_MS`]) ahead. A host whose
+//! `expires_ms` passed, or that never beat, is gone: only then may another host take
+//! over its expired attempts (`store.lease_takeover` checks it in the same write).
+
+use super::*;
+
+/// The longest host lease a host may declare.
+pub const MAX_HOST_LEASE_MS: u64 = 60 * 60 * 1000;
+/// The shortest.
+pub const MIN_HOST_LEASE_MS: u64 = 1000;
+/// The longest interval an extension task may declare (a week).
+pub const MAX_TASK_EVERY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// A host gone this long, holding no running or waiting attempt, is forgotten at the
+/// next beat of any host.
+pub const FORGET_HOST_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// A host ID: 1 to 64 of `A-Z a-z 0-9 _ - .`.
+pub fn check_host(field: &str, v: &str) -> Result<(), StoreError> {
+    if v.is_empty() || v.len() > 64 {
+        return Err(StoreError::invalid(format!(
+            "{field} must be 1 to 64 bytes (the host ID limit), not {}",
+            v.len()
+        )));
+    }
+    if !v
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    {
+        return Err(StoreError::invalid(format!(
+            "{field} {v:?} may hold only A-Z a-z 0-9 _ - ."
+        )));
+    }
+    Ok(())
+}
+
+/// When `host`'s lease runs out (`None`: it never beat, or was forgotten).
+pub(crate) fn host_expires(conn: &Connection, host: &str) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .query_row("SELECT expires_ms FROM hosts WHERE id = ?1", [host], |r| {
+            r.get(0)
+        })
+        .optional()?)
+}
+
+// ---------------------------------------------------------------------------------------
+// store.host_beat, store.hosts
+// ---------------------------------------------------------------------------------------
+
+/// `store.host_beat`: this host is alive for `lease_ms` more.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostBeatRequest {
+    /// The host ID.
+    pub host: String,
+    /// A name for people (its hostname, its state directory).
+    #[serde(default)]
+    pub name: String,
+    /// How long it counts as alive without another beat.
+    pub lease_ms: u64,
+}
+
+/// Result of `store.host_beat`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostBeatResponse {
+    /// When the host counts as gone unless it beats again.
+    pub expires_ms: i64,
+    /// True when the host was gone (or unknown) before this beat.
+    pub returned: bool,
+    /// When it had gone (its lease's end), if it returned from being gone; the other
+    /// hosts may have taken its attempts over since.
+    #[serde(default)]
+    pub gone_since_ms: Option<i64>,
+}
+
+/// Record a beat.
+pub fn host_beat(
+    conn: &Connection,
+    limits: &Limits,
+    req: &HostBeatRequest,
+) -> Result<HostBeatResponse, StoreError> {
+    check_host("host", &req.host)?;
+    check_opt_name("name", &req.name, limits)?;
+    if !(MIN_HOST_LEASE_MS..=MAX_HOST_LEASE_MS).contains(&req.lease_ms) {
+        return Err(StoreError::invalid(format!(
+            "lease_ms {} is outside the host lease limits ({MIN_HOST_LEASE_MS} to {MAX_HOST_LEASE_MS} ms)",
+            req.lease_ms
+        )));
+    }
+    let now_ms = util::now_ms();
+    let expires = now_ms.saturating_add(req.lease_ms as i64);
+    let before = host_expires(conn, &req.host)?;
+    let returned = before.is_none_or(|e| e <= now_ms);
+    if before.is_some() {
+        conn.execute(
+            "UPDATE hosts SET name = ?2, beat_ms = ?3, expires_ms = ?4 WHERE id = ?1",
+            params![req.host, req.name, now_ms, expires],
+        )?;
+    } else {
+        conn.execute(
+            "INSERT INTO hosts (id, name, beat_ms, expires_ms, started_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![req.host, req.name, now_ms, expires, util::rfc3339(now_ms)],
+        )?;
+    }
+    if returned {
+        // Forget hosts long gone that hold nothing (each new `up` state directory is a
+        // new host); done when a host (re)appears, so rarely.
+        conn.execute(
+            "DELETE FROM hosts WHERE expires_ms < ?1 AND NOT EXISTS (SELECT 1 FROM executions e \
+             WHERE e.host = hosts.id AND e.state IN ('running', 'waiting'))",
+            params![now_ms.saturating_sub(FORGET_HOST_MS)],
+        )?;
+    }
+    Ok(HostBeatResponse {
+        expires_ms: expires,
+        returned,
+        gone_since_ms: before.filter(|e| *e <= now_ms),
+    })
+}
+
+/// `store.hosts`: the hosts, by ID, paged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostsRequest {
+    /// Hosts after this ID (empty: from the first).
+    #[serde(default)]
+    pub after: String,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// A host, as `store.hosts` answers it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostRow {
+    /// Its ID.
+    pub id: String,
+    /// Its name for people.
+    pub name: String,
+    /// Its last beat (ms).
+    pub beat_ms: i64,
+    /// When it counts as gone unless it beats again (ms).
+    pub expires_ms: i64,
+    /// Whether it is alive now.
+    pub alive: bool,
+    /// Its first beat (RFC 3339).
+    pub started_at: String,
+    /// Attempts it launched that run now.
+    pub running: i64,
+}
+
+/// Result of `store.hosts`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostsResponse {
+    /// The hosts.
+    pub hosts: Vec<HostRow>,
+    /// The next page's cursor; empty at the end.
+    #[serde(default)]
+    pub next: String,
+}
+
+/// The hosts.
+pub fn hosts(
+    conn: &Connection,
+    limits: &Limits,
+    req: &HostsRequest,
+) -> Result<HostsResponse, StoreError> {
+    check_opt_name("after", &req.after, limits)?;
+    let limit = page_limit(req.limit, limits)?;
+    let now_ms = util::now_ms();
+    let mut stmt = conn.prepare_cached(
+        "SELECT h.id, h.name, h.beat_ms, h.expires_ms, h.started_at, \
+         (SELECT count(*) FROM executions e WHERE e.host = h.id AND e.state = 'running') \
+         FROM hosts h WHERE h.id > ?1 ORDER BY h.id LIMIT ?2",
+    )?;
+    let hosts = stmt
+        .query_map(params![req.after, limit], |r| {
+            let expires_ms: i64 = r.get(3)?;
+            Ok(HostRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                beat_ms: r.get(2)?,
+                expires_ms,
+                alive: expires_ms > now_ms,
+                started_at: r.get(4)?,
+                running: r.get(5)?,
+            })
+        })?
+        .collect::<crate::sql::Result<Vec<_>>>()?;
+    let next = if hosts.len() as i64 == limit {
+        hosts.last().map(|h| h.id.clone()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(HostsResponse { hosts, next })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.task_claim
+// ---------------------------------------------------------------------------------------
+
+/// `store.task_claim`: claim the pass of an extension task that is due, so that one
+/// host of the suite runs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskClaimRequest {
+    /// The extension declaring the task.
+    pub extension: String,
+    /// The task.
+    pub task: String,
+    /// Its interval.
+    pub every_ms: u64,
+    /// The host claiming it.
+    pub host: String,
+}
+
+/// Result of `store.task_claim`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskClaimResponse {
+    /// True: the caller runs this pass now.
+    pub claimed: bool,
+    /// When the next pass is due (ask again then).
+    pub due_ms: i64,
+    /// The host that claimed the last pass (empty: none yet).
+    #[serde(default)]
+    pub host: String,
+}
+
+/// Claim a task's pass. The first claim of a task schedules its first pass one
+/// interval later; a claim of a due task moves its due time one interval past now
+/// (a missed pass runs once, not once per missed interval); a changed interval
+/// takes effect at once (never later than one new interval from now).
+pub fn task_claim(
+    conn: &Connection,
+    limits: &Limits,
+    req: &TaskClaimRequest,
+) -> Result<TaskClaimResponse, StoreError> {
+    check_name("extension", &req.extension, limits)?;
+    check_name("task", &req.task, limits)?;
+    check_host("host", &req.host)?;
+    if req.every_ms == 0 || req.every_ms > MAX_TASK_EVERY_MS {
+        return Err(StoreError::invalid(format!(
+            "every_ms {} is outside the task interval limits (1 to {MAX_TASK_EVERY_MS} ms)",
+            req.every_ms
+        )));
+    }
+    let every = req.every_ms as i64;
+    let now_ms = util::now_ms();
+    let next = now_ms.saturating_add(every);
+    let row: Option<(i64, i64, String)> = conn
+        .query_row(
+            "SELECT every_ms, due_ms, host FROM task_claims WHERE extension = ?1 AND task = ?2",
+            params![req.extension, req.task],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((was_every, due, host)) = row else {
+        conn.execute(
+            "INSERT INTO task_claims (extension, task, every_ms, due_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![req.extension, req.task, every, next],
+        )?;
+        return Ok(TaskClaimResponse {
+            claimed: false,
+            due_ms: next,
+            host: String::new(),
+        });
+    };
+    if due > now_ms {
+        let due = if was_every != every {
+            let due = due.min(next);
+            conn.execute(
+                "UPDATE task_claims SET every_ms = ?3, due_ms = ?4 WHERE extension = ?1 AND task = ?2",
+                params![req.extension, req.task, every, due],
+            )?;
+            due
+        } else {
+            due
+        };
+        return Ok(TaskClaimResponse {
+            claimed: false,
+            due_ms: due,
+            host,
+        });
+    }
+    conn.execute(
+        "UPDATE task_claims SET every_ms = ?3, due_ms = ?4, host = ?5, claimed_at = ?6 \
+         WHERE extension = ?1 AND task = ?2",
+        params![
+            req.extension,
+            req.task,
+            every,
+            next,
+            req.host,
+            util::rfc3339(now_ms)
+        ],
+    )?;
+    Ok(TaskClaimResponse {
+        claimed: true,
+        due_ms: next,
+        host: req.host.clone(),
+    })
+}
