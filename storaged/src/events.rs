@@ -780,9 +780,11 @@ fn kept_already(
     ev: &EventInput,
     ctx: &AcceptContext<'_>,
 ) -> Result<AcceptedEvent, StoreError> {
-    prepare(conn, limits, ev, ctx, true)?.existing.ok_or_else(|| {
-        StoreError::Internal("an event's identity conflicted, but no event holds it".into())
-    })
+    prepare(conn, limits, ev, ctx, true)?
+        .existing
+        .ok_or_else(|| {
+            StoreError::Internal("an event's identity conflicted, but no event holds it".into())
+        })
 }
 
 /// `store.events_accept`: the whole batch, or (on any refusal) an error; the caller
