@@ -632,14 +632,7 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
             }
         }
     }
-    let committed = control(conn, "COMMIT");
-    if let Err(e) = &committed {
-        tracing::error!(error = ?e, "commit failed");
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-    for finish in finishes {
-        finish(committed.clone());
-    }
+    commit(conn, finishes);
 }
 
 /// [`run_group`] on PostgreSQL, where every control statement is a round trip
@@ -690,6 +683,11 @@ fn run_group_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
             }
         }
     }
+    commit(conn, finishes);
+}
+
+/// Commit a group and answer each write that ran in it with the outcome.
+fn commit(conn: &Connection, finishes: Vec<Finish>) {
     let committed = control(conn, "COMMIT");
     if let Err(e) = &committed {
         tracing::error!(error = ?e, "commit failed");

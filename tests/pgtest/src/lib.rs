@@ -161,8 +161,12 @@ impl Cluster {
             ])
             .stdout(Stdio::null())
             .output()
-            .map_err(|e| format!("run initdb: {e}"))?;
+            .map_err(|e| {
+                let _ = std::fs::remove_dir_all(&dir);
+                format!("run initdb: {e}")
+            })?;
         if !out.status.success() {
+            let _ = std::fs::remove_dir_all(&dir);
             return Err(format!(
                 "initdb failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
