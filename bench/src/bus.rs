@@ -3,7 +3,7 @@
 //! Three processes, as in production: the broker and the service are this binary
 //! re-executed (`__broker`, `__bus-probe`), the client is this process.
 
-use crate::{machine, median, micros, percentile, Res};
+use crate::{loadavg, machine, median, micros, percentile, Load, Res};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
@@ -161,6 +161,7 @@ async fn measure(exe: &Path, dir: &Path, floor: Duration) -> Res<Figures> {
 }
 
 pub fn run(as_json: bool) -> Res<()> {
+    let load_start = loadavg();
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("oc-bench-bus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -174,22 +175,23 @@ pub fn run(as_json: bool) -> Res<()> {
     let f = rt.block_on(measure(&exe, &dir, floor));
     let _ = std::fs::remove_dir_all(&dir);
     let f = f?;
+    let load = Load::since(load_start);
     let ratio = |d: Duration| micros(d) / micros(f.floor);
     if as_json {
-        println!(
-            "{}",
-            json!({
-                "machine": machine(),
-                "floor_unix_rtt_us": micros(f.floor),
-                "hop_p50_us": micros(f.p50),
-                "hop_p99_us": micros(f.p99),
-                "calls_per_s_64": f.calls_per_s_64,
-                "ratio_to_floor": {"hop_p50": ratio(f.p50), "hop_p99": ratio(f.p99)},
-            })
-        );
+        let mut v = json!({
+            "machine": machine(),
+            "floor_unix_rtt_us": micros(f.floor),
+            "hop_p50_us": micros(f.p50),
+            "hop_p99_us": micros(f.p99),
+            "calls_per_s_64": f.calls_per_s_64,
+            "ratio_to_floor": {"hop_p50": ratio(f.p50), "hop_p99": ratio(f.p99)},
+        });
+        load.add_to(&mut v);
+        println!("{v}");
         return Ok(());
     }
     println!("Bus: client → broker → service and back ({})", machine());
+    println!("{}", load.line());
     println!();
     println!("| figure | value | × unix socket round trip |");
     println!("| --- | --- | --- |");

@@ -20,8 +20,9 @@
 //! the same two loads go to it, configured with a `payload-hmac-sha256` rule and
 //! `/bin/true` as its command: a server that checks the signature and keeps nothing.
 
-use crate::{machine, millis, percentile, Res};
+use crate::{loadavg, machine, millis, percentile, Load, Res};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -109,10 +110,12 @@ async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Res<u16> {
     }
 }
 
-/// Deliveries per second answered 2xx with `SENDERS` senders.
-async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> {
+/// Deliveries per second answered 2xx with `SENDERS` senders, the non-2xx answers,
+/// and every 2xx answer (warm-up included).
+async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64, u64)> {
     let counter = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
+    let answered = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let measure_from = start + WARMUP;
     let until = measure_from + RUN;
@@ -120,6 +123,7 @@ async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> 
     let mut tasks = Vec::new();
     for t in 0..SENDERS {
         let (counter, failures, counted) = (counter.clone(), failures.clone(), counted.clone());
+        let answered = answered.clone();
         let path = path.to_owned();
         let tag = format!("{tag}-t{t}");
         tasks.push(tokio::spawn(async move {
@@ -138,7 +142,10 @@ async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> 
                     .map_err(|e| e.to_string())?;
                 if !(200..300).contains(&status) {
                     failures.fetch_add(1, Ordering::Relaxed);
-                } else if Instant::now() >= measure_from && Instant::now() < until {
+                    continue;
+                }
+                answered.fetch_add(1, Ordering::Relaxed);
+                if Instant::now() >= measure_from && Instant::now() < until {
                     counted.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -150,6 +157,7 @@ async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64)> 
     Ok((
         counted.load(Ordering::Relaxed) as f64 / RUN.as_secs_f64(),
         failures.load(Ordering::Relaxed),
+        answered.load(Ordering::Relaxed),
     ))
 }
 
@@ -262,6 +270,42 @@ fn vm_hwm_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// What an extension process is, from its command line: this binary re-executed as
+/// `ext-<name>` (`oc_systest::dispatch`) gives `extension:<name>`, anything else
+/// its program's file name.
+fn extension_label(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let name = match args.get(1).and_then(|a| a.strip_prefix("ext-")) {
+        Some(name) => name.to_owned(),
+        None => args
+            .first()
+            .and_then(|a| a.rsplit('/').next())
+            .unwrap_or("unknown")
+            .to_owned(),
+    };
+    format!("extension:{name}")
+}
+
+/// CPU microseconds per kept delivery for each process (processes of one label add
+/// up), from each one's CPU seconds over the loads.
+fn cpu_per_delivery(cpu: &[(String, f64)], kept: u64) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    if kept == 0 {
+        return out;
+    }
+    for (name, secs) in cpu {
+        *out.entry(name.clone()).or_insert(0.0) += secs * 1e6 / kept as f64;
+    }
+    for v in out.values_mut() {
+        *v = (*v * 10.0).round() / 10.0;
+    }
+    out
+}
+
 /// The pids whose parent is `parent`.
 fn children(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -292,13 +336,18 @@ struct Figures {
     p99: Duration,
     failures_rate: u64,
     burst_ok: u64,
+    /// Every delivery answered 2xx over the three loads: each has its own delivery
+    /// ID, so each must be one event kept.
+    answered_2xx: u64,
 }
 
 async fn measure(addr: SocketAddr, path: &str, tag: &str) -> Res<Figures> {
-    let (per_s_64, failures_64) = throughput(addr, path, tag).await?;
+    let (per_s_64, failures_64, answered_64) = throughput(addr, path, tag).await?;
     let (p50, p99, failures_rate) = at_rate(addr, path, &format!("{tag}-rate")).await?;
     let burst_ok = burst(addr, path, &format!("{tag}-burst")).await?;
+    let sent_at_rate = RATE / RATE_CONNS * RATE_CONNS * RUN.as_secs();
     Ok(Figures {
+        answered_2xx: answered_64 + sent_at_rate.saturating_sub(failures_rate) + burst_ok,
         burst_ok,
         per_s_64,
         failures_64,
@@ -350,6 +399,7 @@ fn start_peer(dir: &Path) -> Res<Option<(Kill, SocketAddr)>> {
 }
 
 pub fn run(json: bool) -> Res<()> {
+    let load_start = loadavg();
     let exe: PathBuf = std::env::current_exe()?;
     let packages = oc_systest::Suite::first_party();
     let suite = oc_systest::Suite::new(&exe, "bench-intake", &packages)?;
@@ -372,12 +422,17 @@ pub fn run(json: bool) -> Res<()> {
         .filter_map(|d| suite.pid(*d).map(|p| (d.name().to_owned(), p)))
         .collect();
     if let Some(ext) = suite.pid(oc_systest::Daemon::Extrunner) {
-        pids.extend(
-            children(ext)
-                .into_iter()
-                .map(|p| ("extension".to_owned(), p)),
-        );
+        pids.extend(children(ext).into_iter().map(|p| (extension_label(p), p)));
     }
+    let sequence = |suite: &oc_systest::Suite| -> Res<u64> {
+        let v = suite
+            .call("store.sequence", json!({}))
+            .map_err(|e| e.to_string())?;
+        v["sequence"]
+            .as_u64()
+            .ok_or_else(|| format!("store.sequence answered {v}").into())
+    };
+    let kept_before = sequence(&suite)?;
     let cpu_before: Vec<f64> = pids.iter().map(|(_, p)| cpu_s(*p)).collect();
     let ours = rt.block_on(measure(suite.http, PATH, "oc"))?;
     let cpu: Vec<(String, f64)> = pids
@@ -387,10 +442,13 @@ pub fn run(json: bool) -> Res<()> {
         .collect();
     let pids: Vec<u32> = pids.iter().map(|(_, p)| *p).collect();
     let peak_kib: u64 = pids.iter().map(|p| vm_hwm_kib(*p)).sum();
-    let kept = suite
-        .call("store.sequence", json!({}))
-        .map_err(|e| e.to_string())?;
+    let kept_after = sequence(&suite)?;
     drop(suite);
+    // Each delivery is one root event (no route matches, so nothing derives more):
+    // the events kept over the loads are the deliveries kept.
+    let kept = kept_after.saturating_sub(kept_before);
+    let lost = ours.answered_2xx.saturating_sub(kept);
+    let per_delivery = cpu_per_delivery(&cpu, kept);
 
     let peer_dir = std::env::temp_dir().join(format!("oc-bench-peer-{}", std::process::id()));
     std::fs::create_dir_all(&peer_dir)?;
@@ -403,6 +461,7 @@ pub fn run(json: bool) -> Res<()> {
         None => None,
     };
     let _ = std::fs::remove_dir_all(&peer_dir);
+    let load = Load::since(load_start);
 
     let mib = |kib: u64| kib as f64 / 1024.0;
     if json {
@@ -415,9 +474,13 @@ pub fn run(json: bool) -> Res<()> {
             "failures_at_1000": ours.failures_rate,
             "burst_500_ok": ours.burst_ok,
             "peak_rss_mib": mib(peak_kib),
-            "events_kept": kept["sequence"],
+            "deliveries_answered_2xx": ours.answered_2xx,
+            "deliveries_kept": kept,
+            "deliveries_lost": lost,
             "cpu_s": cpu.iter().map(|(n, c)| json!({"process": n, "cpu_s": c})).collect::<Vec<_>>(),
+            "cpu_us_per_delivery": per_delivery,
         });
+        load.add_to(&mut out);
         if let Some((f, peak)) = &peer {
             out["peer_deliveries_per_s_64"] = json!(f.per_s_64.round());
             out["peer_p50_ms_at_1000"] = json!(millis(f.p50));
@@ -427,9 +490,13 @@ pub fn run(json: bool) -> Res<()> {
             out["peer_peak_rss_mib"] = json!(mib(*peak));
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
+        if lost > 0 {
+            return Err(format!("{lost} deliveries answered 2xx were not kept").into());
+        }
         return Ok(());
     }
     println!("machine: {}", machine());
+    println!("{}", load.line());
     println!("| figure | Open Conduit (durable) | Debian webhook 2.8 (keeps nothing) |");
     println!("| --- | --- | --- |");
     let peer_or = |f: &dyn Fn(&Figures, u64) -> String| {
@@ -466,8 +533,19 @@ pub fn run(json: bool) -> Res<()> {
         ours.burst_ok,
         peer_or(&|p, _| p.burst_ok.to_string())
     );
-    println!("events kept by storaged: {}", kept["sequence"]);
+    println!(
+        "deliveries answered 2xx: {}, kept by storaged: {kept}, lost: {lost}",
+        ours.answered_2xx
+    );
     let cpu_line: Vec<String> = cpu.iter().map(|(n, c)| format!("{n} {c:.1} s")).collect();
-    println!("CPU used during the two loads: {}", cpu_line.join(", "));
+    println!("CPU used during the loads: {}", cpu_line.join(", "));
+    let per_line: Vec<String> = per_delivery
+        .iter()
+        .map(|(n, us)| format!("{n} {us:.0} µs"))
+        .collect();
+    println!("CPU per kept delivery: {}", per_line.join(", "));
+    if lost > 0 {
+        return Err(format!("{lost} deliveries answered 2xx were not kept").into());
+    }
     Ok(())
 }

@@ -384,7 +384,53 @@ pub(crate) fn idle(start: [f64; 3], end: [f64; 3]) -> bool {
     start[0] < half && end[0] < half + 1.0
 }
 
+/// The load averages around one run and whether the machine was idle for it
+/// ([`idle`]). Every bench prints it, so a latency is never read from the busy mode
+/// (or the idle one) by mistake.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Load {
+    pub start: [f64; 3],
+    pub end: [f64; 3],
+}
+
+impl Load {
+    /// The load averages now, with those taken at the run's start.
+    pub(crate) fn since(start: [f64; 3]) -> Load {
+        Load {
+            start,
+            end: loadavg(),
+        }
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        idle(self.start, self.end)
+    }
+
+    /// Adds `loadavg_start`, `loadavg_end` and `idle` to a JSON object.
+    pub(crate) fn add_to(&self, out: &mut Value) {
+        if let Some(out) = out.as_object_mut() {
+            out.insert("loadavg_start".into(), json!(self.start));
+            out.insert("loadavg_end".into(), json!(self.end));
+            out.insert("idle".into(), json!(self.idle()));
+        }
+    }
+
+    /// One line for the human-readable table.
+    pub(crate) fn line(&self) -> String {
+        let state = if self.idle() {
+            "idle"
+        } else {
+            "NOT idle (other work ran on these cores: latencies are from the busy mode)"
+        };
+        format!(
+            "machine {state}: 1-minute load {:.2} at the start, {:.2} at the end",
+            self.start[0], self.end[0]
+        )
+    }
+}
+
 fn transport(as_json: bool) -> Res<()> {
+    let load_start = loadavg();
     let exe: PathBuf = std::env::current_exe()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -393,9 +439,10 @@ fn transport(as_json: bool) -> Res<()> {
         return rt.block_on(artifact_only(&exe, 20));
     }
     let f = rt.block_on(measure(&exe))?;
+    let load = Load::since(load_start);
     let ratio = |d: Duration| micros(d) / micros(f.floor);
     if as_json {
-        let v = json!({
+        let mut v = json!({
             "machine": machine(),
             "floor_pipe_rtt_us": micros(f.floor),
             "cold_start_ms": millis(f.cold_start),
@@ -421,10 +468,12 @@ fn transport(as_json: bool) -> Res<()> {
                 "version_mismatch": ratio(f.version_mismatch),
             },
         });
+        load.add_to(&mut v);
         println!("{v}");
         return Ok(());
     }
     println!("Transport: JSON-RPC 2.0 over stdio ({})", machine());
+    println!("{}", load.line());
     println!();
     println!("| figure | value | × raw pipe round trip |");
     println!("| --- | --- | --- |");
