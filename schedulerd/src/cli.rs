@@ -88,10 +88,14 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
 async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
     loop {
         match router.pass(&stats).await {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::debug!(events = n, "routed");
-                wakes.work.notify_one();
+            Ok(pass) => {
+                if pass.routed > 0 {
+                    tracing::debug!(events = pass.routed, to_work = pass.to_work, "routed");
+                }
+                // Only an event that went to a Work can make one ready to start.
+                if pass.to_work > 0 {
+                    wakes.work.notify_one();
+                }
             }
             Err(e @ crate::router::RouteError::NotLoaded(_)) => {
                 tracing::debug!(error = %e, "routing waits");

@@ -585,11 +585,10 @@ fn prepare(
         });
     }
     if let Some(d) = &ev.delivery_id {
+        // A delivery's ID is its identity's digest: the unique index on `id` finds it.
         let row = conn
-            .prepare_cached(
-                "SELECT id, seq, signature FROM events WHERE source = ?1 AND delivery_id = ?2",
-            )?
-            .query_row(params![ev.source, d], |r| {
+            .prepare_cached("SELECT id, seq, signature FROM events WHERE id = ?1")?
+            .query_row([emitted_event_id(&ev.source, d)], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
@@ -735,6 +734,8 @@ fn insert(
     let Some(seq) = seq else {
         return Ok(None);
     };
+    conn.prepare_cached("INSERT INTO unrouted (seq) VALUES (?1)")?
+        .execute([seq])?;
     let mut key_stmt = conn.prepare_cached(
         "INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
     )?;
@@ -818,7 +819,7 @@ pub fn accept_events(
 }
 
 /// Prefix an error's message with the index of the event it refers to.
-fn at(i: usize, e: StoreError) -> StoreError {
+pub(crate) fn at(i: usize, e: StoreError) -> StoreError {
     match e {
         StoreError::NotFound(m) => StoreError::NotFound(format!("events[{i}]: {m}")),
         StoreError::Conflict(m) => StoreError::Conflict(format!("events[{i}]: {m}")),

@@ -62,6 +62,7 @@ pub fn methods() -> Vec<&'static str> {
 /// The writes after which Work may be ready to start (or resume): `work.changed`.
 const WORK_CHANGING: &[&str] = &[
     "store.route_decide",
+    "store.route_decide_many",
     "store.attempt_settle",
     "store.wait_wake",
     "store.work_cancel",
@@ -77,12 +78,48 @@ const ACCEPTING: &[&str] = &[
 pub struct Service {
     store: Store,
     publish: Arc<OnceLock<Publish>>,
+    accepted: Coalesced,
+    work_changed: Coalesced,
 }
 
 impl Service {
     /// Serve `store`; `publish` is filled in once the bus client exists.
     pub fn new(store: Store, publish: Arc<OnceLock<Publish>>) -> Service {
-        Service { store, publish }
+        Service {
+            store,
+            publish,
+            accepted: Coalesced::default(),
+            work_changed: Coalesced::default(),
+        }
+    }
+}
+
+/// One nudge for many writes: a nudge asked for while an earlier one of the same
+/// topic is still waiting to go out is that one. The waiting nudge goes out after
+/// the writes that asked for it have committed (they asked after their commit), so
+/// a subscriber that reads on it sees them all; a write that asks after it went out
+/// sends a new one. Under load this is one `event.accepted` per turn of the
+/// runtime instead of one per delivery, for the broker and every subscriber.
+#[derive(Debug, Clone, Default)]
+struct Coalesced {
+    waiting: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Coalesced {
+    fn nudge(&self, publish: &Arc<OnceLock<Publish>>, topic: &'static str, params: Value) {
+        use std::sync::atomic::Ordering;
+        if self.waiting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (waiting, publish) = (self.waiting.clone(), publish.clone());
+        tokio::spawn(async move {
+            // Let the other answers ready now ask first: they join this nudge.
+            tokio::task::yield_now().await;
+            waiting.store(false, Ordering::Release);
+            if let Some(publish) = publish.get() {
+                publish(topic, &params);
+            }
+        });
     }
 }
 
@@ -103,6 +140,7 @@ impl Handler for Service {
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let store = self.store.clone();
         let publish = self.publish.clone();
+        let (accepted, work_changed) = (self.accepted.clone(), self.work_changed.clone());
         Box::pin(async move {
             let method = request.method.as_str();
             let answer = match call(&store, method, &request.params).await {
@@ -113,14 +151,18 @@ impl Handler for Service {
                 Err(e) => return Err(e.into()),
             };
             if ACCEPTING.contains(&method) && added_any(&answer) {
-                if let Some(publish) = publish.get() {
-                    publish("event.accepted", &serde_json::json!({ "method": method }));
-                }
+                accepted.nudge(
+                    &publish,
+                    "event.accepted",
+                    serde_json::json!({ "method": method }),
+                );
             }
-            if WORK_CHANGING.contains(&method) {
-                if let Some(publish) = publish.get() {
-                    publish("work.changed", &serde_json::json!({ "method": method }));
-                }
+            if WORK_CHANGING.contains(&method) && changes_work(method, &answer) {
+                work_changed.nudge(
+                    &publish,
+                    "work.changed",
+                    serde_json::json!({ "method": method }),
+                );
             }
             if method == "store.config_apply"
                 && answer.get("changed").and_then(Value::as_bool) == Some(true)
@@ -137,6 +179,20 @@ impl Handler for Service {
             }
             protocol::reply(&answer)
         })
+    }
+}
+
+/// Whether a write may have made Work ready: a routing decision does only when it
+/// sent its event to a Work (an unmatched event changes none).
+fn changes_work(method: &str, answer: &Value) -> bool {
+    let to_work = |d: &Value| d.get("work_id").is_some_and(Value::is_string);
+    match method {
+        "store.route_decide" => to_work(answer),
+        "store.route_decide_many" => answer
+            .get("decided")
+            .and_then(Value::as_array)
+            .is_some_and(|all| all.iter().any(to_work)),
+        _ => true,
     }
 }
 

@@ -521,7 +521,7 @@ pub fn waits(
     }
     args.push(&limit);
     sql.push_str(&format!(" ORDER BY w.id LIMIT ?{}", args.len()));
-    let mut stmt = conn.prepare(&sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let waits = stmt
         .query_map(args.as_slice(), wait_from_row)?
         .collect::<crate::sql::Result<Vec<_>>>()?;

@@ -929,8 +929,71 @@ async fn inputs_an_attempt_consumed_while_it_ran_are_done_with_it(b: Backend) {
     t.close();
 }
 
+/// A run of decisions is one write: recorded whole, or (one refused) not at all, the
+/// refusal naming the decision; and the events leave `store.unrouted` only when
+/// recorded.
+async fn decisions_in_one_write_are_recorded_whole_or_not_at_all(b: Backend) {
+    let t = TestStore::new(b, "route-many");
+    let s = &t.store;
+    for seq in 1..=4 {
+        t.event(seq, "s1", "x", &[]).await;
+    }
+    let unmatched =
+        |seq: i64| json!({"seq": seq, "scope_id": "s1", "outcome": {"type": "unmatched"}});
+    // The third is already routed: the batch is refused and writes nothing.
+    s.route_decide(req(unmatched(3))).await.unwrap();
+    let e = s
+        .route_decide_many(req(
+            json!({"decisions": [unmatched(1), unmatched(2), unmatched(3)]}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Conflict(m) if m.starts_with("events[2]:") && m.contains("already routed")),
+        "{e:?}"
+    );
+    assert_eq!(t.rows("SELECT seq FROM routed ORDER BY seq").await, ["3"]);
+    let pending = |s: &storaged::Store| {
+        let s = s.clone();
+        async move {
+            s.unrouted(req(json!({"after": 0, "limit": 10})))
+                .await
+                .unwrap()
+                .events
+                .iter()
+                .map(|e| e.seq)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(pending(s).await, [1, 2, 4]);
+    // Whole: one result per decision, in order.
+    let r = s
+        .route_decide_many(req(
+            json!({"decisions": [unmatched(1), unmatched(2), unmatched(4)]}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.decided.len(), 3);
+    assert!(r.decided.iter().all(|d| d.work_id.is_none() && !d.created));
+    assert_eq!(
+        t.rows("SELECT seq, disposition FROM routed ORDER BY seq")
+            .await,
+        ["1|unmatched", "2|unmatched", "3|unmatched", "4|unmatched"]
+    );
+    assert!(pending(s).await.is_empty());
+    // Bounded like every batch.
+    let many: Vec<_> = (0..1001).map(unmatched).collect();
+    let e = s
+        .route_decide_many(req(json!({ "decisions": many })))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("max_batch"), "{e}");
+    t.close();
+}
+
 on_both!(
     create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts,
+    decisions_in_one_write_are_recorded_whole_or_not_at_all,
     route_decide_preconditions_and_bounds_write_nothing,
     a_display_that_breaks_a_limit_is_refused_and_routing_goes_on,
     unmatched_records_the_disposition_and_makes_no_work,

@@ -307,7 +307,9 @@ fn works_query(
     args: &[&dyn crate::sql::ToSql],
     limits: &Limits,
 ) -> Result<Vec<WorkRow>, StoreError> {
-    let mut stmt = conn.prepare(sql)?;
+    // Cached: the SQL comes from a few fixed forms, and parsing it again for every
+    // call was a measurable part of each `store.works_ready`.
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut works = stmt
         .query_map(args, work_from_row)?
         .collect::<crate::sql::Result<Vec<_>>>()?;
@@ -409,6 +411,11 @@ pub(crate) use {read_method, write_method};
 
 impl Store {
     write_method!(route_decide, RouteDecideRequest, RouteDecideResponse);
+    write_method!(
+        route_decide_many,
+        RouteDecideManyRequest,
+        RouteDecideManyResponse
+    );
     read_method!(unrouted, UnroutedRequest, UnroutedResponse);
     read_method!(routing, RoutingRequest, RoutingResponse);
     write_method!(attempt_start, AttemptStartRequest, AttemptStartResponse);
@@ -434,6 +441,7 @@ impl Store {
 
 crate::store_methods! {
     "store.route_decide" => route_decide,
+    "store.route_decide_many" => route_decide_many,
     "store.unrouted" => unrouted,
     "store.routing" => routing,
     "store.attempt_start" => attempt_start,

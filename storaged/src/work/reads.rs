@@ -294,7 +294,7 @@ pub fn executions(
         "id"
     };
     sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
-    let mut stmt = conn.prepare(&sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let executions = stmt
         .query_map(args.as_slice(), exec_from_row)?
         .collect::<crate::sql::Result<Vec<_>>>()?;

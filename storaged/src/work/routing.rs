@@ -434,6 +434,7 @@ pub fn route_decide(
         "INSERT INTO routed (seq, disposition, routed_at) VALUES (?1, ?2, ?3)",
         params![req.seq, disposition, now],
     )?;
+    conn.execute("DELETE FROM unrouted WHERE seq = ?1", [req.seq])?;
     Ok(RouteDecideResponse {
         work_id: target,
         created,
@@ -441,6 +442,49 @@ pub fn route_decide(
         display_refused,
         woke,
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// store.route_decide_many
+// ---------------------------------------------------------------------------------------
+
+/// `store.route_decide_many`: several routing decisions in one write, in order,
+/// each as `store.route_decide` records it. A refused one refuses the batch (its
+/// error names its index) and nothing of it is recorded: the router then decides
+/// those events one by one. The router sends its runs of decisions that change no
+/// Work (unmatched events), one message and one write for many events.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteDecideManyRequest {
+    /// The decisions, at most `max_batch`.
+    pub decisions: Vec<RouteDecideRequest>,
+}
+
+/// Result of `store.route_decide_many`: each decision's result, in order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RouteDecideManyResponse {
+    /// One per decision.
+    pub decided: Vec<RouteDecideResponse>,
+}
+
+/// Record several routing decisions (see [`RouteDecideManyRequest`]).
+pub fn route_decide_many(
+    conn: &Connection,
+    limits: &Limits,
+    req: &RouteDecideManyRequest,
+) -> Result<RouteDecideManyResponse, StoreError> {
+    if req.decisions.len() > limits.max_batch {
+        return Err(StoreError::invalid(format!(
+            "decisions has {} entries, over max_batch ({})",
+            req.decisions.len(),
+            limits.max_batch
+        )));
+    }
+    let mut decided = Vec::with_capacity(req.decisions.len());
+    for (i, d) in req.decisions.iter().enumerate() {
+        decided.push(route_decide(conn, limits, d).map_err(|e| crate::events::at(i, e))?);
+    }
+    Ok(RouteDecideManyResponse { decided })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -524,9 +568,8 @@ pub fn unrouted(
     let mut stmt = conn.prepare_cached(
         "SELECT e.seq, e.id, e.scope_id, e.type, e.source, e.keys, e.payload, e.parent_id, \
          e.root_id, e.depth, e.accepted_ms, e.schema, e.delivery_id, e.occurred_at, \
-         e.accepted_at, e.execution_id FROM events e \
-         WHERE e.seq > ?1 AND NOT EXISTS (SELECT 1 FROM routed r WHERE r.seq = e.seq) \
-         ORDER BY e.seq LIMIT ?2",
+         e.accepted_at, e.execution_id FROM unrouted u JOIN events e ON e.seq = u.seq \
+         WHERE u.seq > ?1 ORDER BY u.seq LIMIT ?2",
     )?;
     let mut rows = stmt.query(params![req.after, limit])?;
     let mut events = Vec::new();

@@ -58,6 +58,7 @@ impl TestStore {
                         keys
                     ],
                 )?;
+                c.execute("INSERT INTO unrouted (seq) VALUES (?1)", [seq])?;
                 Ok(())
             })
             .await

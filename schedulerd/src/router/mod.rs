@@ -28,6 +28,9 @@ use protocol::CallError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+mod pass;
+pub use pass::Pass;
+
 /// How long one `route.match` may take.
 pub const MATCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The Work kind of Work a route creates without naming one.
@@ -453,7 +456,12 @@ impl Router {
             });
         }
         let event = ev.wire();
-        let work = self.work_of(ev).await;
+        // The open Work is what a route handler is shown: with no routes to ask,
+        // nothing reads it.
+        let work = match routes.is_empty() {
+            true => None,
+            false => self.work_of(ev).await,
+        };
         let mut records = Vec::new();
         for (index, route) in routes.iter().enumerate() {
             let (owner, scope) = {
@@ -611,6 +619,11 @@ impl Router {
             None => self.evaluate(ev).await?,
         };
 
+        self.decide(ev, &d).await
+    }
+
+    /// What `store.route_decide` is asked to record for `ev`.
+    pub fn decide_params(ev: &RoutedEvent, d: &Decision) -> Value {
         let records: Vec<Value> = d
             .records
             .iter()
@@ -619,13 +632,19 @@ impl Router {
                        "reason": r.reason})
             })
             .collect();
+        json!({"seq": ev.seq, "scope_id": ev.scope_id, "records": records, "outcome": d.outcome})
+    }
+
+    /// Record the decision for one event (`store.route_decide`): the store's answer.
+    pub async fn decide(&self, ev: &RoutedEvent, d: &Decision) -> Result<Value, RouteError> {
+        self.decide_with(ev, &Self::decide_params(ev, d)).await
+    }
+
+    /// `store.route_decide` with its params made already.
+    async fn decide_with(&self, ev: &RoutedEvent, params: &Value) -> Result<Value, RouteError> {
         let answer = self
             .bus
-            .call(
-                "store.route_decide",
-                &json!({"seq": ev.seq, "scope_id": ev.scope_id, "records": records,
-                        "outcome": d.outcome}),
-            )
+            .call("store.route_decide", params)
             .await
             .map_err(|e| {
                 if e.code() == Some(protocol::Code::Conflict.as_str())
@@ -637,56 +656,6 @@ impl Router {
                 }
             })?;
         Ok(answer)
-    }
-
-    /// One pass: route every pending event in order, stopping at the first that cannot
-    /// be routed now. Answers how many were routed.
-    pub async fn pass(&self, stats: &Stats) -> Result<usize, RouteError> {
-        {
-            let k = self
-                .knowledge
-                .read()
-                .map_err(|_| RouteError::Store("the router's knowledge is poisoned".into()))?;
-            if !k.config_loaded {
-                return Err(RouteError::NotLoaded("configuration"));
-            }
-            if !k.handlers_loaded {
-                return Err(RouteError::NotLoaded("extensions' registrations"));
-            }
-        }
-        let mut routed = 0;
-        loop {
-            let page = self
-                .bus
-                .call("store.unrouted", &json!({"after": 0, "limit": PAGE}))
-                .await
-                .map_err(|e| store_err("store.unrouted", e))?;
-            let events: Vec<RoutedEvent> = serde_json::from_value(page["events"].clone())
-                .map_err(|e| RouteError::Store(format!("store.unrouted answered: {e}")))?;
-            if events.is_empty() {
-                return Ok(routed);
-            }
-            for ev in &events {
-                // Every host's router routes, in order; one decision per event holds
-                // (storaged's precondition). One that lost to another reads again.
-                let answer = match self.route(ev).await {
-                    Ok(a) => a,
-                    Err(RouteError::RoutedElsewhere(seq)) => {
-                        tracing::debug!(seq, "routed by another host meanwhile");
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                };
-                routed += 1;
-                // An event for a Work whose attempt runs goes to that attempt too.
-                if answer["work_state"] == "running" && answer["created"] != true {
-                    if let Some(w) = answer["work_id"].as_str() {
-                        self.queue_injection(w, ev.seq);
-                    }
-                }
-                stats.note(ev, &answer);
-            }
-        }
     }
 }
 
