@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 
@@ -301,6 +301,9 @@ struct Inner {
     waiting: AtomicUsize,
     waiting_bytes: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
+    /// Line buffers the writer is done with, for the next lines to be encoded into
+    /// (see [`Inner::encode`]).
+    spare: Mutex<Vec<Vec<u8>>>,
     queued_bytes: AtomicUsize,
     /// The current send bound (starts as `opts.max_send_bytes`).
     send_limit: AtomicUsize,
@@ -366,6 +369,7 @@ where
         idle: Notify::new(),
         in_transaction: AtomicUsize::new(0),
         out: tx,
+        spare: Mutex::new(Vec::new()),
         queued_bytes: AtomicUsize::new(0),
         written: Notify::new(),
         closed,
@@ -410,11 +414,22 @@ struct OutError<'a> {
 }
 
 fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, CallError> {
-    let mut buf = Vec::with_capacity(128);
+    encode_into(Vec::with_capacity(128), msg)
+}
+
+/// `msg` and its newline, written into `buf` (empty).
+fn encode_into<T: Serialize>(mut buf: Vec<u8>, msg: &T) -> Result<Vec<u8>, CallError> {
     serde_json::to_writer(&mut buf, msg).map_err(|e| CallError::Codec(e.to_string()))?;
     buf.push(b'\n');
     Ok(buf)
 }
+
+/// At most this many spare line buffers a connection keeps.
+const SPARE_BUFFERS: usize = 4;
+/// The largest line buffer kept as a spare, and the least worth keeping: smaller
+/// ones cost little to allocate.
+const SPARE_MAX_BYTES: usize = 1024 * 1024;
+const SPARE_MIN_BYTES: usize = 16 * 1024;
 
 impl Peer {
     /// The connection's name.
@@ -493,7 +508,7 @@ impl Peer {
             return Err(CallError::Transport(reason));
         }
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let line = encode(&OutRequest {
+        let line = inner.encode(&OutRequest {
             jsonrpc: "2.0",
             id,
             method,
@@ -749,6 +764,29 @@ impl Drop for Waiting<'_> {
 }
 
 impl Inner {
+    /// [`encode`], into a line buffer the writer is done with when there is one: a
+    /// stream of large messages (artifact chunks) is then written into memory
+    /// already mapped, not into fresh pages grown by doubling, each message.
+    fn encode<T: Serialize>(&self, msg: &T) -> Result<Vec<u8>, CallError> {
+        let spare = lock(&self.spare).pop();
+        match spare {
+            Some(buf) => encode_into(buf, msg),
+            None => encode(msg),
+        }
+    }
+
+    /// Keep a written line's buffer for [`Inner::encode`], if it is worth keeping.
+    fn recycle(&self, mut line: Vec<u8>) {
+        if !(SPARE_MIN_BYTES..=SPARE_MAX_BYTES).contains(&line.capacity()) {
+            return;
+        }
+        let mut spare = lock(&self.spare);
+        if spare.len() < SPARE_BUFFERS {
+            line.clear();
+            spare.push(line);
+        }
+    }
+
     /// One of the `max_inflight` places on the wire for a call of `len` bytes: at
     /// once when one is free, else in turn, within the call's deadline and while it
     /// is not cancelled. Past a waiting bound, `overloaded` naming it.
