@@ -264,6 +264,23 @@ impl Handler for NoHandler {
     }
 }
 
+/// A request encoded ahead of its call ([`Peer::prepare`]).
+pub struct Prepared {
+    method: String,
+    id: u64,
+    line: Vec<u8>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("method", &self.method)
+            .field("id", &self.id)
+            .field("bytes", &self.line.len())
+            .finish()
+    }
+}
+
 /// Per-call choices.
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
@@ -503,6 +520,20 @@ impl Peer {
         params: &P,
         opts: CallOptions,
     ) -> Result<Box<RawValue>, CallError> {
+        let request = self.prepare(method, params)?;
+        self.call_prepared(request, opts).await
+    }
+
+    /// Encode a request now, to call later with [`Peer::call_prepared`]: for a
+    /// caller that sends requests one after another, each once the one before is
+    /// answered (artifact chunks), to encode the next while the peer serves the
+    /// current. Refused [`CallError::TooLarge`] now if over the send bound. A
+    /// request never called is never sent.
+    pub fn prepare<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Prepared, CallError> {
         let inner = &self.inner;
         if let Some(reason) = inner.closed.borrow().clone() {
             return Err(CallError::Transport(reason));
@@ -520,6 +551,26 @@ impl Peer {
                 size: line.len() - 1,
                 limit,
             });
+        }
+        Ok(Prepared {
+            method: method.to_string(),
+            id,
+            line,
+        })
+    }
+
+    /// Send a [`Peer::prepare`]d request and wait for its answer, as
+    /// [`Peer::call_raw`] does.
+    pub async fn call_prepared(
+        &self,
+        request: Prepared,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, CallError> {
+        let inner = &self.inner;
+        let Prepared { method, id, line } = request;
+        let method = method.as_str();
+        if let Some(reason) = inner.closed.borrow().clone() {
+            return Err(CallError::Transport(reason));
         }
         let started = tokio::time::Instant::now();
         let cancel = opts.cancel.clone().unwrap_or_default();
