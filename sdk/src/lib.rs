@@ -145,17 +145,39 @@ impl Host {
         let id = created.artifact_id;
         let mut offset = 0u64;
         let method = <wire::ArtifactWriteParams as wire::Call>::METHOD;
-        for chunk in bytes.chunks(wire::MAX_CHUNK_BYTES) {
-            // `artifact.write`'s params, borrowing the chunk (no copy of it).
+        // `artifact.write`'s request for the chunk at `offset`, encoded borrowing it.
+        let prepare = |offset: u64, chunk: &[u8]| {
             let write = WriteChunk {
                 artifact_id: &id,
                 offset,
                 data: chunk,
             };
-            let end = offset + chunk.len() as u64;
-            let written = self
-                .call_as::<_, wire::ArtifactWriteResult>(method, &write)
-                .await;
+            (
+                self.peer.prepare(method, &write),
+                offset + chunk.len() as u64,
+            )
+        };
+        let mut pieces = bytes.chunks(wire::MAX_CHUNK_BYTES);
+        let mut next = pieces.next().map(|chunk| prepare(0, chunk));
+        while let Some((request, end)) = next.take() {
+            // Each chunk is sent once the one before is acknowledged; the next is
+            // encoded while the host serves this one (after a yield, so the
+            // connection's writer sends this one first).
+            let call = async {
+                let answer = self
+                    .peer
+                    .call_prepared(request?, protocol::CallOptions::default())
+                    .await?;
+                serde_json::from_str::<wire::ArtifactWriteResult>(answer.get()).map_err(|e| {
+                    CallError::Codec(format!("answer to {method} does not decode: {e}"))
+                })
+            };
+            let ahead = async {
+                tokio::task::yield_now().await;
+                pieces.next().map(|chunk| prepare(end, chunk))
+            };
+            let (written, ahead) = tokio::join!(call, ahead);
+            next = ahead;
             let acked = match written {
                 Ok(ack) if ack.size == end => Ok(()),
                 Ok(ack) => Err(CallError::Rpc(RpcError::new(
