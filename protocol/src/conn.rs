@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 
@@ -264,6 +264,23 @@ impl Handler for NoHandler {
     }
 }
 
+/// A request encoded ahead of its call ([`Peer::prepare`]).
+pub struct Prepared {
+    method: String,
+    id: u64,
+    line: Vec<u8>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("method", &self.method)
+            .field("id", &self.id)
+            .field("bytes", &self.line.len())
+            .finish()
+    }
+}
+
 /// Per-call choices.
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
@@ -301,6 +318,9 @@ struct Inner {
     waiting: AtomicUsize,
     waiting_bytes: AtomicUsize,
     out: mpsc::UnboundedSender<Out>,
+    /// Line buffers the writer is done with, for the next lines to be encoded into
+    /// (see [`Inner::encode`]).
+    spare: Mutex<Vec<Vec<u8>>>,
     queued_bytes: AtomicUsize,
     /// The current send bound (starts as `opts.max_send_bytes`).
     send_limit: AtomicUsize,
@@ -366,6 +386,7 @@ where
         idle: Notify::new(),
         in_transaction: AtomicUsize::new(0),
         out: tx,
+        spare: Mutex::new(Vec::new()),
         queued_bytes: AtomicUsize::new(0),
         written: Notify::new(),
         closed,
@@ -410,11 +431,22 @@ struct OutError<'a> {
 }
 
 fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, CallError> {
-    let mut buf = Vec::with_capacity(128);
+    encode_into(Vec::with_capacity(128), msg)
+}
+
+/// `msg` and its newline, written into `buf` (empty).
+fn encode_into<T: Serialize>(mut buf: Vec<u8>, msg: &T) -> Result<Vec<u8>, CallError> {
     serde_json::to_writer(&mut buf, msg).map_err(|e| CallError::Codec(e.to_string()))?;
     buf.push(b'\n');
     Ok(buf)
 }
+
+/// At most this many spare line buffers a connection keeps.
+const SPARE_BUFFERS: usize = 4;
+/// The largest line buffer kept as a spare, and the least worth keeping: smaller
+/// ones cost little to allocate.
+const SPARE_MAX_BYTES: usize = 1024 * 1024;
+const SPARE_MIN_BYTES: usize = 16 * 1024;
 
 impl Peer {
     /// The connection's name.
@@ -488,12 +520,26 @@ impl Peer {
         params: &P,
         opts: CallOptions,
     ) -> Result<Box<RawValue>, CallError> {
+        let request = self.prepare(method, params)?;
+        self.call_prepared(request, opts).await
+    }
+
+    /// Encode a request now, to call later with [`Peer::call_prepared`]: for a
+    /// caller that sends requests one after another, each once the one before is
+    /// answered (artifact chunks), to encode the next while the peer serves the
+    /// current. Refused [`CallError::TooLarge`] now if over the send bound. A
+    /// request never called is never sent.
+    pub fn prepare<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Prepared, CallError> {
         let inner = &self.inner;
         if let Some(reason) = inner.closed.borrow().clone() {
             return Err(CallError::Transport(reason));
         }
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let line = encode(&OutRequest {
+        let line = inner.encode(&OutRequest {
             jsonrpc: "2.0",
             id,
             method,
@@ -505,6 +551,26 @@ impl Peer {
                 size: line.len() - 1,
                 limit,
             });
+        }
+        Ok(Prepared {
+            method: method.to_string(),
+            id,
+            line,
+        })
+    }
+
+    /// Send a [`Peer::prepare`]d request and wait for its answer, as
+    /// [`Peer::call_raw`] does.
+    pub async fn call_prepared(
+        &self,
+        request: Prepared,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, CallError> {
+        let inner = &self.inner;
+        let Prepared { method, id, line } = request;
+        let method = method.as_str();
+        if let Some(reason) = inner.closed.borrow().clone() {
+            return Err(CallError::Transport(reason));
         }
         let started = tokio::time::Instant::now();
         let cancel = opts.cancel.clone().unwrap_or_default();
@@ -749,6 +815,29 @@ impl Drop for Waiting<'_> {
 }
 
 impl Inner {
+    /// [`encode`], into a line buffer the writer is done with when there is one: a
+    /// stream of large messages (artifact chunks) is then written into memory
+    /// already mapped, not into fresh pages grown by doubling, each message.
+    fn encode<T: Serialize>(&self, msg: &T) -> Result<Vec<u8>, CallError> {
+        let spare = lock(&self.spare).pop();
+        match spare {
+            Some(buf) => encode_into(buf, msg),
+            None => encode(msg),
+        }
+    }
+
+    /// Keep a written line's buffer for [`Inner::encode`], if it is worth keeping.
+    fn recycle(&self, mut line: Vec<u8>) {
+        if !(SPARE_MIN_BYTES..=SPARE_MAX_BYTES).contains(&line.capacity()) {
+            return;
+        }
+        let mut spare = lock(&self.spare);
+        if spare.len() < SPARE_BUFFERS {
+            line.clear();
+            spare.push(line);
+        }
+    }
+
     /// One of the `max_inflight` places on the wire for a call of `len` bytes: at
     /// once when one is free, else in turn, within the call's deadline and while it
     /// is not cancelled. Past a waiting bound, `overloaded` naming it.

@@ -721,3 +721,40 @@ async fn a_request_over_the_peers_bound_is_refused_unsent_until_the_bound_is_rai
     let e = caller.call("echo", &big).await.unwrap_err();
     assert!(e.to_string().contains("16777216-byte message limit"), "{e}");
 }
+
+#[tokio::test]
+async fn prepared_requests_are_sent_when_called_and_answered_as_calls_are() {
+    let (a, _b) = pair();
+    let first = a.prepare("echo", &json!("first")).unwrap();
+    let second = a.prepare("echo", &json!({"n": 2})).unwrap();
+    // Called in the other order, each gets its own answer.
+    let answer = within(a.call_prepared(second, CallOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(answer.get(), r#"{"n":2}"#);
+    let answer = within(a.call_prepared(first, CallOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(answer.get(), r#""first""#);
+    // One never called is never sent, and holds nothing up.
+    let _dropped = a.prepare("echo", &json!("never")).unwrap();
+    assert_eq!(within(a.call("echo", &json!(3))).await.unwrap(), json!(3));
+    let e = within(a.call_prepared(
+        a.prepare("fail", &json!(null)).unwrap(),
+        CallOptions::default(),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(e.rpc().and_then(|r| r.app_code()), Some("rate_limited"));
+}
+
+#[tokio::test]
+async fn a_prepared_request_over_the_limit_is_refused_at_once() {
+    let (a, _b) = pair();
+    let big = "x".repeat(protocol::MAX_MESSAGE_BYTES);
+    let e = a.prepare("echo", &big).unwrap_err();
+    assert!(matches!(e, CallError::TooLarge { .. }), "{e:?}");
+    a.close("done");
+    let e = a.prepare("echo", &json!(1)).unwrap_err();
+    assert!(matches!(e, CallError::Transport(_)), "{e:?}");
+}

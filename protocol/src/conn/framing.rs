@@ -32,6 +32,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
                         inner.close(io_closed(&e), Shutdown::Abort);
                         return;
                     }
+                    inner.recycle(line);
                 }
                 Out::Close => {
                     close = true;
@@ -87,58 +88,95 @@ enum ReadError {
 
 /// The largest line buffer a connection keeps between messages.
 const KEPT_READ_BUFFER: usize = 1024 * 1024;
+/// The room a connection's line buffer starts with, and the least it grows by.
+const READ_CHUNK: usize = 64 * 1024;
 
-/// Read one line into `buf` (without the newline), refusing a line over `max`
-/// without buffering more of it than `max`.
-async fn read_line<R: AsyncRead + Unpin>(
-    r: &mut BufReader<R>,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> Result<bool, ReadError> {
-    if buf.capacity() > KEPT_READ_BUFFER {
-        // A large message came before: do not hold its size for the connection's
-        // life (the bus's connections are long, and may see a 64 MiB line once).
-        *buf = Vec::with_capacity(4096);
-    }
-    buf.clear();
-    loop {
-        let avail = r.fill_buf().await.map_err(ReadError::Io)?;
-        if avail.is_empty() {
-            return if buf.is_empty() {
-                Ok(false)
-            } else {
-                Err(ReadError::Truncated)
-            };
+/// Lines read straight into one buffer: no intermediate buffer to copy out of, and
+/// the buffer (zeroed once, when it grows) is kept from one message to the next, so
+/// a stream of large messages (artifact chunks) is read into memory already mapped,
+/// each in as few reads as what has arrived allows. Bytes read past a line's
+/// newline stay for the next line. Holds at most the message bound and its
+/// newline: a line over the bound is refused without buffering more of it.
+struct LineReader<R> {
+    r: R,
+    /// Always initialised: `buf[start..end]` are the bytes read and not yet taken.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    fn new(r: R) -> Self {
+        LineReader {
+            r,
+            buf: vec![0; READ_CHUNK],
+            start: 0,
+            end: 0,
         }
-        match memchr::memchr(b'\n', avail) {
-            Some(i) => {
-                if buf.len() + i > max {
+    }
+
+    /// The next line, refusing one over `max` bytes (not counting its newline).
+    /// `Ok(Some(range))`: the line is `self.buf[range]`, without its newline, until
+    /// the next call; `Ok(None)`: the stream ended between lines.
+    async fn next(&mut self, max: usize) -> Result<Option<std::ops::Range<usize>>, ReadError> {
+        let mut scanned = self.start;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..self.end]) {
+                let (begin, end) = (self.start, scanned + i);
+                if end - begin > max {
                     return Err(ReadError::TooLong);
                 }
-                buf.extend_from_slice(&avail[..i]);
-                r.consume(i + 1);
-                return Ok(true);
+                self.start = end + 1;
+                return Ok(Some(begin..end));
             }
-            None => {
-                let n = avail.len();
-                if buf.len() + n > max {
-                    return Err(ReadError::TooLong);
-                }
-                buf.extend_from_slice(avail);
-                r.consume(n);
+            if self.end - self.start > max {
+                return Err(ReadError::TooLong);
             }
+            // Out of whole lines: move the partial one to the front (the lines
+            // before it are done with) and read more after it.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            scanned = self.end;
+            if self.buf.len() > KEPT_READ_BUFFER && self.end <= KEPT_READ_BUFFER / 2 {
+                // A large message came before: do not hold its size for the
+                // connection's life (the bus's connections are long, and may see a
+                // 64 MiB line once).
+                self.buf.truncate(KEPT_READ_BUFFER / 2);
+                self.buf.shrink_to_fit();
+            }
+            if self.end == self.buf.len() {
+                // Full: twice the room (at least READ_CHUNK more), within the bound
+                // and its newline. `end <= max` here, so this always grows.
+                let grown = (self.end * 2)
+                    .max(self.end + READ_CHUNK)
+                    .min(max.saturating_add(1));
+                self.buf.resize(grown, 0);
+            }
+            let n = self
+                .r
+                .read(&mut self.buf[self.end..])
+                .await
+                .map_err(ReadError::Io)?;
+            if n == 0 {
+                return if self.end == 0 {
+                    Ok(None)
+                } else {
+                    Err(ReadError::Truncated)
+                };
+            }
+            self.end += n;
         }
     }
 }
 
 pub(super) async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R) {
     let max = inner.opts.max_message_bytes;
-    let mut r = BufReader::with_capacity(64 * 1024, reader);
-    let mut buf = Vec::with_capacity(4096);
+    let mut lines = LineReader::new(reader);
     loop {
-        match read_line(&mut r, &mut buf, max).await {
-            Ok(true) => {}
-            Ok(false) => {
+        let line = match lines.next(max).await {
+            Ok(Some(line)) => line,
+            Ok(None) => {
                 inner.close(CloseReason::PeerClosed, Shutdown::Flush);
                 return;
             }
@@ -160,11 +198,12 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R
                 );
                 return;
             }
-        }
+        };
+        let buf = &lines.buf[line];
         if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let msg: Incoming = match serde_json::from_slice(&buf) {
+        let msg: Incoming = match serde_json::from_slice(buf) {
             Ok(m) => m,
             Err(e) => {
                 protocol_error(&inner, format!("invalid JSON-RPC message: {e}"));
@@ -247,5 +286,165 @@ mod close_tests {
         assert!(matches!(io_closed(&reset), CloseReason::PeerClosed));
         let other = std::io::Error::other("disk on fire");
         assert!(matches!(io_closed(&other), CloseReason::Io(m) if m.contains("disk on fire")));
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A stream that hands out exactly these pieces, one a read (a piece larger
+    /// than the room offered comes over several reads), then EOF.
+    struct Pieces(VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Pieces {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            out: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if let Some(mut piece) = self.0.pop_front() {
+                let n = piece.len().min(out.remaining());
+                out.put_slice(&piece[..n]);
+                if n < piece.len() {
+                    self.0.push_front(piece.split_off(n));
+                }
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    type Got = Vec<Result<Vec<u8>, &'static str>>;
+
+    async fn lines(pieces: Vec<Vec<u8>>, max: usize) -> Got {
+        let mut reader = LineReader::new(Pieces(pieces.into()));
+        let mut out = Vec::new();
+        loop {
+            match reader.next(max).await {
+                Ok(Some(range)) => out.push(Ok(reader.buf[range].to_vec())),
+                Ok(None) => return out,
+                Err(ReadError::TooLong) => {
+                    out.push(Err("too long"));
+                    return out;
+                }
+                Err(ReadError::Truncated) => {
+                    out.push(Err("truncated"));
+                    return out;
+                }
+                Err(ReadError::Io(_)) => {
+                    out.push(Err("io"));
+                    return out;
+                }
+            }
+        }
+    }
+
+    fn sizes(got: &Got) -> Vec<Result<usize, &'static str>> {
+        got.iter()
+            .map(|l| l.as_ref().map(Vec::len).map_err(|e| *e))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn lines_come_whole_and_in_order_however_the_reads_cut_them() {
+        let big = vec![b'x'; 3 * READ_CHUNK + 17];
+        let mut input = b"a\n\nbc\n".to_vec();
+        input.extend_from_slice(&big);
+        input.extend_from_slice(b"\nd\n");
+        let want: Got = vec![
+            Ok(b"a".to_vec()),
+            Ok(Vec::new()),
+            Ok(b"bc".to_vec()),
+            Ok(big.clone()),
+            Ok(b"d".to_vec()),
+        ];
+        // All at once; a byte a read; and cuts inside the large line, at its
+        // newline, and just after it.
+        let cut = 6 + big.len();
+        let cuts: Vec<Vec<Vec<u8>>> = vec![
+            vec![input.clone()],
+            input.iter().map(|b| vec![*b]).collect(),
+            vec![
+                input[..3].to_vec(),
+                input[3..1000].to_vec(),
+                input[1000..cut].to_vec(),
+                input[cut..cut + 1].to_vec(),
+                input[cut + 1..].to_vec(),
+            ],
+        ];
+        for pieces in cuts {
+            let n = pieces.len();
+            let got = lines(pieces, 4 * READ_CHUNK).await;
+            assert!(got == want, "{n} pieces: {:?}", sizes(&got));
+        }
+    }
+
+    #[tokio::test]
+    async fn large_lines_one_after_another_reuse_the_buffer() {
+        let line = vec![b'y'; 341 * 1024];
+        let mut input = Vec::new();
+        for _ in 0..8 {
+            input.extend_from_slice(&line);
+            input.push(b'\n');
+        }
+        let mut reader = LineReader::new(Pieces(vec![input].into()));
+        let mut len = 0;
+        for i in 0..8 {
+            let range = reader.next(1 << 20).await.ok().flatten();
+            assert_eq!(range.map(|r| r.len()), Some(line.len()), "line {i}");
+            if i == 1 {
+                len = reader.buf.len();
+            } else if i > 1 {
+                assert_eq!(reader.buf.len(), len, "the buffer grew again at line {i}");
+            }
+        }
+        assert!(len <= 4 * line.len(), "{len}");
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_bound_is_refused_and_a_cut_one_is_truncated() {
+        let mut input = vec![b'y'; 100];
+        input.push(b'\n');
+        assert_eq!(lines(vec![input.clone()], 99).await, vec![Err("too long")]);
+        assert_eq!(
+            lines(vec![input.clone()], 100).await,
+            vec![Ok(vec![b'y'; 100])]
+        );
+        // The same, the newline arriving in a read of its own.
+        let split = vec![input[..100].to_vec(), input[100..].to_vec()];
+        assert_eq!(lines(split.clone(), 99).await, vec![Err("too long")]);
+        assert_eq!(lines(split, 100).await, vec![Ok(vec![b'y'; 100])]);
+        assert_eq!(
+            lines(vec![b"ok\nno newline".to_vec()], 100).await,
+            vec![Ok(b"ok".to_vec()), Err("truncated")]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_endless_line_is_refused_having_buffered_no_more_than_the_bound() {
+        let max = 200_000;
+        let pieces = vec![vec![b'z'; 10_000]; 1000];
+        let mut reader = LineReader::new(Pieces(pieces.into()));
+        assert!(matches!(reader.next(max).await, Err(ReadError::TooLong)));
+        assert!(reader.buf.len() <= max + 1, "{}", reader.buf.len());
+    }
+
+    #[tokio::test]
+    async fn a_huge_line_is_not_held_for_the_connections_life() {
+        let mut input = vec![b'h'; 3 * KEPT_READ_BUFFER];
+        input.extend_from_slice(b"\nsmall\n");
+        let mut reader = LineReader::new(Pieces(vec![input].into()));
+        let first = reader.next(4 * KEPT_READ_BUFFER).await.ok().flatten();
+        assert_eq!(first.map(|r| r.len()), Some(3 * KEPT_READ_BUFFER));
+        let second = reader.next(4 * KEPT_READ_BUFFER).await.ok().flatten();
+        assert_eq!(
+            second.map(|r| reader.buf[r].to_vec()),
+            Some(b"small".to_vec())
+        );
+        assert!(matches!(reader.next(4 * KEPT_READ_BUFFER).await, Ok(None)));
+        assert!(reader.buf.len() <= KEPT_READ_BUFFER, "{}", reader.buf.len());
     }
 }

@@ -100,7 +100,7 @@ impl Responder {
         }
         let max = self.inner.send_limit();
         let line = match &result {
-            Ok(value) => encode(&OutResult {
+            Ok(value) => self.inner.encode(&OutResult {
                 jsonrpc: "2.0",
                 id,
                 result: value,
