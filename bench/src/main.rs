@@ -10,7 +10,8 @@
 //! `bench transport [--json]`: the spec's transport table for this implementation
 //! on this machine, over a real child process (this same binary, re-executed as the
 //! scenario extension), with a raw-pipe round trip measured in the same run as the
-//! floor and each latency as a ratio to it.
+//! floor and each latency as a ratio to it. `OC_BENCH_ONLY=echo` measures only the
+//! floor and the echo (with the load averages), a few seconds a run.
 
 use oc_scenario::host::{spawn, HostEvent, Running};
 use protocol::{CallOptions, CancelToken};
@@ -191,6 +192,58 @@ async fn artifact_only(exe: &Path, rounds: u32) -> Res<()> {
     Ok(())
 }
 
+/// The extension echo round trips of one run.
+async fn echoes(ext: &Running) -> Res<Vec<Duration>> {
+    let mut echoes = Vec::with_capacity(10_000);
+    for i in 0..10_500u32 {
+        let t = Instant::now();
+        ext.peer.call("scenario.echo", &json!(i)).await?;
+        if i >= 500 {
+            echoes.push(t.elapsed());
+        }
+    }
+    Ok(echoes)
+}
+
+/// Only the raw pipe floor and the echo, in that order (`OC_BENCH_ONLY=echo`), with
+/// the load averages at the start and the end.
+async fn echo_only(exe: &Path, as_json: bool) -> Res<()> {
+    let load_start = loadavg();
+    let floor = pipe_floor(exe)?;
+    let (ext, _) = start(exe).await?;
+    let mut samples = echoes(&ext).await?;
+    stop(ext).await;
+    let load_end = loadavg();
+    let p50 = percentile(&mut samples, 50.0);
+    let p99 = percentile(&mut samples, 99.0);
+    if as_json {
+        println!(
+            "{}",
+            json!({
+                "machine": machine(),
+                "floor_pipe_rtt_us": micros(floor),
+                "echo_p50_us": micros(p50),
+                "echo_p99_us": micros(p99),
+                "ratio_to_floor": {"echo_p50": micros(p50) / micros(floor)},
+                "loadavg_start": load_start,
+                "loadavg_end": load_end,
+                "idle": idle(load_start, load_end),
+            })
+        );
+    } else {
+        println!(
+            "floor {:.1} µs, echo p50 {:.1} µs ({:.1}×), p99 {:.1} µs, load {:.2} → {:.2}",
+            micros(floor),
+            micros(p50),
+            micros(p50) / micros(floor),
+            micros(p99),
+            load_start[0],
+            load_end[0]
+        );
+    }
+    Ok(())
+}
+
 async fn measure(exe: &Path) -> Res<Figures> {
     progress("raw pipe floor");
     let floor = pipe_floor(exe)?;
@@ -225,14 +278,7 @@ async fn measure(exe: &Path) -> Res<Figures> {
     let (mut ext, _) = start(exe).await?;
 
     progress("echo");
-    let mut echoes = Vec::with_capacity(10_000);
-    for i in 0..10_500u32 {
-        let t = Instant::now();
-        ext.peer.call("scenario.echo", &json!(i)).await?;
-        if i >= 500 {
-            echoes.push(t.elapsed());
-        }
-    }
+    let mut echoes = echoes(&ext).await?;
 
     progress("host callbacks");
     let n = 5000u64;
@@ -435,8 +481,10 @@ fn transport(as_json: bool) -> Res<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    if std::env::var("OC_BENCH_ONLY").as_deref() == Ok("artifact") {
-        return rt.block_on(artifact_only(&exe, 20));
+    match std::env::var("OC_BENCH_ONLY").as_deref() {
+        Ok("artifact") => return rt.block_on(artifact_only(&exe, 20)),
+        Ok("echo") => return rt.block_on(echo_only(&exe, as_json)),
+        _ => {}
     }
     let f = rt.block_on(measure(&exe))?;
     let load = Load::since(load_start);
