@@ -696,8 +696,8 @@ fn insert(
     };
     let keys_text = serde_json::to_string(&ev.keys)
         .map_err(|e| StoreError::Internal(format!("encode keys: {e}")))?;
-    // An identity already kept (the delivery's or the observation's unique
-    // index, or the ID derived from the delivery) inserts nothing.
+    // An identity already kept (the unique ID, which for a delivery is its
+    // identity's digest, or the observation's unique index) inserts nothing.
     let seq: Option<i64> = conn
         .prepare_cached(
             "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,

@@ -58,7 +58,6 @@ pub fn methods() -> Vec<&'static str> {
     all
 }
 
-/// Methods whose answer may say events were added (`added_any`).
 /// The writes after which Work may be ready to start (or resume): `work.changed`.
 const WORK_CHANGING: &[&str] = &[
     "store.route_decide",
@@ -68,6 +67,7 @@ const WORK_CHANGING: &[&str] = &[
     "store.work_cancel",
 ];
 
+/// Methods whose answer may say events were added (`added_any`).
 const ACCEPTING: &[&str] = &[
     "store.events_accept",
     "store.event_accept_derived",
