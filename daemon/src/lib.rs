@@ -19,4 +19,4 @@ pub use error::Error;
 pub use log::{fields, LogTarget};
 pub use notify::Notifier;
 pub use signals::{with_deadline, DeadlineElapsed, Signal, Signals};
-pub use start::{parse_args, run_daemon, Flavor};
+pub use start::{parse_args, run_daemon, Flavor, MAX_WORKER_THREADS, WORKER_THREADS_ENV};

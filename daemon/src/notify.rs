@@ -122,6 +122,11 @@ impl Notifier {
         let socket = socket.as_ref();
         let addr = parse_addr(socket)?;
         let sock = UnixDatagram::unbound()?;
+        // Never blocks the thread that sends: a service manager that is not reading
+        // (a queue full of watchdog pings) would otherwise stop the whole daemon,
+        // which may run on one thread. A datagram that cannot go now is an error
+        // the caller logs, not a wait.
+        sock.set_nonblocking(true)?;
         sock.set_write_timeout(Some(SEND_TIMEOUT))?;
         Ok(Notifier {
             inner: Some(Arc::new(Inner {
@@ -322,6 +327,36 @@ mod tests {
         assert!(parse_addr(OsStr::new("relative.sock")).is_err());
         assert!(parse_addr(OsStr::new("vsock:2:1234")).is_err());
         assert!(parse_addr(OsStr::new("")).is_err());
+    }
+
+    /// A service manager that stops reading fills the socket's queue; the daemon's
+    /// next ping is refused at once instead of holding its thread (a daemon on one
+    /// thread would stop serving).
+    #[test]
+    fn a_full_queue_refuses_a_ping_instead_of_blocking() {
+        let dir = std::env::temp_dir().join(format!("oc-notify-full-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify.sock");
+        let manager = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        let n = Notifier::for_socket(&path, None).unwrap();
+        n.ready().unwrap();
+        let mut refused = None;
+        for i in 0..100_000 {
+            if let Err(e) = n.watchdog() {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        let (sent, e) = refused.expect("the queue never filled");
+        assert!(sent > 0);
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
+        // What was queued is there to read, READY=1 first.
+        let mut buf = [0u8; 64];
+        let len = manager.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"READY=1");
+        drop(manager);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

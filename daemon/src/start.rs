@@ -13,7 +13,39 @@ pub enum Flavor {
     CurrentThread,
     /// A pool of this many worker threads (0: one per core).
     MultiThread(usize),
+    /// One thread, unless the operator sets [`WORKER_THREADS_ENV`] to a pool size
+    /// of 2 or more. One thread costs less CPU per message than a pool (no
+    /// stealing, no waking a sibling worker for each task woken); a pool lets one
+    /// daemon use more than one core on a large host.
+    Tunable,
 }
+
+/// The environment variable that sets the pool size of the daemons whose flavor
+/// is [`Flavor::Tunable`].
+pub const WORKER_THREADS_ENV: &str = "OPEN_CONDUIT_WORKER_THREADS";
+
+impl Flavor {
+    /// The flavor to build, given the value of [`WORKER_THREADS_ENV`]. A value that
+    /// is not a number is an error naming the variable.
+    pub fn resolve(self, env: Option<&str>) -> Result<Flavor, String> {
+        let Flavor::Tunable = self else {
+            return Ok(self);
+        };
+        let Some(text) = env.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(Flavor::CurrentThread);
+        };
+        match text.parse::<usize>() {
+            Ok(0 | 1) => Ok(Flavor::CurrentThread),
+            Ok(n) if n <= MAX_WORKER_THREADS => Ok(Flavor::MultiThread(n)),
+            _ => Err(format!(
+                "{WORKER_THREADS_ENV}={text:?}: expected a number of worker threads from 1 to {MAX_WORKER_THREADS}"
+            )),
+        }
+    }
+}
+
+/// The largest pool [`WORKER_THREADS_ENV`] may ask for.
+pub const MAX_WORKER_THREADS: usize = 256;
 
 /// Parse `args` (the program name first); on `--help`, `--version` or an error,
 /// print it and answer the exit status (0, or 2 for a usage error).
@@ -50,8 +82,15 @@ where
             return 1;
         }
     };
+    let flavor = match flavor.resolve(std::env::var(WORKER_THREADS_ENV).ok().as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return 1;
+        }
+    };
     let built = match flavor {
-        Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread()
+        Flavor::CurrentThread | Flavor::Tunable => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
         Flavor::MultiThread(0) => tokio::runtime::Builder::new_multi_thread()
@@ -75,5 +114,34 @@ where
             tracing::error!(error = %e, "{identifier} stops");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tunable_daemon_runs_on_one_thread_unless_told() {
+        let t = Flavor::Tunable;
+        assert_eq!(t.resolve(None), Ok(Flavor::CurrentThread));
+        assert_eq!(t.resolve(Some("")), Ok(Flavor::CurrentThread));
+        assert_eq!(t.resolve(Some("1")), Ok(Flavor::CurrentThread));
+        assert_eq!(t.resolve(Some(" 4 ")), Ok(Flavor::MultiThread(4)));
+        let e = t.resolve(Some("many")).unwrap_err();
+        assert!(
+            e.contains(WORKER_THREADS_ENV) && e.contains("\"many\""),
+            "{e}"
+        );
+        assert!(t.resolve(Some("100000")).is_err());
+        // The others are what they say, whatever the environment.
+        assert_eq!(
+            Flavor::CurrentThread.resolve(Some("8")),
+            Ok(Flavor::CurrentThread)
+        );
+        assert_eq!(
+            Flavor::MultiThread(2).resolve(Some("8")),
+            Ok(Flavor::MultiThread(2))
+        );
     }
 }

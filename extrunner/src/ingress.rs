@@ -226,7 +226,10 @@ pub async fn accept(
     let mut out = Vec::with_capacity(deliveries.len());
     let mut inputs = inputs.into_iter();
     for (d, n) in deliveries.iter().zip(counts) {
-        let mut one = DeliveryAccepted::default();
+        let mut one = DeliveryAccepted {
+            events: Vec::with_capacity(n),
+            ..DeliveryAccepted::default()
+        };
         for _ in 0..n {
             let (Some(a), Some(input)) = (accepted.next(), inputs.next()) else {
                 break;

@@ -54,7 +54,7 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
     daemon::run_daemon(
         "open-conduit-ingressd",
         args.log,
-        daemon::Flavor::MultiThread(0),
+        daemon::Flavor::Tunable,
         |notifier, activation| run(args, notifier, activation),
     )
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use daemon::bus::Bus;
-use protocol::wire::{DeliveryAccepted, HttpAnswer, SourceDecl, WebhookHandleParams, WebhookPath};
+use protocol::wire::{HttpAnswer, SourceDecl, WebhookHandleParams, WebhookPath};
 
 use crate::reconcile::{Reports, Sources};
 use protocol::{BoxFuture as RpcFuture, CallError, Code, Handler, Peer, Reply, Request, RpcError};
@@ -31,9 +31,28 @@ pub const RETRY_AFTER_S: u32 = 5;
 pub struct WebhookAnswer {
     /// The extension's HTTP answer.
     pub response: HttpAnswer,
-    /// What each delivery is now.
+    /// What each delivery is now (of each event, its ID: the rest of the envelope
+    /// is skipped over unread).
     #[serde(default)]
-    pub deliveries: Vec<DeliveryAccepted>,
+    pub deliveries: Vec<DeliveryBrief>,
+}
+
+/// A delivery as the log line tells it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DeliveryBrief {
+    /// Whether it added an event (a redelivery adds none).
+    #[serde(default)]
+    pub added: bool,
+    /// Its events.
+    #[serde(default)]
+    pub events: Vec<EventId>,
+}
+
+/// An accepted event's ID.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EventId {
+    /// The event's ID.
+    pub id: String,
 }
 
 #[derive(Serialize)]

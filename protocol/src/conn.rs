@@ -431,7 +431,7 @@ struct OutError<'a> {
 }
 
 fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, CallError> {
-    encode_into(Vec::with_capacity(128), msg)
+    encode_into(Vec::with_capacity(SPARE_MIN_BYTES), msg)
 }
 
 /// `msg` and its newline, written into `buf` (empty).
@@ -444,9 +444,11 @@ fn encode_into<T: Serialize>(mut buf: Vec<u8>, msg: &T) -> Result<Vec<u8>, CallE
 /// At most this many spare line buffers a connection keeps.
 const SPARE_BUFFERS: usize = 4;
 /// The largest line buffer kept as a spare, and the least worth keeping: smaller
-/// ones cost little to allocate.
+/// ones cost little to allocate. A new buffer starts at the least, so most
+/// messages (an event with its envelope is 2 to 3 KiB) are written without growing
+/// it step by step from a few bytes.
 const SPARE_MAX_BYTES: usize = 1024 * 1024;
-const SPARE_MIN_BYTES: usize = 16 * 1024;
+const SPARE_MIN_BYTES: usize = 4 * 1024;
 
 impl Peer {
     /// The connection's name.

@@ -80,7 +80,7 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
     daemon::run_daemon(
         "open-conduit-schedulerd",
         args.log,
-        daemon::Flavor::MultiThread(2),
+        daemon::Flavor::Tunable,
         |notifier, activation| run(args, notifier, activation),
     )
 }

@@ -100,7 +100,8 @@ impl Service {
             event_type: p.event.event_type,
             source: p.event.source,
             keys: p.event.keys,
-            payload: payload.data,
+            payload: serde_json::value::to_raw_value(&payload.data)
+                .map_err(|e| RpcError::invalid_params(format!("event.payload: {e}")))?,
             schema: (!payload.schema.is_empty()).then_some(payload.schema),
             ..RoutedEvent::default()
         };

@@ -46,7 +46,7 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
     daemon::run_daemon(
         "open-conduit-storaged",
         args.log,
-        daemon::Flavor::MultiThread(2),
+        daemon::Flavor::Tunable,
         |notifier, _activation| run(args, notifier),
     )
 }

@@ -24,10 +24,9 @@ use crate::kv::{self, KvCheckItem, KvDeleteItem, KvPutItem};
 use crate::sql::{params, params_from_iter, Backend, Connection, OptionalExtension};
 use crate::util;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 
 /// The longest scope, type, source, delivery ID, item, item version, schema,
 /// parent, execution, occurred_at, checkpoint source or generation.
@@ -351,10 +350,66 @@ pub fn emitted_event_id(source: &str, delivery_id: &str) -> String {
     h.update(delivery_id.as_bytes());
     let mut out = String::with_capacity(36);
     out.push_str("evt_");
-    for b in &h.finalize()[..16] {
-        let _ = write!(out, "{b:02x}");
-    }
+    util::push_hex(&mut out, &h.finalize()[..16]);
     out
+}
+
+/// The parts of an event's envelope its signature covers.
+struct Envelope<'a> {
+    scope_id: &'a str,
+    event_type: &'a str,
+    source: &'a str,
+    delivery_id: Option<&'a str>,
+    item: Option<&'a str>,
+    item_version: Option<&'a str>,
+    schema: Option<&'a str>,
+    keys: &'a [String],
+    parent_id: Option<&'a str>,
+}
+
+/// The signature of an envelope whose payload encodes as `payload_text` (the
+/// compact encoding of a JSON value, whose objects' keys are in order: canonical
+/// already). The text hashed is the canonical JSON of the envelope object
+/// (`util::canonical`): its keys in byte order, written here in that order rather
+/// than built as a tree and sorted for each event.
+fn signature(e: &Envelope<'_>, payload_text: &str) -> String {
+    fn text(out: &mut Vec<u8>, s: Option<&str>) {
+        match s {
+            // Writing a string into a Vec cannot fail.
+            Some(s) => {
+                let _ = serde_json::to_writer(&mut *out, s);
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    let mut out = Vec::with_capacity(256 + payload_text.len());
+    out.extend_from_slice(b"{\"delivery_id\":");
+    text(&mut out, e.delivery_id);
+    out.extend_from_slice(b",\"item\":");
+    text(&mut out, e.item);
+    out.extend_from_slice(b",\"item_version\":");
+    text(&mut out, e.item_version);
+    out.extend_from_slice(b",\"keys\":[");
+    for (i, k) in e.keys.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        text(&mut out, Some(k));
+    }
+    out.extend_from_slice(b"],\"parent_id\":");
+    text(&mut out, e.parent_id);
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(payload_text.as_bytes());
+    out.extend_from_slice(b",\"schema\":");
+    text(&mut out, e.schema);
+    out.extend_from_slice(b",\"scope_id\":");
+    text(&mut out, Some(e.scope_id));
+    out.extend_from_slice(b",\"source\":");
+    text(&mut out, Some(e.source));
+    out.extend_from_slice(b",\"type\":");
+    text(&mut out, Some(e.event_type));
+    out.push(b'}');
+    util::digest(&out)
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {
@@ -554,24 +609,19 @@ fn prepare(
         Some(_) => (None, None),
         None => (ev.item.as_ref(), ev.item_version.as_ref()),
     };
-    let signature = util::digest(
-        util::canonical_with(
-            &json!({
-            "scope_id": ev.scope_id,
-            "type": ev.event_type,
-            "source": ev.source,
-            "delivery_id": ev.delivery_id,
-            "item": item,
-            "item_version": item_version,
-            "schema": ev.schema,
-            "payload": Value::Null,
-            "keys": ev.keys,
-            "parent_id": ev.parent_id,
-            }),
-            "payload",
-            &input.payload,
-        )
-        .as_bytes(),
+    let signature = signature(
+        &Envelope {
+            scope_id: &ev.scope_id,
+            event_type: &ev.event_type,
+            source: &ev.source,
+            delivery_id: ev.delivery_id.as_deref(),
+            item: item.map(String::as_str),
+            item_version: item_version.map(String::as_str),
+            schema: ev.schema.as_deref(),
+            keys: &ev.keys,
+            parent_id: ev.parent_id.as_deref(),
+        },
+        &payload_text,
     );
     // Identity.
     let mut existing: Option<AcceptedEvent> = None;
@@ -1300,4 +1350,69 @@ crate::store_methods! {
     "store.events" => events,
     "store.work_events" => work_events,
     "store.sequence" => sequence,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The signature written field by field is the digest of the envelope's
+    /// canonical JSON, byte for byte: signatures kept before it still match.
+    #[test]
+    fn signature_is_the_digest_of_the_canonical_envelope() {
+        let strings = [
+            "",
+            "plain",
+            "quote \" backslash \\ tab \t",
+            "ünïcødé ✓",
+            "\u{1}ctl",
+        ];
+        let payloads = [
+            json!(null),
+            json!({"b": 1, "a": [1.5, -2, "x"], "z": {"y": true, "c": null}}),
+            json!("text \n with escapes"),
+            json!([{"k": 1e300}, 0.1, 12345678901234567u64]),
+        ];
+        for (i, payload) in payloads.iter().enumerate() {
+            for (j, s) in strings.iter().enumerate() {
+                let opt = |n: usize| (!(i + j + n).is_multiple_of(3)).then_some(*s);
+                let keys: Vec<String> = strings[..(i + j) % strings.len()]
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect();
+                let e = Envelope {
+                    scope_id: s,
+                    event_type: "t.x",
+                    source: strings[(j + 1) % strings.len()],
+                    delivery_id: opt(0),
+                    item: opt(1),
+                    item_version: opt(2),
+                    schema: opt(3),
+                    keys: &keys,
+                    parent_id: opt(4),
+                };
+                let tree = json!({
+                    "scope_id": e.scope_id, "type": e.event_type, "source": e.source,
+                    "delivery_id": e.delivery_id, "item": e.item,
+                    "item_version": e.item_version, "schema": e.schema,
+                    "payload": Value::Null, "keys": e.keys, "parent_id": e.parent_id,
+                });
+                let before =
+                    util::digest(util::canonical_with(&tree, "payload", payload).as_bytes());
+                let text = serde_json::to_string(payload).unwrap();
+                assert_eq!(signature(&e, &text), before, "payload {i}, string {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn emitted_event_id_is_the_first_half_of_the_digest() {
+        let id = emitted_event_id("gh", "d-1");
+        let full = util::digest(b"gh\nd-1");
+        assert_eq!(
+            id,
+            format!("evt_{}", &full["sha256:".len().."sha256:".len() + 32])
+        );
+    }
 }

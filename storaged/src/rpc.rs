@@ -6,7 +6,6 @@ use crate::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 /// Decode a method's params; absent params (`null`) read as `{}`.
 pub fn decode<T: DeserializeOwned>(method: &str, params: &RawValue) -> Result<T, StoreError> {
@@ -18,9 +17,10 @@ pub fn decode<T: DeserializeOwned>(method: &str, params: &RawValue) -> Result<T,
         .map_err(|e| StoreError::Invalid(format!("invalid params for {method}: {e}")))
 }
 
-/// Encode a method's response.
-pub fn encode<T: Serialize>(method: &str, response: T) -> Result<Value, StoreError> {
-    serde_json::to_value(response)
+/// Encode a method's response, straight to its wire text (no JSON tree between:
+/// a page of events is written once, from the rows).
+pub fn encode<T: Serialize>(method: &str, response: T) -> Result<Box<RawValue>, StoreError> {
+    serde_json::value::to_raw_value(&response)
         .map_err(|e| StoreError::Internal(format!("encode the answer of {method}: {e}")))
 }
 
@@ -32,12 +32,13 @@ macro_rules! store_methods {
         /// The bus methods this module serves.
         pub const METHODS: &[&str] = &[$($name),*];
 
-        /// Serve one of [`METHODS`]; `None` for any other method.
-        pub async fn dispatch(
+        /// Serve one of [`METHODS`], answering its wire text; `None` for any
+        /// other method.
+        pub async fn dispatch_raw(
             store: &$crate::Store,
             method: &str,
             params: &serde_json::value::RawValue,
-        ) -> Option<Result<serde_json::Value, $crate::StoreError>> {
+        ) -> Option<Result<Box<serde_json::value::RawValue>, $crate::StoreError>> {
             Some(match method {
                 $($name => match $crate::rpc::decode(method, params) {
                     Ok(req) => match store.$method(req).await {
@@ -48,6 +49,20 @@ macro_rules! store_methods {
                 },)*
                 _ => return None,
             })
+        }
+
+        /// Serve one of [`METHODS`], answering JSON; `None` for any other
+        /// method.
+        pub async fn dispatch(
+            store: &$crate::Store,
+            method: &str,
+            params: &serde_json::value::RawValue,
+        ) -> Option<Result<serde_json::Value, $crate::StoreError>> {
+            Some(dispatch_raw(store, method, params).await?.and_then(|raw| {
+                serde_json::from_str(raw.get()).map_err(|e| {
+                    $crate::StoreError::Internal(format!("the answer of {method}: {e}"))
+                })
+            }))
         }
     };
 }

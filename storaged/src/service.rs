@@ -22,20 +22,20 @@ type Dispatch =
         &'a Store,
         &'a str,
         &'a RawValue,
-    ) -> Pin<Box<dyn Future<Output = Option<Result<Value, StoreError>>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Option<Result<Reply, StoreError>>> + Send + 'a>>;
 
 /// Every module's dispatcher, in the order they are asked.
 fn dispatchers() -> &'static [Dispatch] {
     &[
-        |s, m, p| Box::pin(crate::events::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::kv::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::work::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::waits::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::timers::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::artifacts::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::resources::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::retention::dispatch(s, m, p)),
-        |s, m, p| Box::pin(crate::config::dispatch(s, m, p)),
+        |s, m, p| Box::pin(crate::events::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::kv::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::work::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::waits::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::timers::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::artifacts::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::resources::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::retention::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::config::dispatch_raw(s, m, p)),
     ]
 }
 
@@ -123,10 +123,10 @@ impl Coalesced {
     }
 }
 
-/// Serve one method: the answer as JSON, or the store's error.
-pub async fn call(store: &Store, method: &str, params: &RawValue) -> Result<Value, StoreError> {
+/// Serve one method: the answer as its wire text, or the store's error.
+pub async fn call_raw(store: &Store, method: &str, params: &RawValue) -> Result<Reply, StoreError> {
     if method == "store.methods" {
-        return Ok(serde_json::json!({ "methods": methods() }));
+        return crate::rpc::encode(method, serde_json::json!({ "methods": methods() }));
     }
     for dispatch in dispatchers() {
         if let Some(answer) = dispatch(store, method, params).await {
@@ -136,6 +136,51 @@ pub async fn call(store: &Store, method: &str, params: &RawValue) -> Result<Valu
     Err(StoreError::NotFound(format!("no such method: {method}")))
 }
 
+/// Serve one method: the answer as JSON, or the store's error (for callers in
+/// this process; the bus gets [`call_raw`]'s text).
+pub async fn call(store: &Store, method: &str, params: &RawValue) -> Result<Value, StoreError> {
+    let raw = call_raw(store, method, params).await?;
+    serde_json::from_str(raw.get())
+        .map_err(|e| StoreError::Internal(format!("the answer of {method}: {e}")))
+}
+
+/// The parts of an answer that say what a write did, read from its text without
+/// the rest (an answer's events, with their payloads, are skipped over).
+#[derive(Debug, Default, serde::Deserialize)]
+struct Effects {
+    added_any: Option<Value>,
+    added: Option<Value>,
+    emissions: Option<Value>,
+    decided: Option<Value>,
+    work_id: Option<Value>,
+    changed: Option<Value>,
+    generation: Option<Value>,
+    hash: Option<Value>,
+}
+
+impl Effects {
+    /// The effects of `answer`, as a JSON object of the fields present.
+    fn of(answer: &RawValue) -> Value {
+        let e: Effects = serde_json::from_str(answer.get()).unwrap_or_default();
+        let mut out = serde_json::Map::new();
+        for (k, v) in [
+            ("added_any", e.added_any),
+            ("added", e.added),
+            ("emissions", e.emissions),
+            ("decided", e.decided),
+            ("work_id", e.work_id),
+            ("changed", e.changed),
+            ("generation", e.generation),
+            ("hash", e.hash),
+        ] {
+            if let Some(v) = v {
+                out.insert(k.to_owned(), v);
+            }
+        }
+        Value::Object(out)
+    }
+}
+
 impl Handler for Service {
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let store = self.store.clone();
@@ -143,41 +188,46 @@ impl Handler for Service {
         let (accepted, work_changed) = (self.accepted.clone(), self.work_changed.clone());
         Box::pin(async move {
             let method = request.method.as_str();
-            let answer = match call(&store, method, &request.params).await {
+            let answer = match call_raw(&store, method, &request.params).await {
                 Ok(v) => v,
                 Err(StoreError::NotFound(m)) if m.starts_with("no such method") => {
                     return Err(RpcError::method_not_found(method));
                 }
                 Err(e) => return Err(e.into()),
             };
-            if ACCEPTING.contains(&method) && added_any(&answer) {
+            let accepting = ACCEPTING.contains(&method);
+            let work_changing = WORK_CHANGING.contains(&method);
+            let applying = method == "store.config_apply";
+            if !(accepting || work_changing || applying) {
+                return Ok(answer);
+            }
+            let effects = Effects::of(&answer);
+            if accepting && added_any(&effects) {
                 accepted.nudge(
                     &publish,
                     "event.accepted",
                     serde_json::json!({ "method": method }),
                 );
             }
-            if WORK_CHANGING.contains(&method) && changes_work(method, &answer) {
+            if work_changing && changes_work(method, &effects) {
                 work_changed.nudge(
                     &publish,
                     "work.changed",
                     serde_json::json!({ "method": method }),
                 );
             }
-            if method == "store.config_apply"
-                && answer.get("changed").and_then(Value::as_bool) == Some(true)
-            {
+            if applying && effects.get("changed").and_then(Value::as_bool) == Some(true) {
                 if let Some(publish) = publish.get() {
                     publish(
                         "config.applied",
                         &serde_json::json!({
-                            "generation": answer.get("generation"),
-                            "hash": answer.get("hash"),
+                            "generation": effects.get("generation"),
+                            "hash": effects.get("hash"),
                         }),
                     );
                 }
             }
-            protocol::reply(&answer)
+            Ok(answer)
         })
     }
 }

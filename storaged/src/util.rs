@@ -20,10 +20,17 @@ pub fn digest(bytes: &[u8]) -> String {
     let hash = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    for b in hash {
-        let _ = write!(out, "{b:02x}");
-    }
+    push_hex(&mut out, &hash);
     out
+}
+
+/// Append `bytes` as lowercase hex digits.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
 }
 
 /// JSON with object keys sorted at every level, so equal values encode equally.

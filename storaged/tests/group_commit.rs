@@ -141,3 +141,72 @@ fn a_postgres_database_marked_newer_is_refused_naming_both_versions() {
 }
 
 on_both!(concurrent_writers_commit_and_a_failing_one_fails_alone,);
+
+/// Under writes that never stop, with some read always in progress (two readers
+/// overlapping), a passive checkpoint alone never lets the WAL start over, and
+/// the file grows by every byte written. Past its bound the checkpoint thread
+/// starts it over: the file stays a fraction of what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_starts_over_while_reads_never_stop() {
+    let dir = temp_dir("wal-bound");
+    let limit: u64 = 256 * 1024;
+    let limits = Limits {
+        wal_restart_bytes: limit,
+        ..Limits::default()
+    };
+    let store = Store::open(&dir, limits).unwrap();
+    let db = dir.join("db/conduit.db");
+    let wal = dir.join("db/conduit.db-wal");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for phase in 0..2u64 {
+        let (db, stop) = (db.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let c = rusqlite::Connection::open_with_flags(
+                &db,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5 * phase));
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                c.execute_batch("BEGIN").unwrap();
+                let _: i64 = c
+                    .query_row("SELECT count(*) FROM kv", [], |r| r.get(0))
+                    .unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                c.execute_batch("COMMIT").unwrap();
+            }
+        }));
+    }
+    let value = "v".repeat(8 * 1024);
+    let began = std::time::Instant::now();
+    let mut written: u64 = 0;
+    let mut i = 0u64;
+    while written < 24 * limit || began.elapsed() < std::time::Duration::from_secs(4) {
+        let (key, v) = (format!("k{i}"), value.clone());
+        store
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO kv (namespace, key, value, version, updated_at) VALUES ('t', ?1, ?2, 'v', 'now')",
+                    [key.as_str(), v.as_str()],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        written += value.len() as u64;
+        i += 1;
+    }
+    let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert!(
+        size < written / 2,
+        "the WAL is {size} bytes after {written} bytes written (bound {limit})"
+    );
+    store.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

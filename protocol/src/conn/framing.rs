@@ -99,19 +99,18 @@ const READ_CHUNK: usize = 64 * 1024;
 /// newline: a line over the bound is refused without buffering more of it.
 struct LineReader<R> {
     r: R,
-    /// Always initialised: `buf[start..end]` are the bytes read and not yet taken.
+    /// `buf[start..]` are the bytes read and not yet taken; reads go into its spare
+    /// capacity, which is never zeroed first.
     buf: Vec<u8>,
     start: usize,
-    end: usize,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
     fn new(r: R) -> Self {
         LineReader {
             r,
-            buf: vec![0; READ_CHUNK],
+            buf: Vec::with_capacity(READ_CHUNK),
             start: 0,
-            end: 0,
         }
     }
 
@@ -121,7 +120,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     async fn next(&mut self, max: usize) -> Result<Option<std::ops::Range<usize>>, ReadError> {
         let mut scanned = self.start;
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..self.end]) {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..]) {
                 let (begin, end) = (self.start, scanned + i);
                 if end - begin > max {
                     return Err(ReadError::TooLong);
@@ -129,43 +128,47 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.start = end + 1;
                 return Ok(Some(begin..end));
             }
-            if self.end - self.start > max {
+            let partial = self.buf.len() - self.start;
+            if partial > max {
                 return Err(ReadError::TooLong);
             }
             // Out of whole lines: move the partial one to the front (the lines
-            // before it are done with) and read more after it.
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            scanned = self.end;
-            if self.buf.len() > KEPT_READ_BUFFER && self.end <= KEPT_READ_BUFFER / 2 {
+            // before it are done with; a line already at the front stays put) and
+            // read more after it.
+            if self.start > 0 {
+                self.buf.copy_within(self.start.., 0);
+                self.buf.truncate(partial);
+                self.start = 0;
+            }
+            scanned = self.buf.len();
+            if self.buf.capacity() > KEPT_READ_BUFFER && self.buf.len() <= KEPT_READ_BUFFER / 2 {
                 // A large message came before: do not hold its size for the
                 // connection's life (the bus's connections are long, and may see a
                 // 64 MiB line once).
-                self.buf.truncate(KEPT_READ_BUFFER / 2);
-                self.buf.shrink_to_fit();
+                self.buf.shrink_to(KEPT_READ_BUFFER / 2);
             }
-            if self.end == self.buf.len() {
+            if self.buf.len() == self.buf.capacity() {
                 // Full: twice the room (at least READ_CHUNK more), within the bound
-                // and its newline. `end <= max` here, so this always grows.
-                let grown = (self.end * 2)
-                    .max(self.end + READ_CHUNK)
-                    .min(max.saturating_add(1));
-                self.buf.resize(grown, 0);
+                // and its newline. `len <= max` here, so this always grows.
+                let len = self.buf.len();
+                let grown = (len * 2).max(len + READ_CHUNK).min(max.saturating_add(1));
+                self.buf.reserve_exact(grown - len);
             }
-            let n = self
-                .r
-                .read(&mut self.buf[self.end..])
+            // Into the spare room only: a read never grows the buffer past what
+            // the bound allowed above.
+            let room = self.buf.capacity() - self.buf.len();
+            let n = (&mut self.r)
+                .take(room as u64)
+                .read_buf(&mut self.buf)
                 .await
                 .map_err(ReadError::Io)?;
             if n == 0 {
-                return if self.end == 0 {
+                return if self.buf.is_empty() {
                     Ok(None)
                 } else {
                     Err(ReadError::Truncated)
                 };
             }
-            self.end += n;
         }
     }
 }
@@ -396,9 +399,13 @@ mod line_tests {
             let range = reader.next(1 << 20).await.ok().flatten();
             assert_eq!(range.map(|r| r.len()), Some(line.len()), "line {i}");
             if i == 1 {
-                len = reader.buf.len();
+                len = reader.buf.capacity();
             } else if i > 1 {
-                assert_eq!(reader.buf.len(), len, "the buffer grew again at line {i}");
+                assert_eq!(
+                    reader.buf.capacity(),
+                    len,
+                    "the buffer grew again at line {i}"
+                );
             }
         }
         assert!(len <= 4 * line.len(), "{len}");
@@ -429,7 +436,11 @@ mod line_tests {
         let pieces = vec![vec![b'z'; 10_000]; 1000];
         let mut reader = LineReader::new(Pieces(pieces.into()));
         assert!(matches!(reader.next(max).await, Err(ReadError::TooLong)));
-        assert!(reader.buf.len() <= max + 1, "{}", reader.buf.len());
+        assert!(
+            reader.buf.capacity() <= max + 1,
+            "{}",
+            reader.buf.capacity()
+        );
     }
 
     #[tokio::test]
@@ -445,6 +456,10 @@ mod line_tests {
             Some(b"small".to_vec())
         );
         assert!(matches!(reader.next(4 * KEPT_READ_BUFFER).await, Ok(None)));
-        assert!(reader.buf.len() <= KEPT_READ_BUFFER, "{}", reader.buf.len());
+        assert!(
+            reader.buf.capacity() <= KEPT_READ_BUFFER,
+            "{}",
+            reader.buf.capacity()
+        );
     }
 }

@@ -26,6 +26,7 @@ use protocol::config::Config;
 use protocol::wire::{self, RouteMatchParams, RouteMatchResult};
 use protocol::CallError;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 mod pass;
@@ -39,7 +40,7 @@ pub const DEFAULT_KIND: &str = "work";
 pub const PAGE: u32 = 100;
 
 /// An event as the router reads it (`store.unrouted`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RoutedEvent {
     /// Its sequence.
     pub seq: i64,
@@ -55,9 +56,10 @@ pub struct RoutedEvent {
     /// Its keys.
     #[serde(default)]
     pub keys: Vec<String>,
-    /// Its payload data.
+    /// Its payload data, as text: read only when a route handler or the toolbelt
+    /// needs it (most events of a busy intake go to no route).
     #[serde(default)]
-    pub payload: Value,
+    pub payload: Box<RawValue>,
     /// Its payload schema.
     #[serde(default)]
     pub schema: Option<String>,
@@ -83,6 +85,11 @@ pub struct RoutedEvent {
 
 impl RoutedEvent {
     /// The event as `route.match` carries it.
+    /// The payload as JSON (`null` if the store kept something else).
+    pub fn payload_value(&self) -> Value {
+        serde_json::from_str(self.payload.get()).unwrap_or(Value::Null)
+    }
+
     pub fn wire(&self) -> wire::Event {
         wire::Event {
             id: self.id.clone(),
@@ -94,7 +101,7 @@ impl RoutedEvent {
             keys: self.keys.clone(),
             payload: wire::Payload {
                 schema: self.schema.clone().unwrap_or_default(),
-                data: self.payload.clone(),
+                data: self.payload_value(),
             },
             occurred_at: self.occurred_at.clone().unwrap_or_default(),
             accepted_at: self.accepted_at.clone(),
@@ -431,7 +438,8 @@ impl Router {
         if ev.event_type == crate::toolbelt::WORK_REQUESTED
             && ev.source == format!("toolbelt/{}", ev.scope_id)
         {
-            let data = &ev.payload["data"];
+            let payload = ev.payload_value();
+            let data = &payload["data"];
             let mut outcome = json!({
                 "type": "create",
                 "kind": DEFAULT_KIND,
@@ -455,12 +463,11 @@ impl Router {
                 outcome,
             });
         }
-        let event = ev.wire();
-        // The open Work is what a route handler is shown: with no routes to ask,
-        // nothing reads it.
-        let work = match routes.is_empty() {
-            true => None,
-            false => self.work_of(ev).await,
+        // The event and its open Work are what a route handler is shown: with no
+        // routes to ask, nothing reads them.
+        let (event, work) = match routes.is_empty() {
+            true => (wire::Event::default(), None),
+            false => (ev.wire(), self.work_of(ev).await),
         };
         let mut records = Vec::new();
         for (index, route) in routes.iter().enumerate() {

@@ -32,6 +32,12 @@ pub struct Pass {
     pub to_work: usize,
 }
 
+/// A page of `store.unrouted`, read straight from the answer's text.
+#[derive(serde::Deserialize)]
+struct Page {
+    events: Vec<RoutedEvent>,
+}
+
 /// Unmatched decisions not recorded yet: (event, `store.route_decide` params).
 type Run<'a> = Vec<(&'a RoutedEvent, Value)>;
 
@@ -54,13 +60,12 @@ impl Router {
         }
         let mut done = Pass::default();
         loop {
-            let page = self
+            let page: Page = self
                 .bus
-                .call("store.unrouted", &json!({"after": 0, "limit": PAGE}))
+                .call_as("store.unrouted", &json!({"after": 0, "limit": PAGE}))
                 .await
                 .map_err(|e| store_err("store.unrouted", e))?;
-            let events: Vec<RoutedEvent> = serde_json::from_value(page["events"].clone())
-                .map_err(|e| RouteError::Store(format!("store.unrouted answered: {e}")))?;
+            let events = page.events;
             if events.is_empty() {
                 return Ok(done);
             }

@@ -143,6 +143,12 @@ pub(crate) fn parse_list(text: &str) -> Vec<String> {
 }
 
 /// A stored JSON value (absent or unreadable reads as null).
+/// Kept JSON text passed on as it is; text that is not JSON (never written by the
+/// store) reads as `null`, as [`parse_json`] reads it.
+pub(crate) fn raw_json(text: String) -> Box<serde_json::value::RawValue> {
+    serde_json::value::RawValue::from_string(text).unwrap_or_default()
+}
+
 pub(crate) fn parse_json(text: Option<String>) -> Value {
     text.and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null)

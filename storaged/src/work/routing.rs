@@ -520,9 +520,8 @@ pub struct UnroutedEvent {
     /// Its correlation keys.
     #[serde(default)]
     pub keys: Vec<String>,
-    /// Its payload.
-    #[serde(default)]
-    pub payload: Value,
+    /// Its payload, as kept (passed on as text: the store does not read it).
+    pub payload: Box<serde_json::value::RawValue>,
     /// Its parent's ID, for a derived event.
     #[serde(default)]
     pub parent_id: Option<String>,
@@ -589,7 +588,7 @@ pub fn unrouted(
             event_type: r.get(3)?,
             source: r.get(4)?,
             keys: parse_list(&keys),
-            payload: parse_json(Some(payload)),
+            payload: raw_json(payload),
             parent_id: r.get(7)?,
             root_id: r.get(8)?,
             depth: r.get(9)?,
