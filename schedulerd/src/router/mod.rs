@@ -84,12 +84,12 @@ pub struct RoutedEvent {
 }
 
 impl RoutedEvent {
-    /// The event as `route.match` carries it.
     /// The payload as JSON (`null` if the store kept something else).
     pub fn payload_value(&self) -> Value {
         serde_json::from_str(self.payload.get()).unwrap_or(Value::Null)
     }
 
+    /// The event as `route.match` carries it.
     pub fn wire(&self) -> wire::Event {
         wire::Event {
             id: self.id.clone(),
