@@ -599,10 +599,10 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(5
 /// A passive checkpoint copies frames but never starts the WAL over: under steady
 /// load some reader is always reading from the WAL, so the file would only grow
 /// (about 17 MB a second at 3,600 deliveries a second, measured). Once it is over
-/// `limit` ([`Limits::wal_restart_bytes`]), a restarting checkpoint waits for the readers of the
-/// WAL to finish (reads are short) and holds new writes meanwhile, so the next
-/// commit writes from the start of the file again; `journal_size_limit` then
-/// truncates the file back to that size.
+/// `limit` ([`Limits::wal_restart_bytes`]), a restarting checkpoint waits for the
+/// readers of the WAL to finish (reads are short) and holds new writes meanwhile,
+/// so the next commit writes from the start of the file again;
+/// `journal_size_limit` then truncates the file back to that size.
 fn checkpointer(conn: rusqlite::Connection, wal: PathBuf, limit: u64, closing: Arc<AtomicBool>) {
     while !closing.load(Ordering::SeqCst) {
         std::thread::sleep(CHECKPOINT_EVERY);
