@@ -12,6 +12,8 @@ pub struct ExtensionProcess {
     pid: i32,
     peer: Peer,
     exit: watch::Receiver<Option<ProcessExit>>,
+    /// True once everything the process wrote to stderr is in the log.
+    logged: watch::Receiver<bool>,
     stopped: AtomicBool,
 }
 
@@ -100,7 +102,12 @@ impl ExtensionProcess {
             nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES),
         );
 
-        tokio::spawn(copy_stderr(spec.name.clone(), stderr, log));
+        let (logged_tx, logged) = watch::channel(false);
+        let copy = copy_stderr(spec.name.clone(), stderr, log);
+        tokio::spawn(async move {
+            copy.await;
+            logged_tx.send_replace(true);
+        });
 
         let (exit_tx, exit_rx) = watch::channel(None);
         let name = spec.name.clone();
@@ -130,6 +137,7 @@ impl ExtensionProcess {
             pid,
             peer,
             exit: exit_rx,
+            logged,
             stopped: AtomicBool::new(false),
         })
     }
@@ -318,6 +326,11 @@ impl ExtensionProcess {
             }
         };
         self.end_group(opts.grace, sent_term).await;
+        // The group is gone, so its stderr is closed: wait (briefly: a process
+        // that left the group may still hold it) until its last lines are in the
+        // log, so whoever reads the log next sees why it ended.
+        let mut logged = self.logged.clone();
+        let _ = tokio::time::timeout(LOG_DRAIN, logged.wait_for(|done| *done)).await;
         self.stopped.store(true, Ordering::SeqCst);
         exit
     }

@@ -71,6 +71,8 @@ pub const MAX_LOG_LINE: usize = 8 * 1024;
 pub const PIPE_BYTES: i32 = 1024 * 1024;
 
 /// How often a stop looks at what is left of a process group.
+/// How long a stop waits for the last of the process's stderr to reach the log.
+const LOG_DRAIN: Duration = Duration::from_secs(2);
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
