@@ -145,6 +145,20 @@ trait Job: Send {
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish);
     /// Answer without running (the transaction could not begin).
     fn fail(self: Box<Self>, why: StoreError);
+    /// Whether the job may run more than once: its writes are all it does, so a
+    /// run whose transaction was rolled back can be run again ([`Store::write_repeatable`]).
+    fn repeatable(&self) -> bool {
+        false
+    }
+    /// Run a repeatable job, keeping its result for [`Job::settle`]: whether it
+    /// succeeded. Never called on a job that is not repeatable.
+    fn attempt(&mut self, _conn: &Connection) -> bool {
+        false
+    }
+    /// How to answer an [`Job::attempt`] once the transaction's fate is known.
+    fn settle(self: Box<Self>) -> Finish {
+        Box::new(|_| {})
+    }
 }
 
 struct TypedJob<T, F> {
@@ -160,19 +174,72 @@ where
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish) {
         let TypedJob { f, tx } = *self;
         let result = f(conn);
-        let ok = result.is_ok();
-        let finish: Finish = Box::new(move |committed: Result<(), GroupFailure>| {
-            let answer = match committed {
-                Err(e) if ok => Err(e.to_error("commit failed")),
-                _ => result,
-            };
-            let _ = tx.send(answer);
-        });
-        (ok, finish)
+        (result.is_ok(), answer(result, tx))
     }
 
     fn fail(self: Box<Self>, why: StoreError) {
         let _ = self.tx.send(Err(why));
+    }
+}
+
+/// A job whose closure is `Fn` and writes nothing outside its transaction: it
+/// can be run, rolled back and run again.
+struct RepeatableJob<T, F> {
+    f: F,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+    kept: Option<Result<T, StoreError>>,
+}
+
+/// The answer to a job that ran: its result, or the commit's failure when the
+/// job succeeded but its transaction did not commit.
+fn answer<T: Send + 'static>(
+    result: Result<T, StoreError>,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+) -> Finish {
+    let ok = result.is_ok();
+    Box::new(move |committed: Result<(), GroupFailure>| {
+        let answer = match committed {
+            Err(e) if ok => Err(e.to_error("commit failed")),
+            _ => result,
+        };
+        let _ = tx.send(answer);
+    })
+}
+
+impl<T, F> Job for RepeatableJob<T, F>
+where
+    T: Send + 'static,
+    F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish) {
+        let RepeatableJob { f, tx, .. } = *self;
+        let result = f(conn);
+        (result.is_ok(), answer(result, tx))
+    }
+
+    fn fail(self: Box<Self>, why: StoreError) {
+        let _ = self.tx.send(Err(why));
+    }
+
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn attempt(&mut self, conn: &Connection) -> bool {
+        let result = (self.f)(conn);
+        let ok = result.is_ok();
+        self.kept = Some(result);
+        ok
+    }
+
+    fn settle(self: Box<Self>) -> Finish {
+        let RepeatableJob { tx, kept, .. } = *self;
+        let result = kept.unwrap_or_else(|| {
+            Err(StoreError::Internal(
+                "a write was answered before it ran".into(),
+            ))
+        });
+        answer(result, tx)
     }
 }
 
@@ -195,10 +262,14 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// The writer's page cache, in KiB (SQLite's default is 2 MiB): an event's ID
-/// lands at a scattered place in the `id` index, and once that index outgrows the
-/// cache nearly every accept read a page back from the file first.
-const WRITER_CACHE_KIB: i64 = 64 * 1024;
+/// The writer's page cache, in KiB (SQLite's default is 2 MiB). Kept small on
+/// purpose: when an insert splits a b-tree page and reorders the siblings, SQLite
+/// parks a page under the number of the locking page (page 262,145 with 4 KiB
+/// pages) for a moment, and the commit that follows then walks the whole cache to
+/// drop pages past the end of the file. With 64 MiB (16,384 pages) that walk was
+/// 6% of storaged's CPU under `bench intake`; pages the cache does not hold are
+/// read through the memory map or from the WAL instead.
+const WRITER_CACHE_KIB: i64 = 4 * 1024;
 
 /// How much of the database file each connection reads through a memory map
 /// rather than a `pread` per page (a reader's page cache is emptied by every
@@ -379,6 +450,27 @@ impl Store {
         self.inner
             .writer
             .send(Msg::Job(Box::new(TypedJob { f, tx })))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| {
+            StoreError::Internal("the write failed inside the writer (see the log)".into())
+        })?
+    }
+
+    /// [`Store::write`] for a write that does nothing but its statements (no
+    /// file, no state outside the transaction) and so may run more than once.
+    /// A group made only of such writes runs without a savepoint per write: if one
+    /// of them fails, the group is rolled back and run again, each write under its
+    /// own savepoint, so that only the failing one is undone.
+    pub async fn write_repeatable<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
+        self.inner
+            .writer
+            .send(Msg::Job(Box::new(RepeatableJob { f, tx, kept: None })))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| {
@@ -651,6 +743,10 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
         }
         return;
     }
+    let jobs = match run_unguarded(conn, jobs) {
+        Some(jobs) => jobs,
+        None => return,
+    };
     let mut finishes = Vec::with_capacity(jobs.len());
     for job in jobs {
         if let Err(e) = control(conn, "SAVEPOINT job") {
@@ -681,6 +777,60 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
         }
     }
     commit(conn, finishes);
+}
+
+/// Run a group without a savepoint per job, inside the transaction just begun,
+/// when that is safe: a lone job (if it fails, the whole transaction is its own
+/// to roll back) or a group of repeatable jobs (if one fails, all are rolled back
+/// and handed back, to be run again each under its savepoint). Answers `None` when
+/// the group is done (committed or rolled back and answered), or the jobs to run
+/// the guarded way in a transaction begun again.
+fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<Box<dyn Job>>> {
+    if jobs.len() == 1 {
+        let job = jobs.pop()?;
+        match catch_unwind(AssertUnwindSafe(|| job.run(conn))) {
+            Ok((true, finish)) => commit(conn, vec![finish]),
+            Ok((false, finish)) => {
+                rollback(conn);
+                finish(Ok(()));
+            }
+            Err(_) => {
+                tracing::error!("a write panicked; rolled back");
+                rollback(conn);
+            }
+        }
+        return None;
+    }
+    if !jobs.iter().all(|j| j.repeatable()) {
+        return Some(jobs);
+    }
+    let clean = jobs.iter_mut().all(|job| {
+        matches!(
+            catch_unwind(AssertUnwindSafe(|| job.attempt(conn))),
+            Ok(true)
+        )
+    });
+    if clean {
+        commit(conn, jobs.into_iter().map(|job| job.settle()).collect());
+        return None;
+    }
+    // One of them failed: undo them all and run each again under its savepoint.
+    rollback(conn);
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
+        tracing::error!(error = %e.to_error("cannot begin a write transaction"));
+        for job in jobs {
+            job.fail(e.to_error("cannot begin a write transaction"));
+        }
+        return None;
+    }
+    Some(jobs)
+}
+
+/// Roll the open transaction back (a failure is logged: the next `BEGIN` finds out).
+fn rollback(conn: &Connection) {
+    if let Err(e) = control(conn, "ROLLBACK") {
+        tracing::error!(error = ?e, "cannot roll a write transaction back");
+    }
 }
 
 /// [`run_group`] on PostgreSQL, where every control statement is a round trip

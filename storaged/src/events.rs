@@ -1280,7 +1280,7 @@ impl Store {
         req: EventsAcceptRequest,
     ) -> Result<EventsAcceptResponse, StoreError> {
         let limits = self.limits().clone();
-        self.write(move |conn| accept_events(conn, &limits, &req))
+        self.write_repeatable(move |conn| accept_events(conn, &limits, &req))
             .await
     }
 

@@ -23,25 +23,38 @@ fn put(conn: &storaged::sql::Connection, key: &str) -> Result<(), StoreError> {
 }
 
 async fn concurrent_writers_commit_and_a_failing_one_fails_alone(b: Backend) {
-    let dir = temp_dir("group");
-    let target = b.target("group");
+    failing_one_fails_alone(b, "group", false).await
+}
+
+/// The same with repeatable writes, which share a transaction without a
+/// savepoint each: a failure rolls the group back and runs it again guarded.
+async fn repeatable_writers_commit_and_a_failing_one_fails_alone(b: Backend) {
+    failing_one_fails_alone(b, "group-repeatable", true).await
+}
+
+async fn failing_one_fails_alone(b: Backend, name: &str, repeatable: bool) {
+    let dir = temp_dir(name);
+    let target = b.target(name);
     let store = Store::open_with(&dir, Limits::default(), &target).unwrap();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            store
-                .write(move |conn| {
-                    put(conn, &format!("k{i}"))?;
-                    match i {
-                        // Writes a row, then fails: the row must not survive.
-                        13 => Err(StoreError::conflict("write 13 fails on purpose")),
-                        // Panics mid-write: rolled back alone, the writer lives on.
-                        77 => panic!("write 77 panics on purpose"),
-                        _ => Ok(i),
-                    }
-                })
-                .await
+            let f = move |conn: &storaged::sql::Connection| {
+                put(conn, &format!("k{i}"))?;
+                match i {
+                    // Writes a row, then fails: the row must not survive.
+                    13 => Err(StoreError::conflict("write 13 fails on purpose")),
+                    // Panics mid-write: rolled back alone, the writer lives on.
+                    77 => panic!("write 77 panics on purpose"),
+                    _ => Ok(i),
+                }
+            };
+            if repeatable {
+                store.write_repeatable(f).await
+            } else {
+                store.write(f).await
+            }
         }));
     }
     let mut ok = 0;
@@ -57,6 +70,9 @@ async fn concurrent_writers_commit_and_a_failing_one_fails_alone(b: Backend) {
         }
     }
     assert_eq!(ok, 198);
+    // Writes shared transactions (else the test shows nothing of groups).
+    let (groups, writes) = store.writer_counters();
+    assert!(groups < writes, "{groups} groups for {writes} writes");
     let keys: Vec<String> = store
         .read(|conn| {
             let mut stmt = conn.prepare("SELECT key FROM kv WHERE namespace = 't'")?;
@@ -140,7 +156,10 @@ fn a_postgres_database_marked_newer_is_refused_naming_both_versions() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-on_both!(concurrent_writers_commit_and_a_failing_one_fails_alone,);
+on_both!(
+    concurrent_writers_commit_and_a_failing_one_fails_alone,
+    repeatable_writers_commit_and_a_failing_one_fails_alone,
+);
 
 /// Under writes that never stop, with some read always in progress (two readers
 /// overlapping), a passive checkpoint alone never lets the WAL start over, and

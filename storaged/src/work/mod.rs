@@ -417,11 +417,15 @@ pub(crate) use {read_method, write_method};
 
 impl Store {
     write_method!(route_decide, RouteDecideRequest, RouteDecideResponse);
-    write_method!(
-        route_decide_many,
-        RouteDecideManyRequest,
-        RouteDecideManyResponse
-    );
+    /// `store.route_decide_many` as one atomic write (repeatable: it only writes).
+    pub async fn route_decide_many(
+        &self,
+        req: RouteDecideManyRequest,
+    ) -> Result<RouteDecideManyResponse, StoreError> {
+        let limits = self.limits().clone();
+        self.write_repeatable(move |c| route_decide_many(c, &limits, &req))
+            .await
+    }
     read_method!(unrouted, UnroutedRequest, UnroutedResponse);
     read_method!(routing, RoutingRequest, RoutingResponse);
     write_method!(attempt_start, AttemptStartRequest, AttemptStartResponse);
