@@ -460,12 +460,21 @@ impl Store {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
+        self.submit(Box::new(TypedJob { f, tx }), rx).await
+    }
+
+    /// Queue a job for the writer and wait for its answer.
+    async fn submit<T>(
+        &self,
+        job: Box<dyn Job>,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         self.inner
             .writer
-            .send(Msg::Job(Box::new(TypedJob { f, tx })))
+            .send(Msg::Job(job))
             .await
             .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| {
+        answer.await.map_err(|_| {
             StoreError::Internal("the write failed inside the writer (see the log)".into())
         })?
     }
@@ -481,14 +490,8 @@ impl Store {
         F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
-        self.inner
-            .writer
-            .send(Msg::Job(Box::new(RepeatableJob { f, tx, kept: None })))
+        self.submit(Box::new(RepeatableJob { f, tx, kept: None }), rx)
             .await
-            .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| {
-            StoreError::Internal("the write failed inside the writer (see the log)".into())
-        })?
     }
 
     /// Run `f` on a read-only connection, off the async threads.
