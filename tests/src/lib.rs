@@ -294,9 +294,16 @@ impl Suite {
         };
         let mut out = Vec::new();
         let mut buf = [0u8; 4096];
-        while let Ok(n) = socket.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-            let _ = socket.set_nonblocking(true);
+        loop {
+            match socket.recv(&mut buf) {
+                Ok(n) => {
+                    out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    let _ = socket.set_nonblocking(true);
+                }
+                // A signal to the test process interrupted the wait: wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
         }
         let _ = socket.set_nonblocking(false);
         out
@@ -460,10 +467,14 @@ impl Suite {
                         break;
                     }
                 }
+                // A signal to the test process (a child ending) interrupts the
+                // wait: nothing is lost, wait again.
                 Err(e)
                     if matches!(
                         e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
                     ) => {}
                 Err(e) => return Err(e),
             }
