@@ -1,0 +1,144 @@
+//! A queued write and how it is answered.
+
+use crate::error::StoreError;
+use crate::sql::Connection;
+use tokio::sync::oneshot;
+
+pub(crate) type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
+
+/// Why a group's transaction did not commit.
+#[derive(Debug, Clone)]
+pub(crate) enum GroupFailure {
+    /// The database could not be reached (or the connection went mid-way).
+    Unavailable(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl GroupFailure {
+    pub(crate) fn of(e: crate::sql::Error) -> GroupFailure {
+        match e {
+            crate::sql::Error::ConnectionLost(m) => GroupFailure::Unavailable(m),
+            other => GroupFailure::Failed(other.to_string()),
+        }
+    }
+
+    pub(crate) fn to_error(&self, doing: &str) -> StoreError {
+        match self {
+            GroupFailure::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            GroupFailure::Failed(m) => StoreError::Internal(format!("{doing}: {m}")),
+        }
+    }
+}
+
+/// What the writer thread receives.
+pub(super) enum Msg {
+    Job(Box<dyn Job>),
+    /// Finish what is queued and stop.
+    Stop,
+}
+
+/// One queued write.
+pub(super) trait Job: Send {
+    /// Run inside the savepoint: whether it succeeded, and how to answer once the
+    /// transaction's fate is known.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish);
+    /// Answer without running (the transaction could not begin).
+    fn fail(self: Box<Self>, why: StoreError);
+    /// Whether the job may run more than once: its writes are all it does, so a
+    /// run whose transaction was rolled back can be run again ([`Store::write_repeatable`]).
+    fn repeatable(&self) -> bool {
+        false
+    }
+    /// Run a repeatable job, keeping its result for [`Job::settle`]: whether it
+    /// succeeded. Never called on a job that is not repeatable.
+    fn attempt(&mut self, _conn: &Connection) -> bool {
+        false
+    }
+    /// How to answer an [`Job::attempt`] once the transaction's fate is known.
+    fn settle(self: Box<Self>) -> Finish {
+        Box::new(|_| {})
+    }
+}
+
+pub(super) struct TypedJob<T, F> {
+    pub(super) f: F,
+    pub(super) tx: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish) {
+        let TypedJob { f, tx } = *self;
+        let result = f(conn);
+        (result.is_ok(), answer(result, tx))
+    }
+
+    fn fail(self: Box<Self>, why: StoreError) {
+        let _ = self.tx.send(Err(why));
+    }
+}
+
+/// A job whose closure is `Fn` and writes nothing outside its transaction: it
+/// can be run, rolled back and run again.
+pub(super) struct RepeatableJob<T, F> {
+    pub(super) f: F,
+    pub(super) tx: oneshot::Sender<Result<T, StoreError>>,
+    pub(super) kept: Option<Result<T, StoreError>>,
+}
+
+/// The answer to a job that ran: its result, or the commit's failure when the
+/// job succeeded but its transaction did not commit.
+fn answer<T: Send + 'static>(
+    result: Result<T, StoreError>,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+) -> Finish {
+    let ok = result.is_ok();
+    Box::new(move |committed: Result<(), GroupFailure>| {
+        let answer = match committed {
+            Err(e) if ok => Err(e.to_error("commit failed")),
+            _ => result,
+        };
+        let _ = tx.send(answer);
+    })
+}
+
+impl<T, F> Job for RepeatableJob<T, F>
+where
+    T: Send + 'static,
+    F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Finish) {
+        let RepeatableJob { f, tx, .. } = *self;
+        let result = f(conn);
+        (result.is_ok(), answer(result, tx))
+    }
+
+    fn fail(self: Box<Self>, why: StoreError) {
+        let _ = self.tx.send(Err(why));
+    }
+
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn attempt(&mut self, conn: &Connection) -> bool {
+        let result = (self.f)(conn);
+        let ok = result.is_ok();
+        self.kept = Some(result);
+        ok
+    }
+
+    fn settle(self: Box<Self>) -> Finish {
+        let RepeatableJob { tx, kept, .. } = *self;
+        let result = kept.unwrap_or_else(|| {
+            Err(StoreError::Internal(
+                "a write was answered before it ran".into(),
+            ))
+        });
+        answer(result, tx)
+    }
+}

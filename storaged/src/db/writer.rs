@@ -1,0 +1,328 @@
+//! The writer thread: it takes the queued writes in groups, runs each group in one
+//! transaction (see [`run_group`]) and answers each write once the group's commit is on disk.
+
+use super::jobs::{Finish, GroupFailure, Job, Msg};
+use super::{StorageTarget, WriterCounters};
+use crate::error::StoreError;
+use crate::sql::{Backend, Connection};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The first wait before making a lost PostgreSQL connection again; it doubles
+/// up to [`MAX_RECONNECT_WAIT`] while the server stays away.
+const FIRST_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest wait between two attempts to reconnect.
+const MAX_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The writer's connection, made again after a loss (PostgreSQL).
+pub(super) struct WriterConn {
+    conn: Option<Connection>,
+    target: StorageTarget,
+    wait: std::time::Duration,
+    next_try: std::time::Instant,
+}
+
+impl WriterConn {
+    /// The connection, reconnecting when it is lost and the backoff allows;
+    /// else why there is none.
+    fn get(&mut self) -> Result<&Connection, GroupFailure> {
+        if self.conn.as_ref().is_some_and(|c| !c.is_lost()) {
+            return self
+                .conn
+                .as_ref()
+                .ok_or_else(|| GroupFailure::Failed("gone".into()));
+        }
+        let StorageTarget::Postgres(pg) = &self.target else {
+            return Err(GroupFailure::Failed("the SQLite connection is gone".into()));
+        };
+        if self.conn.take().is_some() {
+            tracing::warn!(database = %pg.describe(), "the database connection is lost; writes fail until it is back");
+        }
+        let now = std::time::Instant::now();
+        if now < self.next_try {
+            return Err(GroupFailure::Unavailable(format!(
+                "no connection to {} (the next attempt is in {} ms)",
+                pg.describe(),
+                self.next_try.duration_since(now).as_millis()
+            )));
+        }
+        match pg.connect() {
+            Ok(session) => {
+                tracing::info!(database = %pg.describe(), "the database connection is back");
+                self.wait = FIRST_RECONNECT_WAIT;
+                self.conn = Some(Connection::postgres(session));
+                self.conn
+                    .as_ref()
+                    .ok_or_else(|| GroupFailure::Failed("gone".into()))
+            }
+            Err(e) => {
+                self.next_try = now + self.wait;
+                self.wait = (self.wait * 2).min(MAX_RECONNECT_WAIT);
+                Err(GroupFailure::of(e))
+            }
+        }
+    }
+}
+
+/// How the writer forms groups ([`Limits::max_group`], [`Limits::group_gather`]).
+pub(super) struct Grouping {
+    pub(super) max: usize,
+    pub(super) gather: std::time::Duration,
+}
+
+pub(super) fn writer_loop(
+    conn: Connection,
+    target: StorageTarget,
+    mut rx: mpsc::Receiver<Msg>,
+    grouping: Grouping,
+    closing: Arc<AtomicBool>,
+    counters: Arc<WriterCounters>,
+) {
+    let mut conn = WriterConn {
+        conn: Some(conn),
+        target,
+        wait: FIRST_RECONNECT_WAIT,
+        next_try: std::time::Instant::now(),
+    };
+    let mut stop = false;
+    while !stop {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut jobs = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Job(job) => jobs.push(job),
+                Msg::Stop => stop = true,
+            }
+            if jobs.len() < grouping.max {
+                next = rx.try_recv().ok();
+            }
+        }
+        // Company now means more is on its way: give it a moment to join.
+        if !grouping.gather.is_zero() && !stop && jobs.len() >= 2 && jobs.len() < grouping.max {
+            std::thread::sleep(grouping.gather);
+            while jobs.len() < grouping.max {
+                match rx.try_recv() {
+                    Ok(Msg::Job(job)) => jobs.push(job),
+                    Ok(Msg::Stop) => {
+                        stop = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if !jobs.is_empty() {
+            counters.groups.fetch_add(1, Ordering::Relaxed);
+            counters
+                .writes
+                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+            match conn.get() {
+                Ok(c) => run_group(c, jobs),
+                Err(why) => {
+                    for job in jobs {
+                        job.fail(why.to_error("cannot begin a write transaction"));
+                    }
+                }
+            }
+        }
+        if closing.load(Ordering::SeqCst) && rx.is_empty() {
+            stop = true;
+        }
+    }
+    rx.close();
+    // Writes that raced the close are answered, not left hanging.
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Job(job) = msg {
+            job.fail(StoreError::Closed);
+        }
+    }
+    tracing::debug!("the writer thread stops");
+}
+
+/// Run a transaction-control statement.
+fn control(conn: &Connection, sql: &str) -> Result<(), GroupFailure> {
+    match conn.as_sqlite() {
+        Some(c) => c
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map(|_| ())
+            .map_err(|e| GroupFailure::Failed(e.to_string())),
+        None => conn.execute_batch(sql).map_err(GroupFailure::of),
+    }
+}
+
+/// The advisory lock every PostgreSQL write transaction takes first (one
+/// writer at a time across every storaged on the database): "oc" "wr" as a
+/// number, so another program's locks are unlikely to collide with it.
+pub const WRITE_LOCK: i64 = 0x6f63_7772;
+
+/// One transaction: each job in its own savepoint, one commit for all.
+fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
+    if conn.backend() == Backend::Postgres {
+        return run_group_pg(conn, jobs);
+    }
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
+        let why = e.to_error("cannot begin a write transaction");
+        tracing::error!(error = %why);
+        for job in jobs {
+            job.fail(e.to_error("cannot begin a write transaction"));
+        }
+        return;
+    }
+    let jobs = match run_unguarded(conn, jobs) {
+        Some(jobs) => jobs,
+        None => return,
+    };
+    let mut finishes = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if let Err(e) = control(conn, "SAVEPOINT job") {
+            job.fail(e.to_error("cannot open a savepoint"));
+            continue;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| job.run(conn)));
+        match outcome {
+            Ok((true, finish)) => {
+                if let Err(e) = control(conn, "RELEASE SAVEPOINT job") {
+                    tracing::error!(error = ?e, "cannot release a savepoint");
+                    let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
+                    finish(Err(e));
+                    continue;
+                }
+                finishes.push(finish);
+            }
+            Ok((false, finish)) => {
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
+                finishes.push(finish);
+            }
+            Err(_) => {
+                // The job's answer channel went with the panic: its caller hears
+                // of the failure; the others are untouched.
+                tracing::error!("a write panicked; rolled back alone");
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job");
+            }
+        }
+    }
+    commit(conn, finishes);
+}
+
+/// Run a group without a savepoint per job, inside the transaction just begun,
+/// when that is safe: a lone job (if it fails, the whole transaction is its own
+/// to roll back) or a group of repeatable jobs (if one fails, all are rolled back
+/// and handed back, to be run again each under its savepoint). Answers `None` when
+/// the group is done (committed or rolled back and answered), or the jobs to run
+/// the guarded way in a transaction begun again.
+fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<Box<dyn Job>>> {
+    if jobs.len() == 1 {
+        let job = jobs.pop()?;
+        match catch_unwind(AssertUnwindSafe(|| job.run(conn))) {
+            Ok((true, finish)) => commit(conn, vec![finish]),
+            Ok((false, finish)) => {
+                rollback(conn);
+                finish(Ok(()));
+            }
+            Err(_) => {
+                tracing::error!("a write panicked; rolled back");
+                rollback(conn);
+            }
+        }
+        return None;
+    }
+    if !jobs.iter().all(|j| j.repeatable()) {
+        return Some(jobs);
+    }
+    let clean = jobs.iter_mut().all(|job| {
+        matches!(
+            catch_unwind(AssertUnwindSafe(|| job.attempt(conn))),
+            Ok(true)
+        )
+    });
+    if clean {
+        commit(conn, jobs.into_iter().map(|job| job.settle()).collect());
+        return None;
+    }
+    // One of them failed: undo them all and run each again under its savepoint.
+    rollback(conn);
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
+        tracing::error!(error = %e.to_error("cannot begin a write transaction"));
+        for job in jobs {
+            job.fail(e.to_error("cannot begin a write transaction"));
+        }
+        return None;
+    }
+    Some(jobs)
+}
+
+/// Roll the open transaction back (a failure is logged: the next `BEGIN` finds out).
+fn rollback(conn: &Connection) {
+    if let Err(e) = control(conn, "ROLLBACK") {
+        tracing::error!(error = ?e, "cannot roll a write transaction back");
+    }
+}
+
+/// [`run_group`] on PostgreSQL, where every control statement is a round trip
+/// to the server: the first savepoint goes with `BEGIN` and the lock, the
+/// boundary between two jobs is one round trip (`RELEASE SAVEPOINT job;
+/// SAVEPOINT job`), a failed job's `ROLLBACK TO` keeps its savepoint for the
+/// next, and `COMMIT` releases the last.
+fn run_group_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
+    let begin = format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); SAVEPOINT job");
+    if let Err(e) = control(conn, &begin) {
+        tracing::error!(error = %e.to_error("cannot begin a write transaction"));
+        let _ = conn.execute_batch("ROLLBACK");
+        for job in jobs {
+            job.fail(e.to_error("cannot begin a write transaction"));
+        }
+        return;
+    }
+    let count = jobs.len();
+    let mut savepoint = true;
+    let mut finishes = Vec::with_capacity(count);
+    for (i, job) in jobs.into_iter().enumerate() {
+        if !savepoint {
+            if let Err(e) = control(conn, "SAVEPOINT job") {
+                job.fail(e.to_error("cannot open a savepoint"));
+                continue;
+            }
+            savepoint = true;
+        }
+        let last = i + 1 == count;
+        match catch_unwind(AssertUnwindSafe(|| job.run(conn))) {
+            Ok((true, finish)) if last => finishes.push(finish),
+            Ok((true, finish)) => match control(conn, "RELEASE SAVEPOINT job; SAVEPOINT job") {
+                Ok(()) => finishes.push(finish),
+                Err(e) => {
+                    tracing::error!(error = ?e, "cannot release a savepoint");
+                    let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
+                    finish(Err(e));
+                    savepoint = false;
+                }
+            },
+            Ok((false, finish)) => {
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
+                finishes.push(finish);
+            }
+            Err(_) => {
+                tracing::error!("a write panicked; rolled back alone");
+                let _ = conn.execute_batch("ROLLBACK TO SAVEPOINT job");
+            }
+        }
+    }
+    commit(conn, finishes);
+}
+
+/// Commit a group and answer each write that ran in it with the outcome.
+fn commit(conn: &Connection, finishes: Vec<Finish>) {
+    let committed = control(conn, "COMMIT");
+    if let Err(e) = &committed {
+        tracing::error!(error = ?e, "commit failed");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for finish in finishes {
+        finish(committed.clone());
+    }
+}
