@@ -4,11 +4,11 @@ use crate::error::StoreError;
 use crate::sql::Connection;
 use tokio::sync::oneshot;
 
-pub(crate) type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
+pub(super) type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
 
 /// Why a group's transaction did not commit.
 #[derive(Debug, Clone)]
-pub(crate) enum GroupFailure {
+pub(super) enum GroupFailure {
     /// The database could not be reached (or the connection went mid-way).
     Unavailable(String),
     /// Anything else.
@@ -16,14 +16,14 @@ pub(crate) enum GroupFailure {
 }
 
 impl GroupFailure {
-    pub(crate) fn of(e: crate::sql::Error) -> GroupFailure {
+    pub(super) fn of(e: crate::sql::Error) -> GroupFailure {
         match e {
             crate::sql::Error::ConnectionLost(m) => GroupFailure::Unavailable(m),
             other => GroupFailure::Failed(other.to_string()),
         }
     }
 
-    pub(crate) fn to_error(&self, doing: &str) -> StoreError {
+    pub(super) fn to_error(&self, doing: &str) -> StoreError {
         match self {
             GroupFailure::Unavailable(m) => StoreError::Unavailable(m.clone()),
             GroupFailure::Failed(m) => StoreError::Internal(format!("{doing}: {m}")),

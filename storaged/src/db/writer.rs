@@ -17,7 +17,7 @@ const FIRST_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_mill
 const MAX_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The writer's connection, made again after a loss (PostgreSQL).
-pub(super) struct WriterConn {
+struct WriterConn {
     conn: Option<Connection>,
     target: StorageTarget,
     wait: std::time::Duration,
