@@ -1,7 +1,8 @@
 //! A small service for the bus's tests and benchmark: it joins the bus through
 //! `daemon::bus` (so it reconnects and re-registers as every daemon does) and
-//! serves `<prefix>.echo`, `<prefix>.sleep` (ms), `<prefix>.pid`, `<prefix>.fail`
-//! and `<prefix>.publish {topic, params}`. It prints `ready` on stdout once
+//! serves `<prefix>.echo`, `<prefix>.sleep` (ms), `<prefix>.pid`, `<prefix>.fail`,
+//! `<prefix>.maybe` (echoes, or fails when the params say `"fail": true`) and
+//! `<prefix>.publish {topic, params}`. It prints `ready` on stdout once
 //! registered, and runs until killed or stdin closes.
 //!
 //! Usage: oc-bus-probe serve SOCKET SERVICE PREFIX | call SOCKET METHOD [PARAMS]
@@ -28,6 +29,11 @@ async fn serve(prefix: String, method: String, params: Value) -> Result<Value, R
             Ok(json!(ms))
         }
         "pid" => Ok(json!(std::process::id())),
+        "maybe" if params.get("fail") == Some(&Value::Bool(true)) => Err(RpcError::authored(
+            "probe_failed",
+            format!("the probe fails on request: {params}"),
+        )),
+        "maybe" => Ok(params),
         "fail" => Err(RpcError::authored(
             "probe_failed",
             "the probe fails on request",

@@ -482,3 +482,143 @@ async fn readiness_status_watchdog_and_stopping_reach_the_notify_socket() {
         .unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// The broker's count of requests it routed to services (its own `bus.*` are not).
+async fn routed(bus: &Bus) -> u64 {
+    let status = within(bus.call("bus.status", &Value::Null)).await.unwrap();
+    status["counters"]["requests"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn gathered_calls_share_messages_under_load_and_are_each_answered_on_their_own() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let _probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    // At rest a gathered call goes alone, as the plain method.
+    let before = routed(&bus).await;
+    let one: Value = within(bus.call_gathered_as("probe.maybe", "", &json!({"n": -1})))
+        .await
+        .unwrap();
+    assert_eq!(one, json!({"n": -1}));
+    assert_eq!(routed(&bus).await - before, 1, "one call, one request");
+
+    // 300 at once: every third fails, alone, with its own error; the others
+    // answer their own params.
+    let before = routed(&bus).await;
+    let calls: Vec<_> = (0..300)
+        .map(|n| {
+            let bus = bus.clone();
+            tokio::spawn(async move {
+                let params = json!({"n": n, "fail": n % 3 == 0});
+                (
+                    n,
+                    bus.call_gathered_as::<_, Value>("probe.maybe", "", &params)
+                        .await,
+                )
+            })
+        })
+        .collect();
+    for call in calls {
+        let (n, answer) = within(call).await.unwrap();
+        if n % 3 == 0 {
+            let e = answer.unwrap_err();
+            assert_eq!(e.code(), Some("probe_failed"));
+            assert!(e.to_string().contains(&format!("\"n\":{n}")), "{e}");
+        } else {
+            assert_eq!(answer.unwrap(), json!({"n": n, "fail": false}));
+        }
+    }
+    let requests = routed(&bus).await - before;
+    eprintln!("300 gathered calls went as {requests} requests");
+    assert!(
+        requests < 100,
+        "300 calls made at once went as {requests} requests: they were not gathered"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_over_its_bound_or_of_another_service_is_refused_naming_why() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let _probe = start_probe(&socket, "probe", "probe").await;
+    let bus = client(&socket);
+    let calls: Vec<Value> = (0..=daemon::batch::MAX_BATCH_CALLS)
+        .map(|n| json!(n))
+        .collect();
+    let e = within(bus.call(
+        "probe.batch",
+        &json!({"method": "probe.echo", "calls": calls}),
+    ))
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("MAX_BATCH_CALLS (256)"), "{e}");
+    let e = within(bus.call(
+        "probe.batch",
+        &json!({"method": "store.events", "calls": [{}]}),
+    ))
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("not of its own service"), "{e}");
+    // Within the bound, each call's answer in order.
+    let answer = within(bus.call(
+        "probe.batch",
+        &json!({"method": "probe.maybe", "calls": [{"a": 1}, {"fail": true}]}),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(answer["answers"][0], json!({"result": {"a": 1}}));
+    assert_eq!(
+        answer["answers"][1]["error"]["data"]["code"],
+        "probe_failed"
+    );
+}
+
+/// A service of before batches: answers `old.echo` and nothing else.
+struct OldService;
+
+impl Handler for OldService {
+    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
+        Box::pin(async move {
+            match request.method.as_str() {
+                "old.echo" => Ok(request.params),
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn gathered_calls_to_a_service_that_serves_no_batches_go_one_by_one() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let (r, w) = stream.into_split();
+    let old = protocol::connect(r, w, OldService, protocol::Options::named("old"));
+    within(old.call(
+        "bus.register",
+        &json!({"service": "old", "prefixes": ["old"]}),
+    ))
+    .await
+    .unwrap();
+    let bus = client(&socket);
+    let calls: Vec<_> = (0..100)
+        .map(|n| {
+            let bus = bus.clone();
+            tokio::spawn(async move {
+                (
+                    n,
+                    bus.call_gathered_as::<_, Value>("old.echo", "", &json!([n]))
+                        .await,
+                )
+            })
+        })
+        .collect();
+    for call in calls {
+        let (n, answer) = within(call).await.unwrap();
+        assert_eq!(answer.unwrap(), json!([n]));
+    }
+}

@@ -7,12 +7,17 @@
 //! call made while disconnected waits up to [`BusOptions::call_wait`] for a
 //! connection and then fails `unavailable`.
 
-use protocol::{CallError, CallOptions, Code, Handler, NoHandler, Options, Peer, Reply, RpcError};
+use crate::batch::{self, BatchLimits, BatchParams, BatchSend, Gatherer};
+use protocol::{
+    BoxFuture, CallError, CallOptions, Code, Handler, NoHandler, Options, Peer, Reply, RpcError,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -41,6 +46,9 @@ pub struct BusOptions {
     pub call_wait: Duration,
     /// A name for logs.
     pub name: String,
+    /// How [`Bus::call_gathered`] gathers calls into batches; `None` sends each
+    /// alone.
+    pub gather: Option<BatchLimits>,
 }
 
 impl BusOptions {
@@ -54,6 +62,7 @@ impl BusOptions {
             handler: Arc::new(NoHandler),
             call_wait: Duration::from_secs(5),
             name: "bus client".into(),
+            gather: gather_limits(),
         }
     }
 
@@ -92,6 +101,9 @@ struct Intercept {
 
 impl Handler for Intercept {
     fn call(&self, request: protocol::Request) -> protocol::BoxFuture<Result<Reply, RpcError>> {
+        if batch::is_batch(&request.method) {
+            return batch::serve(&self.inner, request);
+        }
         self.inner.call(request)
     }
 
@@ -111,6 +123,7 @@ struct Shared {
     current: watch::Sender<Option<Peer>>,
     topics: Mutex<Vec<String>>,
     stop: watch::Sender<bool>,
+    gatherers: Mutex<HashMap<String, Arc<Gatherer>>>,
 }
 
 /// A connection to the bus that keeps itself up. Cheap to clone.
@@ -146,6 +159,7 @@ impl Bus {
             current,
             topics,
             stop,
+            gatherers: Mutex::default(),
         });
         tokio::spawn(keep_connected(shared.clone()));
         Bus { shared }
@@ -207,6 +221,60 @@ impl Bus {
         peer.call_with(method, params, opts).await
     }
 
+    /// Call `method` with other calls of it (and of the same `key`) gathered into one
+    /// message while the bus is busy (the [`batch`] module): at rest it goes at once,
+    /// alone, as [`Bus::call`] would send it. Each call is answered on its own, as it
+    /// would be alone; one that is slow holds the others of its batch until it is
+    /// answered, so calls that may be slow for different reasons take different keys.
+    /// A gathered call has no cancellation of its own.
+    pub async fn call_gathered<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        key: &str,
+        params: &P,
+    ) -> Result<Box<RawValue>, CallError> {
+        let params = serde_json::value::to_raw_value(params)
+            .map_err(|e| CallError::Codec(format!("the params of {method}: {e}")))?;
+        let Some(limits) = self.shared.opts.gather else {
+            return self.call_raw(method, params).await;
+        };
+        let gatherer = {
+            let mut all = lock(&self.shared.gatherers);
+            let id = format!("{method}\n{key}");
+            match all.get(&id) {
+                Some(g) => g.clone(),
+                None => {
+                    let send = Arc::new(Sending(Arc::downgrade(&self.shared)));
+                    let g = Arc::new(Gatherer::start(method, limits, send));
+                    all.insert(id, g.clone());
+                    g
+                }
+            }
+        };
+        gatherer.call(params).await
+    }
+
+    /// [`Bus::call_gathered`], its answer decoded.
+    pub async fn call_gathered_as<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        key: &str,
+        params: &P,
+    ) -> Result<T, CallError> {
+        let raw = self.call_gathered(method, key, params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| CallError::Codec(format!("answer to {method} does not decode: {e}")))
+    }
+
+    async fn call_raw(
+        &self,
+        method: &str,
+        params: Box<RawValue>,
+    ) -> Result<Box<RawValue>, CallError> {
+        let peer = self.connected(self.shared.opts.call_wait).await?;
+        peer.call_raw(method, &params, CallOptions::default()).await
+    }
+
     /// Publish a notification on `topic`. Dropped (and `false`) while disconnected:
     /// a notification is a nudge, never the state.
     pub fn publish<P: Serialize + ?Sized>(&self, topic: &str, params: &P) -> bool {
@@ -250,6 +318,76 @@ impl Bus {
         }
     }
 }
+
+/// The batches of [`Bus::call_gathered`] go out on the bus's connection of the
+/// moment; a bus gone answers `unavailable`.
+struct Sending(Weak<Shared>);
+
+impl Sending {
+    fn bus(&self) -> Result<Bus, CallError> {
+        match self.0.upgrade() {
+            Some(shared) => Ok(Bus { shared }),
+            None => Err(CallError::Rpc(RpcError::new(
+                Code::Unavailable,
+                "the bus client stopped",
+            ))),
+        }
+    }
+}
+
+impl BatchSend for Sending {
+    fn one(
+        &self,
+        method: &str,
+        params: Box<RawValue>,
+    ) -> BoxFuture<Result<Box<RawValue>, CallError>> {
+        let (bus, method) = (self.bus(), method.to_owned());
+        Box::pin(async move { bus?.call_raw(&method, params).await })
+    }
+
+    fn many(
+        &self,
+        batch: &str,
+        params: &BatchParams<Box<RawValue>>,
+    ) -> BoxFuture<Result<Box<RawValue>, CallError>> {
+        let (bus, batch) = (self.bus(), batch.to_owned());
+        let params = serde_json::value::to_raw_value(params)
+            .map_err(|e| CallError::Codec(format!("the params of {batch}: {e}")));
+        Box::pin(async move { bus?.call_raw(&batch, params?).await })
+    }
+}
+
+/// The variable that sets how many batches of one method [`Bus::call_gathered`]
+/// keeps out at once (0: every call alone, as before batches).
+pub const BATCH_IN_FLIGHT_ENV: &str = "OPEN_CONDUIT_BATCH_IN_FLIGHT";
+
+/// The gathering of [`Bus::call_gathered`]: [`BatchLimits::default`], or as
+/// [`BATCH_IN_FLIGHT_ENV`] says (0 to [`MAX_BATCH_IN_FLIGHT`]; any other value is
+/// logged and the default used).
+fn gather_limits() -> Option<BatchLimits> {
+    let limits = BatchLimits::default();
+    let Ok(text) = std::env::var(BATCH_IN_FLIGHT_ENV) else {
+        return Some(limits);
+    };
+    match text.trim().parse::<usize>() {
+        Ok(0) => None,
+        Ok(n) if n <= MAX_BATCH_IN_FLIGHT => Some(BatchLimits {
+            in_flight: n,
+            ..limits
+        }),
+        _ => {
+            tracing::warn!(
+                value = %text,
+                default = limits.in_flight,
+                "{BATCH_IN_FLIGHT_ENV} is not a number from 0 to {MAX_BATCH_IN_FLIGHT}: using the default"
+            );
+            Some(limits)
+        }
+    }
+}
+
+/// The most batches of one method [`BATCH_IN_FLIGHT_ENV`] may allow out at once.
+pub const MAX_BATCH_IN_FLIGHT: usize = 256;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

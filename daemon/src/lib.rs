@@ -7,6 +7,7 @@
 //! then the tokio runtime, [`Signals::new`], serving, and [`Notifier::ready`].
 
 pub mod activation;
+pub mod batch;
 pub mod bus;
 pub mod error;
 pub mod log;

@@ -190,7 +190,9 @@ async fn events_accept(
         families: identity.families(),
         scopes,
     };
-    bus.call_as("store.events_accept", &params)
+    // Gathered with the other accepts under way into one message to storaged;
+    // each is still its own atomic write, answered on its own.
+    bus.call_gathered_as("store.events_accept", "", &params)
         .await
         .map_err(|e| match e {
             CallError::Codec(detail) => {

@@ -199,9 +199,12 @@ impl Intake for BusIntake {
                 name: &d.owner,
                 request: &request,
             };
+            // Gathered with the other deliveries for the same extension under way
+            // (each answered on its own); keyed by extension, so that a slow one
+            // holds up only its own deliveries.
             match self
                 .bus
-                .call_as::<_, WebhookAnswer>("ext.webhook", &call)
+                .call_gathered_as::<_, WebhookAnswer>("ext.webhook", &d.owner, &call)
                 .await
             {
                 Ok(a) => {
