@@ -17,6 +17,35 @@ pub use value::{FromSql, Kind, Param, ToSql, Value};
 
 use std::cell::RefCell;
 
+/// `sql` with each `LIMIT ?N` written `LIMIT (?N + 0)`, for SQLite: it reads a
+/// bare parameter in LIMIT as a constant of the plan, so every new binding of it
+/// marks the statement expired and the next step compiles it again (a cached page
+/// query was parsed and planned on each run). As an expression it is read at run
+/// time, and the statement is compiled once.
+fn sqlite_limits(sql: &str) -> std::borrow::Cow<'_, str> {
+    const BARE: &str = "LIMIT ?";
+    if !sql.contains(BARE) {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find(BARE) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + BARE.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            out.push_str(BARE);
+        } else {
+            out.push_str("LIMIT (?");
+            out.push_str(&after[..digits]);
+            out.push_str(" + 0)");
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Which database a connection speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -168,7 +197,7 @@ impl Connection {
     pub fn prepare_cached(&self, sql: &str) -> Result<Statement<'_>> {
         Ok(Statement {
             inner: match &self.inner {
-                Inner::Sqlite(c) => StmtInner::SqliteCached(c.prepare_cached(sql)?),
+                Inner::Sqlite(c) => StmtInner::SqliteCached(c.prepare_cached(&sqlite_limits(sql))?),
                 Inner::Pg(s) => StmtInner::Pg {
                     session: s,
                     sql: sql.to_string(),
@@ -181,7 +210,7 @@ impl Connection {
     pub fn prepare(&self, sql: &str) -> Result<Statement<'_>> {
         Ok(Statement {
             inner: match &self.inner {
-                Inner::Sqlite(c) => StmtInner::Sqlite(c.prepare(sql)?),
+                Inner::Sqlite(c) => StmtInner::Sqlite(c.prepare(&sqlite_limits(sql))?),
                 Inner::Pg(s) => StmtInner::Pg {
                     session: s,
                     sql: sql.to_string(),
@@ -497,3 +526,55 @@ macro_rules! params {
     };
 }
 pub use params;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn limit_parameters_are_read_at_run_time() {
+        assert_eq!(
+            sqlite_limits("SELECT a FROM t WHERE a > ?1 ORDER BY a LIMIT ?12"),
+            "SELECT a FROM t WHERE a > ?1 ORDER BY a LIMIT (?12 + 0)"
+        );
+        assert_eq!(
+            sqlite_limits("SELECT 1 LIMIT ?2; SELECT 2 LIMIT ?3 OFFSET 1"),
+            "SELECT 1 LIMIT (?2 + 0); SELECT 2 LIMIT (?3 + 0) OFFSET 1"
+        );
+        assert!(matches!(
+            sqlite_limits("SELECT a FROM t LIMIT 5"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    /// A cached page query is compiled once, not once per run: SQLite compiles a
+    /// statement again after a new binding of a bare `LIMIT ?`.
+    #[test]
+    fn a_cached_page_query_is_not_compiled_again_on_each_run() {
+        let db = Connection::sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        db.execute_batch(
+            "CREATE TABLE t (a INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3);",
+        )
+        .unwrap();
+        let sql = "SELECT a FROM t WHERE a > ?1 ORDER BY a LIMIT ?2";
+        for (after, limit, expect) in [(0, 2, 2), (1, 5, 2), (2, 1, 1)] {
+            let rows = db
+                .prepare_cached(sql)
+                .unwrap()
+                .query_map(params![after, limit], |r| r.get::<_, i64>(0))
+                .unwrap()
+                .count();
+            assert_eq!(rows, expect);
+        }
+        let Inner::Sqlite(c) = &db.inner else {
+            unreachable!()
+        };
+        let stmt = c.prepare_cached(&sqlite_limits(sql)).unwrap();
+        assert_eq!(
+            stmt.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "the page query was compiled again after a new binding"
+        );
+    }
+}
