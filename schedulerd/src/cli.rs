@@ -3,7 +3,9 @@
 //! It joins the bus as the `sched` service (subscribed to `event.accepted`,
 //! `config.applied` and `ext.state`), reads the configuration and the route handlers,
 //! and routes every pending event; then it routes again whenever events are accepted,
-//! with a sweep every [`SWEEP`] as the backstop. It never busy-polls.
+//! with a sweep every [`SWEEP`] as the backstop. It never busy-polls. After a pass
+//! that routed something it lets [`ROUTE_GATHER`] pass before the next, so that a
+//! steady intake is routed in pages of many events rather than a few per pass.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +21,14 @@ use crate::starter::Starter;
 
 /// The backstop sweep.
 pub const SWEEP: Duration = Duration::from_secs(1);
+
+/// How long the router lets events gather after a pass that routed some, before
+/// it reads again. An event that arrives after a quiet spell is routed at once;
+/// under a steady intake each pass takes what arrived meanwhile, so the reads, the
+/// wait lookup and the decisions' write are paid once for many events rather than
+/// for the two or three one group commit brings (docs/decisions.md, "Intake
+/// speed, fifth step"). An event waits at most this long more to be routed.
+pub const ROUTE_GATHER: Duration = Duration::from_millis(10);
 
 /// The Open Conduit scheduler.
 #[derive(Parser, Debug)]
@@ -95,6 +105,11 @@ async fn route_loop(router: Router, stats: Arc<Stats>, wakes: Arc<Wakes>) {
                 // Only an event that went to a Work can make one ready to start.
                 if pass.to_work > 0 {
                     wakes.work.notify_one();
+                }
+                // More are likely on their way: let them gather (a nudge that comes
+                // meanwhile is kept, and the next pass starts right after).
+                if pass.routed > 0 {
+                    tokio::time::sleep(ROUTE_GATHER).await;
                 }
             }
             Err(e @ crate::router::RouteError::NotLoaded(_)) => {

@@ -36,6 +36,14 @@ pub struct Pass {
 #[derive(serde::Deserialize)]
 struct Page {
     events: Vec<RoutedEvent>,
+    /// Whether the page was cut short by its bounds (a storaged that does not say
+    /// is read until it answers an empty page).
+    #[serde(default = "more_by_default")]
+    more: bool,
+}
+
+fn more_by_default() -> bool {
+    true
 }
 
 /// Unmatched decisions not recorded yet: (event, `store.route_decide` params).
@@ -65,7 +73,7 @@ impl Router {
                 .call_as("store.unrouted", &json!({"after": 0, "limit": PAGE}))
                 .await
                 .map_err(|e| store_err("store.unrouted", e))?;
-            let events = page.events;
+            let (events, more) = (page.events, page.more);
             if events.is_empty() {
                 return Ok(done);
             }
@@ -111,6 +119,11 @@ impl Router {
             }
             if !read_again {
                 self.record_run(&mut run, stats, &mut done).await?;
+                // The store had no more when it answered: an event accepted since
+                // comes with its own nudge, so no read just to find the log empty.
+                if !more {
+                    return Ok(done);
+                }
             }
         }
     }

@@ -555,6 +555,9 @@ pub struct UnroutedResponse {
     pub events: Vec<UnroutedEvent>,
     /// The cursor for the next page (the last sequence read, or `after`).
     pub next: i64,
+    /// Whether more may follow: the page stopped at its limit or its byte bound.
+    /// False when the page holds every unrouted event after `after` there was.
+    pub more: bool,
 }
 
 /// Accepted events not routed yet.
@@ -574,9 +577,11 @@ pub fn unrouted(
     let mut events = Vec::new();
     let mut bytes = 0usize;
     let mut next = req.after;
+    let mut more = false;
     while let Some(r) = rows.next()? {
         let payload: String = r.get(6)?;
         if !events.is_empty() && bytes + payload.len() > MAX_UNROUTED_PAGE_BYTES {
+            more = true;
             break;
         }
         bytes += payload.len();
@@ -602,7 +607,8 @@ pub fn unrouted(
         next = ev.seq;
         events.push(ev);
     }
-    Ok(UnroutedResponse { events, next })
+    more |= events.len() as i64 >= limit;
+    Ok(UnroutedResponse { events, next, more })
 }
 
 /// `store.routing`: why an event went where it went.
