@@ -73,7 +73,10 @@ async fn create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts(b
         serde_json::from_str(unrouted.events[0].payload.get()).unwrap();
     assert_eq!(payload, json!({"n": 1}));
     // The page held all there was: the router need not read again to find out.
-    assert!(!unrouted.more, "a page holding every pending event says no more");
+    assert!(
+        !unrouted.more,
+        "a page holding every pending event says no more"
+    );
     let cut = s
         .unrouted(req(json!({"after": 0, "limit": 2})))
         .await
