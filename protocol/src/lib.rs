@@ -3,6 +3,7 @@
 //! protocol versions, the extension manifest, the method catalogue and the wire
 //! types.
 
+mod alloc;
 pub mod b64;
 pub mod catalogue;
 pub mod config;

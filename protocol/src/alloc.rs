@@ -1,0 +1,15 @@
+//! The memory allocator of every Open Conduit program.
+//!
+//! Each message crossing a daemon is a burst of short-lived allocations (the
+//! line read, the JSON tree of its params, the encoded answer), freed on another
+//! task or in another order than made. Under the 64-sender intake load glibc's
+//! allocator was 26–36% of each daemon's CPU (`malloc_consolidate`,
+//! `unlink_chunk`, `_int_free`); mimalloc's per-thread free lists cut the CPU a
+//! delivery costs across the suite by about a sixth (docs/benchmarks.md,
+//! "seventh session"; docs/decisions.md, "Intake speed, sixth step").
+//!
+//! Declared here because every program links this crate: the daemons, the
+//! extensions, the CLI and the tests all run on the same allocator.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
