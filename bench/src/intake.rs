@@ -200,6 +200,7 @@ async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Dura
             let mut s = TcpStream::connect(addr).await?;
             s.set_nodelay(true)?;
             let mut buf = Vec::new();
+            // (latency, when it was due after `start`)
             let mut lat = Vec::with_capacity(total as usize);
             let mut failures = 0u64;
             let gap = Duration::from_micros(1_000_000 / per_conn);
@@ -214,18 +215,19 @@ async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Dura
                 if !(200..300).contains(&status) {
                     failures += 1;
                 }
-                lat.push(due.elapsed());
+                lat.push((due.elapsed(), due.duration_since(start)));
             }
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((lat, failures))
         }));
     }
-    let mut all = Vec::new();
+    let mut timed = Vec::new();
     let mut failures = 0;
     for t in tasks {
         let (lat, f) = t.await?.map_err(|e| e.to_string())?;
-        all.extend(lat);
+        timed.extend(lat);
         failures += f;
     }
+    let mut all: Vec<Duration> = timed.iter().map(|(l, _)| *l).collect();
     if std::env::var_os("OC_BENCH_TAIL").is_some() {
         let max = all.iter().max().copied().unwrap_or_default();
         eprintln!(
@@ -234,6 +236,14 @@ async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Dura
             percentile(&mut all, 99.0),
             percentile(&mut all, 99.9)
         );
+        // When the slowest were due: a stall shows as a cluster.
+        timed.sort_by_key(|t| std::cmp::Reverse(t.0));
+        let slowest: Vec<String> = timed
+            .iter()
+            .take(20)
+            .map(|(l, at)| format!("{:.1}ms@{}ms", millis(*l), at.as_millis()))
+            .collect();
+        eprintln!("{tag}: slowest (latency@due) {}", slowest.join(" "));
     }
     Ok((
         percentile(&mut all, 50.0),

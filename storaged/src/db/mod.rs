@@ -18,6 +18,7 @@
 //! backoff.
 
 mod jobs;
+mod wal;
 mod writer;
 
 pub use writer::WRITE_LOCK;
@@ -32,6 +33,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, Semaphore};
+use wal::{checkpoint_busy, checkpointer, writer_busy, RestartRequest};
+pub use wal::{WAL_KEEP_FACTOR, WAL_RESTART_BYTES};
 use writer::{writer_loop, Grouping};
 
 /// The largest event payload (32 MiB of JSON text): a webhook body up to ingressd's
@@ -68,7 +71,8 @@ pub struct Limits {
     pub max_causal_depth: i64,
     /// Most events derived in one chain (by root) per minute.
     pub max_derived_per_minute: i64,
-    /// The SQLite WAL size over which it is started over (see `checkpointer`).
+    /// How much the SQLite WAL may log before it is started over (see
+    /// `checkpointer`).
     pub wal_restart_bytes: u64,
     /// How long the writer waits for more writes before committing a group that
     /// already has company (two writes or more); zero commits at once. See
@@ -76,10 +80,11 @@ pub struct Limits {
     pub group_gather: std::time::Duration,
 }
 
-/// The writer's wait for company, by default: half a millisecond. Under load each
-/// commit's `fsync` (and the kick to the disk it costs in a virtual machine) is
-/// shared by more writes; a lone write (an idle store) never waits.
-pub const GROUP_GATHER: std::time::Duration = std::time::Duration::from_micros(500);
+/// The writer's wait for company, by default: none. Under load the writes that
+/// queue while a group commits form the next group by themselves; a wait on top of
+/// that held every delivery in flight back (docs/decisions.md, "Intake speed,
+/// seventh step"). A lone write (an idle store) never waits whatever this is.
+pub const GROUP_GATHER: std::time::Duration = std::time::Duration::ZERO;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -162,6 +167,7 @@ fn configure(conn: &rusqlite::Connection, wal_limit: Option<u64>) -> Result<(), 
     conn.set_prepared_statement_cache_capacity(256);
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     if let Some(wal_limit) = wal_limit {
+        conn.busy_handler(Some(writer_busy))?;
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
@@ -169,11 +175,12 @@ fn configure(conn: &rusqlite::Connection, wal_limit: Option<u64>) -> Result<(), 
         // Checkpoints run on a thread of their own (see `checkpointer`), never
         // inside a commit on the writer thread.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        // A WAL grown under load is cut back to this when it starts over.
+        // A WAL grown under load past this is cut back to it when it starts over
+        // (and to nothing once the store is idle: see `checkpointer`).
         conn.pragma_update(
             None,
             "journal_size_limit",
-            i64::try_from(wal_limit).unwrap_or(i64::MAX),
+            i64::try_from(wal_limit.saturating_mul(WAL_KEEP_FACTOR)).unwrap_or(i64::MAX),
         )?;
         // Each write runs in a savepoint; the pages a savepoint must be able to
         // restore are kept in memory, not written to a temporary file.
@@ -207,6 +214,7 @@ impl Store {
         let db_path = db_dir.join("conduit.db");
         let closing = Arc::new(AtomicBool::new(false));
         let mut readers = Vec::with_capacity(limits.readers);
+        let mut restarts = None;
         let conn = match target {
             StorageTarget::Sqlite => {
                 let conn = rusqlite::Connection::open(&db_path)?;
@@ -222,13 +230,17 @@ impl Store {
                     readers.push(Connection::sqlite(r));
                 }
                 let checkpoint_conn = rusqlite::Connection::open(&db_path)?;
-                checkpoint_conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                checkpoint_conn.busy_handler(Some(checkpoint_busy))?;
                 let stop_checkpoints = closing.clone();
                 let wal = db_dir.join("conduit.db-wal");
                 let wal_limit = limits.wal_restart_bytes;
+                let request = Arc::new(RestartRequest::default());
+                restarts = Some(request.clone());
                 std::thread::Builder::new()
                     .name("storaged-checkpoint".into())
-                    .spawn(move || checkpointer(checkpoint_conn, wal, wal_limit, stop_checkpoints))
+                    .spawn(move || {
+                        checkpointer(checkpoint_conn, wal, wal_limit, request, stop_checkpoints)
+                    })
                     .map_err(|e| StoreError::Io(format!("start the checkpoint thread: {e}")))?;
                 conn
             }
@@ -260,7 +272,7 @@ impl Store {
         let reconnect = target.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, reconnect, rx, grouping, flag, counted))
+            .spawn(move || writer_loop(conn, reconnect, rx, grouping, restarts, flag, counted))
             .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -445,40 +457,4 @@ impl Drop for Inner {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The WAL size over which the checkpoint thread starts the WAL over (and to which
-/// the file is truncated when it does), by default.
-pub const WAL_RESTART_BYTES: u64 = 64 * 1024 * 1024;
-
-/// How often the checkpoint thread copies the WAL back into the database.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Copy committed WAL frames into the database file, passively (never blocking
-/// the writer), until the store closes; a last full checkpoint on the way out
-/// keeps the WAL from growing across restarts.
-///
-/// A passive checkpoint copies frames but never starts the WAL over: under steady
-/// load some reader is always reading from the WAL, so the file would only grow
-/// (about 17 MB a second at 3,600 deliveries a second, measured). Once it is over
-/// `limit` ([`Limits::wal_restart_bytes`]), a restarting checkpoint waits for the
-/// readers of the WAL to finish (reads are short) and holds new writes meanwhile,
-/// so the next commit writes from the start of the file again;
-/// `journal_size_limit` then truncates the file back to that size.
-fn checkpointer(conn: rusqlite::Connection, wal: PathBuf, limit: u64, closing: Arc<AtomicBool>) {
-    while !closing.load(Ordering::SeqCst) {
-        std::thread::sleep(CHECKPOINT_EVERY);
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::debug!(error = %e, "passive checkpoint");
-        }
-        let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-        if size > limit {
-            match conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0)) {
-                Ok(0) => tracing::debug!(size, "the WAL starts over"),
-                Ok(_) => tracing::debug!(size, "the WAL could not start over yet (busy)"),
-                Err(e) => tracing::warn!(error = %e, size, "restarting checkpoint"),
-            }
-        }
-    }
-    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }

@@ -2,6 +2,7 @@
 //! transaction (see [`run_group`]) and answers each write once the group's commit is on disk.
 
 use super::jobs::{Finish, GroupFailure, Job, Msg};
+use super::wal::{restart_if_asked, RestartRequest};
 use super::{StorageTarget, WriterCounters};
 use crate::error::StoreError;
 use crate::sql::{Backend, Connection};
@@ -72,11 +73,14 @@ pub(super) struct Grouping {
     pub(super) gather: std::time::Duration,
 }
 
+/// `restarts`: the checkpoint thread's requests to start the WAL over (SQLite),
+/// served between two groups.
 pub(super) fn writer_loop(
     conn: Connection,
     target: StorageTarget,
     mut rx: mpsc::Receiver<Msg>,
     grouping: Grouping,
+    restarts: Option<Arc<RestartRequest>>,
     closing: Arc<AtomicBool>,
     counters: Arc<WriterCounters>,
 ) {
@@ -128,6 +132,11 @@ pub(super) fn writer_loop(
                         job.fail(why.to_error("cannot begin a write transaction"));
                     }
                 }
+            }
+        }
+        if let (Some(request), Some(c)) = (&restarts, conn.conn.as_ref()) {
+            if let Some(sqlite) = c.as_sqlite() {
+                restart_if_asked(sqlite, request);
             }
         }
         if closing.load(Ordering::SeqCst) && rx.is_empty() {
