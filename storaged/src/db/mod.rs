@@ -173,7 +173,8 @@ fn configure(conn: &rusqlite::Connection, wal_limit: Option<u64>) -> Result<(), 
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         // Checkpoints run on a thread of their own (see `checkpointer`), never
-        // inside a commit on the writer thread.
+        // inside a commit; the writer thread runs only the restarts of the WAL
+        // that thread asks for, between two groups.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         // A WAL grown under load past this is cut back to it when it starts over
         // (and to nothing once the store is idle: see `checkpointer`).

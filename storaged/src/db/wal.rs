@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
-/// How the writer waits when the database is locked (by the checkpoint thread
-/// starting the WAL over, see [`checkpointer`]): tries every 50 µs for the first
+/// How the writer waits when the database is locked by another connection (the
+/// checkpoint thread cutting the WAL back, see [`checkpointer`]; an operator's
+/// backup): tries every 50 µs for the first
 /// millisecond, then every millisecond, for about 10 s in all. SQLite's own
 /// busy timeout sleeps 1, 2, 5, 10, 15 ms... between tries, so a writer that
 /// met a lock held for 3 ms slept 8 ms, and one held for 9 ms slept 18: under
