@@ -27,8 +27,9 @@ async fn put(store: &Store, key: String, value: String) {
 }
 
 /// Another connection holds the write lock for 300 ms (as the checkpoint thread
-/// does, briefly, when it starts the WAL over): a write made meanwhile waits and
-/// commits once the lock is free, answered after it, and is kept.
+/// does, briefly, when it cuts the WAL back, or an operator's backup): a write
+/// made meanwhile waits and commits once the lock is free, answered after it, and
+/// is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_waits_for_a_lock_held_elsewhere() {
     let dir = temp_dir("wal-lock");
