@@ -351,8 +351,15 @@ struct Figures {
     answered_2xx: u64,
 }
 
-async fn measure(addr: SocketAddr, path: &str, tag: &str) -> Res<Figures> {
+/// The three loads, one after another; `after_64` runs once the 64 senders are done.
+async fn measure(
+    addr: SocketAddr,
+    path: &str,
+    tag: &str,
+    after_64: &mut dyn FnMut() -> Res<()>,
+) -> Res<Figures> {
     let (per_s_64, failures_64, answered_64) = throughput(addr, path, tag).await?;
+    after_64()?;
     let (p50, p99, failures_rate) = at_rate(addr, path, &format!("{tag}-rate")).await?;
     let burst_ok = burst(addr, path, &format!("{tag}-burst")).await?;
     let sent_at_rate = RATE / RATE_CONNS * RATE_CONNS * RUN.as_secs();
@@ -442,9 +449,25 @@ pub fn run(json: bool) -> Res<()> {
             .as_u64()
             .ok_or_else(|| format!("store.sequence answered {v}").into())
     };
+    // The writer's groups and writes: how many writes shared a commit over the loads.
+    let writer = |suite: &oc_systest::Suite| -> Res<(u64, u64)> {
+        let v = suite
+            .call("store.stats", json!({}))
+            .map_err(|e| e.to_string())?;
+        let w = &v["writer"];
+        match (w["groups"].as_u64(), w["writes"].as_u64()) {
+            (Some(g), Some(n)) => Ok((g, n)),
+            _ => Err(format!("store.stats answered no writer counts: {v}").into()),
+        }
+    };
     let kept_before = sequence(&suite)?;
+    let writer_before = writer(&suite)?;
+    let mut writer_64 = writer_before;
     let cpu_before: Vec<f64> = pids.iter().map(|(_, p)| cpu_s(*p)).collect();
-    let ours = rt.block_on(measure(suite.http, PATH, "oc"))?;
+    let ours = rt.block_on(measure(suite.http, PATH, "oc", &mut || {
+        writer_64 = writer(&suite)?;
+        Ok(())
+    }))?;
     let cpu: Vec<(String, f64)> = pids
         .iter()
         .zip(cpu_before)
@@ -454,6 +477,11 @@ pub fn run(json: bool) -> Res<()> {
     let peak_kib: u64 = pids.iter().map(|p| vm_hwm_kib(*p)).sum();
     let kept_after = sequence(&suite)?;
     drop(suite);
+    let groups = writer_64.0.saturating_sub(writer_before.0);
+    let writes_per_commit = match groups {
+        0 => 0.0,
+        g => writer_64.1.saturating_sub(writer_before.1) as f64 / g as f64,
+    };
     // Each delivery is one root event (no route matches, so nothing derives more):
     // the events kept over the loads are the deliveries kept.
     let kept = kept_after.saturating_sub(kept_before);
@@ -464,7 +492,7 @@ pub fn run(json: bool) -> Res<()> {
     std::fs::create_dir_all(&peer_dir)?;
     let peer = match start_peer(&peer_dir)? {
         Some((kill, addr)) => {
-            let f = rt.block_on(measure(addr, "/hooks/bench", "peer"))?;
+            let f = rt.block_on(measure(addr, "/hooks/bench", "peer", &mut || Ok(())))?;
             let peak = vm_hwm_kib(kill.0.id());
             Some((f, peak))
         }
@@ -489,6 +517,7 @@ pub fn run(json: bool) -> Res<()> {
             "deliveries_lost": lost,
             "cpu_s": cpu.iter().map(|(n, c)| json!({"process": n, "cpu_s": c})).collect::<Vec<_>>(),
             "cpu_us_per_delivery": per_delivery,
+            "storaged_writes_per_commit_64": (writes_per_commit * 10.0).round() / 10.0,
         });
         load.add_to(&mut out);
         if let Some((f, peak)) = &peer {
@@ -554,6 +583,7 @@ pub fn run(json: bool) -> Res<()> {
         .map(|(n, us)| format!("{n} {us:.0} µs"))
         .collect();
     println!("CPU per kept delivery: {}", per_line.join(", "));
+    println!("storaged's writes per commit, 64 senders: {writes_per_commit:.1}");
     if lost > 0 {
         return Err(format!("{lost} deliveries answered 2xx were not kept").into());
     }

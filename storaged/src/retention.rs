@@ -129,6 +129,19 @@ pub struct StatsResponse {
     /// Resource leases.
     #[serde(default)]
     pub resource_leases: u64,
+    /// The writer's transactions since this storaged started.
+    #[serde(default)]
+    pub writer: WriterStats,
+}
+
+/// What the writer thread has committed since storaged started: `writes` over
+/// `groups` is how many writes share a commit (and its `fsync`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterStats {
+    /// Transactions the writer ran (each a group of writes, one commit).
+    pub groups: u64,
+    /// Writes in them.
+    pub writes: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -510,6 +523,7 @@ pub fn stats(conn: &Connection) -> Result<StatsResponse, StoreError> {
             bytes: art_bytes.max(0) as u64,
         },
         resource_leases: count(conn, "SELECT count(*) FROM resource_leases")?,
+        writer: WriterStats::default(),
     })
 }
 
@@ -691,6 +705,8 @@ impl Store {
                 .await?
             }
         };
+        let (groups, writes) = self.writer_counters();
+        out.writer = WriterStats { groups, writes };
         Ok(out)
     }
 }

