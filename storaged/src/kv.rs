@@ -604,7 +604,7 @@ pub fn kv_commit(
     let now_ms = util::now_ms();
     let mut out = KvCommitResponse::default();
     for e in &req.emissions {
-        match events::accept_event(conn, limits, e, &ctx, now_ms) {
+        match events::accept_event(conn, limits, e, &ctx, now_ms, None) {
             Ok(a) => out.emissions.push(EmissionOutcome {
                 event: Some(EmittedEvent {
                     id: a.id,

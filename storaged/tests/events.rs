@@ -295,6 +295,19 @@ async fn refusals_name_their_limit_and_write_nothing(b: Backend) {
         matches!(&e, StoreError::Invalid(m) if m.contains("max_payload_bytes (32)")),
         "{e:?}"
     );
+    // The batch's first refusal is the one answered, in the batch's order: a
+    // derived event's missing parent (found in the write) before a later root
+    // event's payload over its bound (found before the write).
+    let mut big = ev("s", None);
+    big.payload = json!({"text": "x".repeat(64)});
+    let e = f
+        .accept(vec![derived("evt_gone", "d-0"), big])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::NotFound(m) if m.starts_with("events[0]: parent event evt_gone")),
+        "{e:?}"
+    );
     let mut long_key = ev("s", None);
     long_key.keys = vec!["123456789".into()];
     let e = f.accept(vec![ev("s", None), long_key]).await.unwrap_err();

@@ -91,7 +91,7 @@ struct Parent {
 }
 
 /// An event checked and resolved, ready to insert unless it already exists.
-struct Prepared {
+pub struct Prepared {
     ev: EventInput,
     payload_text: String,
     signature: String,
@@ -141,16 +141,14 @@ fn check_owner_rules(ctx: &AcceptContext<'_>, ev: &EventInput) -> Result<(), Sto
     Ok(())
 }
 
-/// Check an event and make its envelope; with `lookup`, also find an event
-/// already kept under its identity (else the insert's conflict finds it).
-fn prepare(
-    conn: &Connection,
+/// An event's fields checked against their bounds and its owner's authority,
+/// and its payload as the text kept. Nothing here reads the database.
+fn check(
     limits: &Limits,
     input: &EventInput,
     ctx: &AcceptContext<'_>,
-    lookup: bool,
-) -> Result<Prepared, StoreError> {
-    let mut ev = EventInput {
+) -> Result<(EventInput, String), StoreError> {
+    let ev = EventInput {
         scope_id: input.scope_id.clone(),
         event_type: input.event_type.clone(),
         source: input.source.clone(),
@@ -221,23 +219,118 @@ fn prepare(
     }
     // Authority.
     check_owner_rules(ctx, &ev)?;
-    // The parent: an accepted event of the same scope, never revealing another.
-    let parent = match &ev.parent_id {
-        None => {
-            if let Some(scopes) = ctx.scopes {
-                if !scopes.contains(&ev.scope_id) {
-                    return Err(StoreError::Unauthorized(format!(
-                        "scope {:?} is not one the caller is configured in",
-                        ev.scope_id
-                    )));
-                }
-            }
-            None
+    Ok((ev, payload_text))
+}
+
+/// A root event (no parent) checked, in a scope its caller may write to, and
+/// signed: ready to insert. Nothing here reads the database, so this runs before
+/// the write and off the writer thread ([`presign`]).
+fn prepare_root(
+    limits: &Limits,
+    input: &EventInput,
+    ctx: &AcceptContext<'_>,
+) -> Result<Prepared, StoreError> {
+    let (ev, payload_text) = check(limits, input, ctx)?;
+    if let Some(scopes) = ctx.scopes {
+        if !scopes.contains(&ev.scope_id) {
+            return Err(StoreError::Unauthorized(format!(
+                "scope {:?} is not one the caller is configured in",
+                ev.scope_id
+            )));
         }
+    }
+    let signature = sign(&ev, &payload_text);
+    Ok(Prepared {
+        ev,
+        payload_text,
+        signature,
+        parent: None,
+        existing: None,
+    })
+}
+
+/// Each root event of a batch made ready before its write ([`prepare_root`]);
+/// `None` for a derived event (its parent is read in the write) and for one
+/// refused here (the write refuses it again, in its place in the batch, so the
+/// batch's first refusal is the one answered).
+pub fn presign(limits: &Limits, req: &EventsAcceptRequest) -> Vec<Option<Prepared>> {
+    if req.events.len() > limits.max_batch {
+        return Vec::new();
+    }
+    let families = req.families.clone().unwrap_or_default();
+    let ctx = AcceptContext {
+        owner: req.owner.as_deref(),
+        families: &families,
+        scopes: req.scopes.as_deref(),
+    };
+    req.events
+        .iter()
+        .map(|ev| match nonempty(&ev.parent_id) {
+            None => prepare_root(limits, ev, &ctx).ok(),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// The signature of a checked event.
+fn sign(ev: &EventInput, payload_text: &str) -> String {
+    // An event with a delivery ID is that delivery whichever way it came: a live
+    // delivery, or an observation naming it (a reconcile reading back a missed
+    // webhook delivery), so the item it was observed as is not part of its envelope.
+    let (item, item_version) = match ev.delivery_id {
+        Some(_) => (None, None),
+        None => (ev.item.as_ref(), ev.item_version.as_ref()),
+    };
+    signature(
+        &Envelope {
+            scope_id: &ev.scope_id,
+            event_type: &ev.event_type,
+            source: &ev.source,
+            delivery_id: ev.delivery_id.as_deref(),
+            item: item.map(String::as_str),
+            item_version: item_version.map(String::as_str),
+            schema: ev.schema.as_deref(),
+            keys: &ev.keys,
+            parent_id: ev.parent_id.as_deref(),
+        },
+        payload_text,
+    )
+}
+
+/// Check an event and make its envelope; with `lookup`, also find an event
+/// already kept under its identity (else the insert's conflict finds it).
+fn prepare(
+    conn: &Connection,
+    limits: &Limits,
+    input: &EventInput,
+    ctx: &AcceptContext<'_>,
+    lookup: bool,
+) -> Result<Prepared, StoreError> {
+    let mut p = match nonempty(&input.parent_id) {
+        None => prepare_root(limits, input, ctx)?,
+        Some(_) => prepare_derived(conn, limits, input, ctx)?,
+    };
+    if lookup {
+        p.existing = kept_under(conn, &p)?;
+    }
+    Ok(p)
+}
+
+/// A derived event checked and signed: its parent is an accepted event of the
+/// same scope (never revealing another), whose scope it takes.
+fn prepare_derived(
+    conn: &Connection,
+    limits: &Limits,
+    input: &EventInput,
+    ctx: &AcceptContext<'_>,
+) -> Result<Prepared, StoreError> {
+    let (mut ev, payload_text) = check(limits, input, ctx)?;
+    let parent = match ev.parent_id.clone() {
+        None => None,
         Some(pid) => {
             let row = conn
                 .prepare_cached("SELECT scope_id, root_id, depth FROM events WHERE id = ?1")?
-                .query_row([pid], |r| {
+                .query_row([&pid], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, String>(1)?,
@@ -261,38 +354,21 @@ fn prepare(
             Some(Parent { root_id, depth })
         }
     };
-    // An event with a delivery ID is that delivery whichever way it came: a live
-    // delivery, or an observation naming it (a reconcile reading back a missed
-    // webhook delivery), so the item it was observed as is not part of its envelope.
-    let (item, item_version) = match ev.delivery_id {
-        Some(_) => (None, None),
-        None => (ev.item.as_ref(), ev.item_version.as_ref()),
-    };
-    let signature = signature(
-        &Envelope {
-            scope_id: &ev.scope_id,
-            event_type: &ev.event_type,
-            source: &ev.source,
-            delivery_id: ev.delivery_id.as_deref(),
-            item: item.map(String::as_str),
-            item_version: item_version.map(String::as_str),
-            schema: ev.schema.as_deref(),
-            keys: &ev.keys,
-            parent_id: ev.parent_id.as_deref(),
-        },
-        &payload_text,
-    );
-    // Identity.
+    let signature = sign(&ev, &payload_text);
+    Ok(Prepared {
+        ev,
+        payload_text,
+        signature,
+        parent,
+        existing: None,
+    })
+}
+
+/// The event already kept under `p`'s identity (its delivery, or its
+/// observation), if any; `conflict` when that event's envelope differs.
+fn kept_under(conn: &Connection, p: &Prepared) -> Result<Option<AcceptedEvent>, StoreError> {
+    let (ev, signature) = (&p.ev, &p.signature);
     let mut existing: Option<AcceptedEvent> = None;
-    if !lookup {
-        return Ok(Prepared {
-            ev,
-            payload_text,
-            signature,
-            parent,
-            existing,
-        });
-    }
     if let Some(d) = &ev.delivery_id {
         // A delivery's ID is its identity's digest: the unique index on `id` finds it.
         let row = conn
@@ -306,7 +382,7 @@ fn prepare(
             })
             .optional()?;
         if let Some((id, seq, sig)) = row {
-            if sig != signature {
+            if sig != *signature {
                 return Err(StoreError::conflict(format!(
                     "delivery ({}, {d}) was accepted as {id} with a different envelope",
                     ev.source
@@ -334,7 +410,7 @@ fn prepare(
             })
             .optional()?;
         if let Some((id, seq, sig)) = row {
-            if sig != signature || existing.as_ref().is_some_and(|e| e.id != id) {
+            if sig != *signature || existing.as_ref().is_some_and(|e| e.id != id) {
                 return Err(StoreError::conflict(format!(
                     "observation ({}, {item}, {version}) was accepted as {id} with a different envelope",
                     ev.source
@@ -347,13 +423,7 @@ fn prepare(
             });
         }
     }
-    Ok(Prepared {
-        ev,
-        payload_text,
-        signature,
-        parent,
-        existing,
-    })
+    Ok(existing)
 }
 
 /// The insert of a new event; it inserts nothing for an identity already kept.
@@ -374,7 +444,7 @@ const INSERT_EVENT: &str = insert_event_sql!();
 fn insert(
     conn: &Connection,
     limits: &Limits,
-    p: Prepared,
+    p: &Prepared,
     now_ms: i64,
 ) -> Result<Option<AcceptedEvent>, StoreError> {
     let Prepared {
@@ -412,7 +482,7 @@ fn insert(
                     parent.root_id, limits.max_derived_per_minute
                 )));
             }
-            (parent.root_id, depth)
+            (parent.root_id.clone(), depth)
         }
     };
     let keys_text = serde_json::to_string(&ev.keys)
@@ -471,49 +541,56 @@ fn insert(
 
 /// Accept one event: the existing one for a known identity with the same
 /// envelope, `conflict` for a changed one, or a new one. A derived event over its
-/// chain's bounds is `causal_limit`, and nothing is written for it.
+/// chain's bounds is `causal_limit`, and nothing is written for it. `ready` is the
+/// event made ready before the write ([`presign`]), if it was.
 pub fn accept_event(
     conn: &Connection,
     limits: &Limits,
     ev: &EventInput,
     ctx: &AcceptContext<'_>,
     now_ms: i64,
+    ready: Option<&Prepared>,
 ) -> Result<AcceptedEvent, StoreError> {
     // A root event (an ingress delivery, the common case) is inserted first
     // and looked up only when its identity is already kept: one statement for a
     // new one. A derived event is looked up first, so that a replay of one is
     // never refused by its chain's bounds.
-    let root = nonempty(&ev.parent_id).is_none();
-    let p = prepare(conn, limits, ev, ctx, !root)?;
-    if let Some(existing) = p.existing.clone() {
-        return Ok(existing);
+    let made;
+    let p = match ready {
+        Some(p) => p,
+        None => {
+            let root = nonempty(&ev.parent_id).is_none();
+            made = prepare(conn, limits, ev, ctx, !root)?;
+            &made
+        }
+    };
+    if let Some(existing) = &p.existing {
+        return Ok(existing.clone());
     }
     if let Some(added) = insert(conn, limits, p, now_ms)? {
         return Ok(added);
     }
-    kept_already(conn, limits, ev, ctx)
+    kept_already(conn, p)
 }
 
-/// The event kept under `ev`'s identity (`conflict` when its envelope differs).
-fn kept_already(
-    conn: &Connection,
-    limits: &Limits,
-    ev: &EventInput,
-    ctx: &AcceptContext<'_>,
-) -> Result<AcceptedEvent, StoreError> {
-    prepare(conn, limits, ev, ctx, true)?
-        .existing
-        .ok_or_else(|| {
-            StoreError::Internal("an event's identity conflicted, but no event holds it".into())
-        })
+/// The event kept under `p`'s identity, which its insert found taken
+/// (`conflict` when its envelope differs).
+fn kept_already(conn: &Connection, p: &Prepared) -> Result<AcceptedEvent, StoreError> {
+    kept_under(conn, p)?.ok_or_else(|| {
+        StoreError::Internal("an event's identity conflicted, but no event holds it".into())
+    })
 }
 
 /// `store.events_accept`: the whole batch, or (on any refusal) an error; the caller
 /// runs it inside one write, so a refusal writes nothing.
+///
+/// `ready` holds the batch's events made ready before the write ([`presign`]),
+/// by index (empty when none were).
 pub fn accept_events(
     conn: &Connection,
     limits: &Limits,
     req: &EventsAcceptRequest,
+    ready: &[Option<Prepared>],
 ) -> Result<EventsAcceptResponse, StoreError> {
     if req.events.len() > limits.max_batch {
         return Err(StoreError::invalid(format!(
@@ -531,7 +608,8 @@ pub fn accept_events(
     let now_ms = util::now_ms();
     let mut out = EventsAcceptResponse::default();
     for (i, ev) in req.events.iter().enumerate() {
-        let a = accept_event(conn, limits, ev, &ctx, now_ms).map_err(|e| at(i, e))?;
+        let made = ready.get(i).and_then(Option::as_ref);
+        let a = accept_event(conn, limits, ev, &ctx, now_ms, made).map_err(|e| at(i, e))?;
         out.added_any |= a.added;
         out.events.push(a);
     }
@@ -594,9 +672,9 @@ pub fn event_accept_derived(
     if let Some(owner) = owner.filter(|_| has_kv) {
         kv::apply_checks(conn, owner, &req.checks)?;
     }
-    let accepted = match insert(conn, limits, p, util::now_ms())? {
+    let accepted = match insert(conn, limits, &p, util::now_ms())? {
         Some(a) => a,
-        None => kept_already(conn, limits, &req.event, &ctx)?,
+        None => kept_already(conn, &p)?,
     };
     if let Some(owner) = owner.filter(|_| has_kv) {
         kv::apply_writes(conn, limits, owner, &req.puts, &req.deletes)?;

@@ -353,7 +353,10 @@ impl Store {
         req: EventsAcceptRequest,
     ) -> Result<EventsAcceptResponse, StoreError> {
         let limits = self.limits().clone();
-        self.write_repeatable(move |conn| accept_events(conn, &limits, &req))
+        // The batch's root events are checked and signed here, so the writer
+        // thread, which every write waits for, runs only the statements.
+        let ready = presign(&limits, &req);
+        self.write_repeatable(move |conn| accept_events(conn, &limits, &req, &ready))
             .await
     }
 
