@@ -241,7 +241,14 @@ impl Broker {
             cred,
             access,
         };
-        let (r, w) = stream.into_split();
+        let (r, w) = match daemon::sock::split(stream) {
+            Ok(halves) => halves,
+            Err(e) => {
+                tracing::warn!(conn, error = %e, "refused a bus peer: its socket cannot be served");
+                state.counters.refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
         let mut opts = state.config.connection.clone();
         opts.name = format!("bus peer {conn} (uid {}, pid {:?})", cred.uid, cred.pid);
         let peer = protocol::connect(r, w, handler, opts);

@@ -459,7 +459,8 @@ async fn join(shared: &Shared) -> Result<Peer, String> {
     let stream = tokio::net::UnixStream::connect(&opts.socket)
         .await
         .map_err(|e| format!("connect {}: {e}", opts.socket.display()))?;
-    let (r, w) = stream.into_split();
+    let (r, w) = crate::sock::split(stream)
+        .map_err(|e| format!("connect {}: {e}", opts.socket.display()))?;
     // The broker's bound (64 MiB), both ways: a webhook body crosses in base64.
     let peer = protocol::connect_arc(r, w, shared.handler.clone(), Options::large(&opts.name));
     if let Some(service) = &opts.service {

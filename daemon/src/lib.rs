@@ -13,6 +13,7 @@ pub mod error;
 pub mod log;
 pub mod notify;
 pub mod signals;
+pub mod sock;
 pub mod start;
 
 pub use activation::{bind_unix, Activation};
