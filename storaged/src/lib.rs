@@ -19,6 +19,7 @@ pub mod rpc;
 pub mod schema;
 pub mod service;
 pub mod sql;
+pub mod stats;
 pub mod target;
 pub mod timers;
 pub mod transfer;

@@ -35,6 +35,7 @@ fn dispatchers() -> &'static [Dispatch] {
         |s, m, p| Box::pin(crate::artifacts::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::resources::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::retention::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::stats::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::config::dispatch_raw(s, m, p)),
     ]
 }
@@ -51,6 +52,7 @@ pub fn methods() -> Vec<&'static str> {
         crate::artifacts::METHODS,
         crate::resources::METHODS,
         crate::retention::METHODS,
+        crate::stats::METHODS,
         crate::config::METHODS,
     ] {
         all.extend_from_slice(list);

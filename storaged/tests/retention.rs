@@ -11,8 +11,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use storaged::artifacts::{ArtifactCommitRequest, ArtifactCreateRequest, ArtifactWriteRequest};
 use storaged::config::{ConfigApplyRequest, ConfigCurrentRequest, ConfigGenerationRequest};
-use storaged::retention::{RetentionRunRequest, StatsRequest};
+use storaged::retention::RetentionRunRequest;
 use storaged::sql::{params, Connection};
+use storaged::stats::StatsRequest;
 use storaged::{util, Limits, Store, StoreError};
 
 struct TempDir(PathBuf);
@@ -543,13 +544,20 @@ async fn stats_count_what_is_there(b: Backend) {
     assert_eq!(s.waits_active, 1);
     assert_eq!(s.timers, 2);
     assert_eq!(s.kv_entries, 3);
+    // The writes above went through the writer, each in some group.
+    assert!(
+        s.writer.groups >= 1 && s.writer.writes >= s.writer.groups,
+        "{:?}",
+        s.writer
+    );
     let raw = serde_json::value::to_raw_value(&json!(null)).unwrap();
-    let v = storaged::retention::dispatch(&store, "store.stats", &raw)
+    let v = storaged::stats::dispatch(&store, "store.stats", &raw)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(v["kv_entries"], json!(3));
     assert_eq!(v["works"]["pending"], json!(2));
+    assert_eq!(v["writer"]["writes"], json!(s.writer.writes));
     let raw = serde_json::value::to_raw_value(&json!({"max_events": "x"})).unwrap();
     let e = storaged::retention::dispatch(&store, "store.retention_run", &raw)
         .await
