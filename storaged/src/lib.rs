@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod kv;
 pub mod nudge;
+pub mod reserved;
 pub mod resources;
 pub mod retention;
 pub mod rpc;

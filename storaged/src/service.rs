@@ -29,6 +29,7 @@ fn dispatchers() -> &'static [Dispatch] {
     &[
         |s, m, p| Box::pin(crate::events::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::kv::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::reserved::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::work::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::waits::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::timers::dispatch_raw(s, m, p)),
@@ -46,6 +47,7 @@ pub fn methods() -> Vec<&'static str> {
     for list in [
         crate::events::METHODS,
         crate::kv::METHODS,
+        crate::reserved::METHODS,
         crate::work::METHODS,
         crate::waits::METHODS,
         crate::timers::METHODS,

@@ -9,9 +9,9 @@ use backend::Backend;
 use serde_json::{json, Value};
 use storaged::events::{emitted_event_id, EventInput};
 use storaged::kv::{
-    KvCheckItem, KvCommitRequest, KvDeleteItem, KvGetRequest, KvLayoutGetRequest,
-    KvLayoutSetRequest, KvListRequest, KvPutItem,
+    KvCheckItem, KvCommitRequest, KvDeleteItem, KvGetRequest, KvListRequest, KvPutItem,
 };
+use storaged::reserved::{KvLayoutGetRequest, KvLayoutSetRequest};
 use storaged::{util, Limits, Store, StoreError};
 
 struct Fixture {
@@ -746,6 +746,15 @@ async fn dispatch_decodes_serves_and_refuses(b: Backend) {
             "{m}: {out:?}"
         );
     }
+    for m in storaged::reserved::METHODS {
+        let out = storaged::reserved::dispatch(s, m, &raw(json!({"bogus": 1})))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&out, Err(StoreError::Invalid(msg)) if msg.starts_with(&format!("invalid params for {m}"))),
+            "{m}: {out:?}"
+        );
+    }
     let out = storaged::kv::dispatch(
         s,
         "store.kv_commit",
@@ -772,7 +781,7 @@ async fn dispatch_decodes_serves_and_refuses(b: Backend) {
 }
 
 async fn the_tunnel_record_is_kept_checked_and_out_of_the_extensions_reach(b: Backend) {
-    use storaged::kv::{TunnelGetRequest, TunnelRecord};
+    use storaged::reserved::{TunnelGetRequest, TunnelRecord};
     let f = Fixture::new(b, "tunnel", Limits::default());
     let s = &f.store;
     assert!(s
