@@ -449,7 +449,7 @@ pub fn run(json: bool) -> Res<()> {
             .as_u64()
             .ok_or_else(|| format!("store.sequence answered {v}").into())
     };
-    // The writer's groups and writes: how many writes shared a commit over the loads.
+    // The writer's groups and writes: how many writes shared a commit at 64 senders.
     let writer = |suite: &oc_systest::Suite| -> Res<(u64, u64)> {
         let v = suite
             .call("store.stats", json!({}))

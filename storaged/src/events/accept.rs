@@ -308,7 +308,7 @@ fn prepare(
 ) -> Result<Prepared, StoreError> {
     let mut p = match nonempty(&input.parent_id) {
         None => prepare_root(limits, input, ctx)?,
-        Some(_) => prepare_derived(conn, limits, input, ctx)?,
+        Some(pid) => prepare_derived(conn, limits, input, ctx, &pid)?,
     };
     if lookup {
         p.existing = kept_under(conn, &p)?;
@@ -323,43 +323,38 @@ fn prepare_derived(
     limits: &Limits,
     input: &EventInput,
     ctx: &AcceptContext<'_>,
+    pid: &str,
 ) -> Result<Prepared, StoreError> {
     let (mut ev, payload_text) = check(limits, input, ctx)?;
-    let parent = match ev.parent_id.clone() {
-        None => None,
-        Some(pid) => {
-            let row = conn
-                .prepare_cached("SELECT scope_id, root_id, depth FROM events WHERE id = ?1")?
-                .query_row([&pid], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, i64>(2)?,
-                    ))
-                })
-                .optional()?;
-            let not_found = || StoreError::not_found(format!("parent event {pid} not found"));
-            let Some((scope, root_id, depth)) = row else {
-                return Err(not_found());
-            };
-            if !ev.scope_id.is_empty() && ev.scope_id != scope {
-                return Err(not_found());
-            }
-            if let Some(scopes) = ctx.scopes {
-                if !scopes.contains(&scope) {
-                    return Err(not_found());
-                }
-            }
-            ev.scope_id = scope;
-            Some(Parent { root_id, depth })
-        }
+    let row = conn
+        .prepare_cached("SELECT scope_id, root_id, depth FROM events WHERE id = ?1")?
+        .query_row([pid], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .optional()?;
+    let not_found = || StoreError::not_found(format!("parent event {pid} not found"));
+    let Some((scope, root_id, depth)) = row else {
+        return Err(not_found());
     };
+    if !ev.scope_id.is_empty() && ev.scope_id != scope {
+        return Err(not_found());
+    }
+    if let Some(scopes) = ctx.scopes {
+        if !scopes.contains(&scope) {
+            return Err(not_found());
+        }
+    }
+    ev.scope_id = scope;
     let signature = sign(&ev, &payload_text);
     Ok(Prepared {
         ev,
         payload_text,
         signature,
-        parent,
+        parent: Some(Parent { root_id, depth }),
         existing: None,
     })
 }
