@@ -17,7 +17,7 @@
 use nix::errno::Errno;
 use nix::sys::socket::{send, shutdown, MsgFlags, Shutdown};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::unix::AsyncFd;
@@ -201,12 +201,10 @@ impl AsyncWrite for SockWriter {
         let Some(state) = &self.fd else {
             return Poll::Ready(Err(Self::closed()));
         };
-        Poll::Ready(
-            match shutdown(state.fd().as_fd().as_raw_fd(), Shutdown::Write) {
-                Ok(()) | Err(Errno::ENOTCONN) => Ok(()),
-                Err(e) => Err(e.into()),
-            },
-        )
+        Poll::Ready(match shutdown(state.fd().as_raw_fd(), Shutdown::Write) {
+            Ok(()) | Err(Errno::ENOTCONN) => Ok(()),
+            Err(e) => Err(e.into()),
+        })
     }
 }
 
