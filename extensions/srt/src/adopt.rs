@@ -40,6 +40,27 @@ fn mnt_ns(pid: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
+/// Whether `pid` runs nothing any more: gone, a zombie, or exiting. An exiting
+/// process (`PF_EXITING` in its flags, set first thing in `do_exit`) drops its
+/// namespaces before it turns zombie, so in that window its `ns/mnt` no longer
+/// reads while its state still says running.
+fn runs_nothing(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // `pid (comm) state ppid pgrp session tty tpgid flags …`; comm may hold
+    // spaces and parentheses.
+    let Some(after) = text.rfind(')').and_then(|i| text.get(i + 1..)) else {
+        return true;
+    };
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let state = fields.first().and_then(|s| s.chars().next());
+    let flags = fields.get(6).and_then(|f| f.parse::<u64>().ok());
+    matches!(state, None | Some('Z') | Some('X') | Some('x'))
+        || flags.is_none_or(|f| f & PF_EXITING != 0)
+}
+
 fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim().to_owned())
@@ -115,10 +136,10 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
             continue;
         }
         let Some(ns) = mnt_ns(&pid.to_string()) else {
-            // Its namespace does not read: a process that ended (or is a zombie)
-            // since /proc was listed runs nothing and is passed over; a live one
-            // cannot be proven inside and is refused below.
-            if !sdk::detached::proc_stat(pid).is_some_and(|st| st.live()) {
+            // Its namespace does not read: a process that ended (or is a zombie,
+            // or is exiting) since /proc was listed runs nothing and is passed
+            // over; a live one cannot be proven inside and is refused below.
+            if runs_nothing(pid) {
                 ended += 1;
                 continue;
             }
@@ -133,7 +154,7 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
             continue;
         }
         let name = comm(pid);
-        if name.is_empty() && !sdk::detached::proc_stat(pid).is_some_and(|st| st.live()) {
+        if name.is_empty() && runs_nothing(pid) {
             ended += 1;
             continue;
         }
