@@ -260,12 +260,22 @@ pub struct ProcStat {
     /// When it started, in clock ticks since boot: set at fork and never changed,
     /// so a pid and its start time name one process for good.
     pub start: u64,
+    /// Its kernel flags (`PF_*`).
+    pub flags: u64,
 }
 
 impl ProcStat {
     /// Neither a zombie nor dead.
     pub fn live(&self) -> bool {
         self.state != 'Z' && self.state != 'X'
+    }
+
+    /// Whether it is exiting (`PF_EXITING`, set first thing in `do_exit`): it runs
+    /// nothing any more, and may already have dropped its namespaces while its
+    /// state still says running.
+    pub fn exiting(&self) -> bool {
+        const PF_EXITING: u64 = 0x4;
+        self.flags & PF_EXITING != 0
     }
 }
 
@@ -281,6 +291,7 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     let ppid = fields.get(1)?.parse().ok()?;
     let pgrp = fields.get(2)?.parse().ok()?;
     let session = fields.get(3)?.parse().ok()?;
+    let flags = fields.get(6)?.parse().ok()?;
     let start = fields.get(19)?.parse().ok()?;
     Some(ProcStat {
         pid,
@@ -289,6 +300,7 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
         pgrp,
         session,
         start,
+        flags,
     })
 }
 

@@ -40,25 +40,11 @@ fn mnt_ns(pid: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-/// Whether `pid` runs nothing any more: gone, a zombie, or exiting. An exiting
-/// process (`PF_EXITING` in its flags, set first thing in `do_exit`) drops its
-/// namespaces before it turns zombie, so in that window its `ns/mnt` no longer
-/// reads while its state still says running.
+/// Whether `pid` runs nothing any more: gone, a zombie, or exiting (an exiting
+/// process drops its namespaces before it turns zombie, so in that window its
+/// `ns/mnt` no longer reads while its state still says running).
 fn runs_nothing(pid: i32) -> bool {
-    const PF_EXITING: u64 = 0x4;
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // `pid (comm) state ppid pgrp session tty tpgid flags …`; comm may hold
-    // spaces and parentheses.
-    let Some(after) = text.rfind(')').and_then(|i| text.get(i + 1..)) else {
-        return true;
-    };
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let state = fields.first().and_then(|s| s.chars().next());
-    let flags = fields.get(6).and_then(|f| f.parse::<u64>().ok());
-    matches!(state, None | Some('Z') | Some('X') | Some('x'))
-        || flags.is_none_or(|f| f & PF_EXITING != 0)
+    sdk::detached::proc_stat(pid).is_none_or(|st| !st.live() || st.exiting())
 }
 
 fn comm(pid: i32) -> String {

@@ -249,6 +249,15 @@ fn prepare_root(
     })
 }
 
+/// Who accepts a `store.events_accept` batch.
+fn batch_context(req: &EventsAcceptRequest) -> AcceptContext<'_> {
+    AcceptContext {
+        owner: req.owner.as_deref(),
+        families: req.families.as_deref().unwrap_or_default(),
+        scopes: req.scopes.as_deref(),
+    }
+}
+
 /// Each root event of a batch made ready before its write ([`prepare_root`]);
 /// `None` for a derived event (its parent is read in the write) and for one
 /// refused here (the write refuses it again, in its place in the batch, so the
@@ -257,12 +266,7 @@ pub fn presign(limits: &Limits, req: &EventsAcceptRequest) -> Vec<Option<Prepare
     if req.events.len() > limits.max_batch {
         return Vec::new();
     }
-    let families = req.families.clone().unwrap_or_default();
-    let ctx = AcceptContext {
-        owner: req.owner.as_deref(),
-        families: &families,
-        scopes: req.scopes.as_deref(),
-    };
+    let ctx = batch_context(req);
     req.events
         .iter()
         .map(|ev| match nonempty(&ev.parent_id) {
@@ -594,12 +598,7 @@ pub fn accept_events(
             limits.max_batch
         )));
     }
-    let families = req.families.clone().unwrap_or_default();
-    let ctx = AcceptContext {
-        owner: req.owner.as_deref(),
-        families: &families,
-        scopes: req.scopes.as_deref(),
-    };
+    let ctx = batch_context(req);
     let now_ms = util::now_ms();
     let mut out = EventsAcceptResponse::default();
     for (i, ev) in req.events.iter().enumerate() {
