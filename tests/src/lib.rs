@@ -177,6 +177,39 @@ pub struct Suite {
     envs: Mutex<HashMap<Daemon, Vec<(String, String)>>>,
     systemd_like: Mutex<HashMap<Daemon, u64>>,
     notify: Mutex<HashMap<Daemon, UnixDatagram>>,
+    user: Mutex<Option<RunAs>>,
+}
+
+/// An unprivileged user the daemons run as ([`Suite::run_as`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// Its name (the broker's `--service-user`).
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary group.
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// `nobody`, when this process is root and can switch to it: the unprivileged user
+    /// a test runs the suite as, beside root. `None` (with the reason) otherwise.
+    pub fn nobody() -> Result<RunAs, String> {
+        if !nix::unistd::getuid().is_root() {
+            return Err(
+                "the tests do not run as root, so they cannot switch to another user".into(),
+            );
+        }
+        match nix::unistd::User::from_name("nobody") {
+            Ok(Some(u)) => Ok(RunAs {
+                name: u.name,
+                uid: u.uid.as_raw(),
+                gid: u.gid.as_raw(),
+            }),
+            Ok(None) => Err("this system has no user `nobody`".into()),
+            Err(e) => Err(format!("cannot look up the user `nobody`: {e}")),
+        }
+    }
 }
 
 impl std::fmt::Debug for Suite {
@@ -242,7 +275,35 @@ impl Suite {
             envs: Mutex::new(HashMap::new()),
             systemd_like: Mutex::new(HashMap::new()),
             notify: Mutex::new(HashMap::new()),
+            user: Mutex::new(None),
         })
+    }
+
+    /// From the next start on, run every daemon as `user` (an unprivileged service
+    /// user, as the package runs the suite) with `HOME` at `<dir>/home`: hands the
+    /// scratch directory's state, run, home and package folders to it. Files the test
+    /// writes later must be readable by it (the defaults are).
+    pub fn run_as(&self, user: RunAs) -> std::io::Result<()> {
+        let home = self.dir.join("home");
+        std::fs::create_dir_all(&home)?;
+        for sub in ["state", "run", "home", "etc", "bundled"] {
+            chown_tree(&self.dir.join(sub), user.uid, user.gid)?;
+        }
+        *self.user.lock().unwrap_or_else(|p| p.into_inner()) = Some(user);
+        Ok(())
+    }
+
+    /// The user the daemons run as, when not this process's.
+    pub fn user(&self) -> Option<RunAs> {
+        self.user.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Hands `path` (and all under it) to the user the daemons run as, if any.
+    pub fn give(&self, path: &Path) -> std::io::Result<()> {
+        match self.user() {
+            Some(u) => chown_tree(path, u.uid, u.gid),
+            None => Ok(()),
+        }
     }
 
     /// Where the daemons started [`as_systemd`](Suite::as_systemd) see `/run`: the
@@ -366,6 +427,10 @@ impl Suite {
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path)?;
         notify.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let user = self.user();
+        if let Some(u) = &user {
+            chown_tree(&notify_path, u.uid, u.gid)?;
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -412,7 +477,9 @@ impl Suite {
         match d {
             Daemon::Broker => {
                 cmd.args(["--socket", &bus, "--log", log_to]);
-                if !nix::unistd::getuid().is_root() {
+                if let Some(u) = &user {
+                    cmd.args(["--service-user", &u.name]);
+                } else if !nix::unistd::getuid().is_root() {
                     if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
                         cmd.args(["--service-user", &u.name]);
                     }
@@ -448,6 +515,14 @@ impl Suite {
         }
         if let Some(extra) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).get(&d) {
             cmd.args(extra);
+        }
+        if let Some(u) = &user {
+            // std drops the supplementary groups when it switches the uid.
+            cmd.uid(u.uid)
+                .gid(u.gid)
+                .env("HOME", self.dir.join("home"))
+                .env("USER", &u.name)
+                .env("LOGNAME", &u.name);
         }
         let mut child = cmd.spawn()?;
         let pid = child.id();
@@ -623,6 +698,18 @@ impl Drop for Suite {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// `chown -R uid:gid path` (symlinks themselves, not what they name).
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// Pass `fd` to the child as its fd 3, named `name`, as socket activation does.

@@ -278,7 +278,8 @@ impl Multi {
         std::fs::create_dir_all(&dir).unwrap();
         let url_file = dir.join("db-url");
         std::fs::write(&url_file, format!("{url}\n")).unwrap();
-        let secret = dir.join("hook-secret");
+        std::fs::create_dir_all(dir.join("secrets")).unwrap();
+        let secret = dir.join("secrets/hook-secret");
         std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
         let runs = dir.join("runs.log");
         let script = script.replace("RUNS", &runs.display().to_string());

@@ -17,81 +17,14 @@
 
 mod common;
 use common::repo::{have_git, make_repo};
+use common::sandbox::*;
 use common::*;
 
-use oc_systest::{Daemon, Package, Suite, HANG};
+use oc_systest::{Daemon, Package, Suite};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
-
-/// srt as `npm ci --prefix tests/srt` installs it.
-fn srt_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("srt/node_modules/.bin/srt")
-}
-
-/// Whether srt can confine a command here; says why not when it cannot.
-fn have_srt() -> bool {
-    let srt = srt_bin();
-    let mut missing = Vec::new();
-    if !srt.exists() {
-        missing.push("srt (npm ci --prefix tests/srt)");
-    }
-    for (tool, package) in [("bwrap", "bubblewrap"), ("socat", "socat")] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            missing.push(package);
-        }
-    }
-    if !missing.is_empty() {
-        assert!(
-            std::env::var_os("OC_REQUIRE_PEERS").is_none(),
-            "missing {missing:?}, and OC_REQUIRE_PEERS is set (.ci/run installs them)"
-        );
-        eprintln!("SKIPPED: missing {missing:?} (.ci/run installs them)");
-        return false;
-    }
-    // The kernel must let bubblewrap make its namespaces.
-    let probe = Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--unshare-user",
-            "--unshare-net",
-            "true",
-        ])
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            eprintln!(
-                "SKIPPED: bubblewrap cannot make user namespaces here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: bubblewrap does not run: {e}");
-            false
-        }
-    }
-}
-
-fn packages() -> Vec<Package> {
-    let mut p = Suite::first_party();
-    p.push(Package {
-        name: "srt".into(),
-        manifest: oc_srt::MANIFEST.into(),
-        command: vec!["ext-srt".into()],
-    });
-    p
-}
 
 fn started_sandbox(name: &str) -> Suite {
     let suite = Suite::new(Path::new(BIN), name, &packages()).unwrap();
@@ -100,19 +33,8 @@ fn started_sandbox(name: &str) -> Suite {
     suite
 }
 
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn sandbox() -> Value {
-    json!({"type": "srt", "config": {"srt": srt_bin().display().to_string()}})
+    srt_sandbox(json!({}))
 }
 
 fn apply(suite: &Suite, binding: Value) {
@@ -127,76 +49,10 @@ fn apply(suite: &Suite, binding: Value) {
     )
     .unwrap();
     suite.apply_config(&c, HOOK).unwrap();
-    wait_for("the route", HANG, || {
+    wait_for("the route", || {
         let s = suite.call("sched.status", json!({})).unwrap();
         (s["handlers"]["webhook"] == "webhook").then_some(())
     });
-}
-
-fn send(suite: &Suite, delivery: &str, number: u64) {
-    let body = format!("{{\"number\": {number}}}");
-    let r = deliver(suite, delivery, body.as_bytes()).unwrap();
-    assert_eq!(r.status, 200, "{}", r.text());
-}
-
-/// The Work of the `number`th delivery: the first Work not in `before`.
-fn work_of(suite: &Suite, number: u64, before: &[&str]) -> String {
-    wait_for(&format!("the Work of delivery {number}"), HANG, || {
-        let w = suite
-            .call("store.works", json!({"scope_id": "demo"}))
-            .ok()?;
-        w["works"]
-            .as_array()?
-            .iter()
-            .filter_map(|w| w["id"].as_str())
-            .find(|id| !before.contains(id))
-            .map(str::to_owned)
-    })
-}
-
-fn executions(suite: &Suite, work_id: &str) -> Vec<Value> {
-    suite
-        .call("store.executions", json!({ "work_id": work_id }))
-        .unwrap()["executions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn ended(suite: &Suite, work_id: &str) -> Value {
-    wait_for(&format!("the end of {work_id}"), HANG, || {
-        executions(suite, work_id)
-            .into_iter()
-            .find(|e| e["state"] == "completed" || e["state"] == "failed")
-    })
-}
-
-/// The run's standard output (its artifact holding `done=`).
-fn output(suite: &Suite, execution: &Value) -> String {
-    execution["result"]["artifacts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(|id| {
-            let r = suite
-                .call(
-                    "store.artifact_read",
-                    json!({"artifact_id": id, "offset": 0, "length": 65536}),
-                )
-                .unwrap();
-            let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
-            String::from_utf8(data).unwrap()
-        })
-        .find(|t| t.contains("done="))
-        .unwrap_or_default()
-}
-
-fn fields(text: &str) -> BTreeMap<String, String> {
-    text.split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
 }
 
 /// Each probe of the second Work prints `name=denied` or `name=ALLOWED`.
@@ -248,7 +104,7 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     let env = json!({
         "OTHER": other,
         "CONFIG_JSON": suite.dir.join("etc/config.json").display().to_string(),
-        "SECRET_FILE": suite.dir.join("hook-secret").display().to_string(),
+        "SECRET_FILE": suite.dir.join("secrets/hook-secret").display().to_string(),
         "OUTSIDE": suite.dir.display().to_string(),
         "PORT": port.to_string(),
         "BUS": suite.bus.display().to_string(),
@@ -306,9 +162,10 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
     );
 }
 
-/// Records each start in its run directory, then waits for `go` there.
-const WAITER: &str = r#"echo started >> "$OS_RUN_DIR/count"
-while [ ! -e "$OS_RUN_DIR/go" ]; do sleep 0.1; done
+/// Records each start in its own tmp folder (`<run dir>/tmp`, the one place of its
+/// run directory it may write), then waits for `go` there.
+const WAITER: &str = r#"echo started >> "$TMPDIR/count"
+while [ ! -e "$TMPDIR/go" ]; do sleep 0.1; done
 echo done=yes
 "#;
 
@@ -321,16 +178,16 @@ fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
 
 /// The running execution of `work_id` once its command has started.
 fn started_run(suite: &Suite, work_id: &str) -> String {
-    wait_for("the command's start", HANG, || {
+    wait_for("the command's start", || {
         executions(suite, work_id).into_iter().find_map(|e| {
             let id = e["id"].as_str()?.to_owned();
-            run_dir(suite, &id).join("count").exists().then_some(id)
+            run_dir(suite, &id).join("tmp/count").exists().then_some(id)
         })
     })
 }
 
 fn starts(suite: &Suite, execution_id: &str) -> usize {
-    std::fs::read_to_string(run_dir(suite, execution_id).join("count"))
+    std::fs::read_to_string(run_dir(suite, execution_id).join("tmp/count"))
         .unwrap_or_default()
         .lines()
         .count()
@@ -352,13 +209,13 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
     let exec = started_run(&suite, &work);
     suite.kill(Daemon::Extrunner);
     suite.start(Daemon::Extrunner).unwrap();
-    wait_for("the adoption", HANG, || {
+    wait_for("the adoption", || {
         suite
             .log(Daemon::Extrunner)
             .contains("adopted through its pinned plan")
             .then_some(())
     });
-    std::fs::write(run_dir(&suite, &exec).join("go"), "").unwrap();
+    std::fs::write(run_dir(&suite, &exec).join("tmp/go"), "").unwrap();
     let ex = ended(&suite, &work);
     assert_eq!(ex["state"], "completed", "{ex}");
     assert_eq!(starts(&suite, &exec), 1, "started once");
@@ -387,20 +244,6 @@ fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stop
     assert_eq!(starts(&suite, &exec), 1, "never started again");
     // Stopped: its wrapper recorded the end.
     assert!(run_dir(&suite, &exec).join("status").exists());
-}
-
-fn script(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-}
-
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// A suite with the claude-code package (and srt when `srt`), the fake `claude` and
@@ -498,9 +341,7 @@ fn a_sandboxed_claude_turn_is_adopted_through_its_pinned_plan_after_sigkill_of_e
     apply(suite, cc.binding(cc.env(json!({"FAKE_CLAUDE_HOLD": hold}))));
     send(suite, "ca-1", 3);
     let work = work_of(suite, 3, &[]);
-    wait_for("the launch", HANG, || {
-        (launches(&cc.record) == 1).then_some(())
-    });
+    wait_for("the launch", || (launches(&cc.record) == 1).then_some(()));
     let exec = executions(suite, &work)[0]["id"]
         .as_str()
         .unwrap()
@@ -513,7 +354,7 @@ fn a_sandboxed_claude_turn_is_adopted_through_its_pinned_plan_after_sigkill_of_e
     );
     suite.kill(Daemon::Extrunner);
     suite.start(Daemon::Extrunner).unwrap();
-    wait_for("the adoption", HANG, || {
+    wait_for("the adoption", || {
         let log = suite.log(Daemon::Extrunner);
         (log.contains("adopted through its pinned plan") && log.contains(&exec)).then_some(())
     });

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 pub mod repo;
+pub mod sandbox;
 
 use oc_systest::{post, sign_sha256, Daemon, Response, Suite, HANG};
 use serde_json::{json, Value};
@@ -16,9 +17,13 @@ pub const HOOK: &str = "/hooks/ci";
 pub const HOOK_SOURCE: &str = "webhook/demo/ci";
 
 pub fn config(suite: &Suite) -> Value {
-    let secret = suite.dir.join("hook-secret");
+    // Secrets in a folder of their own, as the package keeps them
+    // (/etc/open-conduit/secrets): a sandbox is denied the whole folder.
+    let secrets = suite.dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let secret = secrets.join("hook-secret");
     std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
-    let gh = suite.dir.join("gh-secret");
+    let gh = secrets.join("gh-secret");
     std::fs::write(&gh, GH_SECRET).unwrap();
     json!({
         "connections": [
