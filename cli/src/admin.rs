@@ -648,16 +648,36 @@ pub fn work_log(bus: &Path, id: &str) -> Out {
     Ok(())
 }
 
-/// `work cancel ID`.
+/// `work cancel ID`: `sched.cancel`, which stops the Work's running attempt (when it
+/// runs on the host schedulerd answers for) before it cancels the Work. Says whether
+/// the run was stopped, or plainly that it may still be running and where.
 pub fn work_cancel(bus: &Path, id: &str, reason: &str) -> Out {
     let id = &resolve_work(bus, id)?;
     let r = call(
         bus,
-        "store.work_cancel",
+        "sched.cancel",
         json!({"work_id": id, "reason": reason}),
     )?;
-    println!("{id}: {}", r["state"].as_str().unwrap_or("cancelled"));
+    println!("{}", cancel_said(id, &r));
     Ok(())
+}
+
+/// What `work cancel` prints of `sched.cancel`'s answer `r`.
+fn cancel_said(id: &str, r: &Value) -> String {
+    let state = r["state"].as_str().unwrap_or("cancelled");
+    let a = &r["attempt"];
+    if a.is_null() {
+        return format!("{id}: {state} (no attempt was running)");
+    }
+    let (execution, host, detail) = (text(a, "execution_id"), text(a, "host"), text(a, "detail"));
+    if a["stopped"] == true {
+        format!("{id}: {state}; its running attempt {execution} was stopped first on host {host}: {detail}")
+    } else {
+        format!(
+            "{id}: {state}, but its run may still be running: attempt {execution} on host {host} \
+             was not stopped: {detail}"
+        )
+    }
 }
 
 /// `work interrupt ID`.

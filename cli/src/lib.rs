@@ -166,7 +166,8 @@ pub enum WorkCommand {
         /// The Work.
         id: String,
     },
-    /// Cancel a Work.
+    /// Cancel a Work, stopping its running attempt first (or saying where it may
+    /// still run).
     Cancel {
         /// The Work.
         id: String,

@@ -1,7 +1,9 @@
 //! `open-conduit up`: the whole suite in the foreground, the way systemd runs it,
 //! without systemd.
 //!
-//! It makes the state directory, binds the bus socket (`<state>/run/bus.sock`) and the
+//! It makes the state directory, private to the user (0700, and a umask of 0077 for
+//! itself and everything it starts, so the database, the logs and the artifacts are
+//! 0600), binds the bus socket (`<state>/run/bus.sock`) and the
 //! webhook socket (`--listen`) itself and passes them to the broker and ingressd by
 //! socket activation (`LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`), so a daemon that
 //! restarts refuses no connection. It starts the daemons in order (broker, storaged,
@@ -155,7 +157,7 @@ fn say(line: &str) {
 /// beside it a script named after its program that execs this binary as the extension.
 fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
     let root = state.join("bundled");
-    write_bundled_to(&root, exe)?;
+    write_bundled_with(&root, exe, 0o700)?;
     Ok(root)
 }
 
@@ -163,6 +165,11 @@ fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
 /// and its program, a script that runs `exe` as the extension): `up`'s layout, and the
 /// package's `/usr/lib/open-conduit/extensions`.
 pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
+    write_bundled_with(root, exe, 0o755)
+}
+
+/// [`write_bundled_to`] with the programs' `mode`.
+fn write_bundled_with(root: &Path, exe: &Path, mode: u32) -> Result<(), String> {
     for (name, manifest) in bundled() {
         let m: Value = serde_json::from_str(manifest).map_err(|e| format!("{name}: {e}"))?;
         let program = m["command"][0]
@@ -180,7 +187,7 @@ pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
             crate::EXTENSION_RUN
         );
         std::fs::write(&script, text).map_err(|e| format!("{}: {e}", script.display()))?;
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .map_err(|e| format!("{}: {e}", script.display()))?;
     }
     Ok(())
@@ -285,6 +292,11 @@ impl Up {
         if !self.opts.verbose && name == "ingressd" {
             // Its per-delivery line is a debug one: `shown` prints it.
             cmd.env(daemon::log::FILTER_VAR, "info,ingressd::intake=debug");
+        }
+        cmd.env_remove(extrunner::runner::CONFIG_FILE_VAR);
+        if let (Some(file), "extrunner") = (&self.opts.config, name) {
+            // Its folder is denied to every sandbox.
+            cmd.env(extrunner::runner::CONFIG_FILE_VAR, file);
         }
         cmd.args(self.args(name))
             .env("NOTIFY_SOCKET", &notify_path)
@@ -642,13 +654,52 @@ pub fn host_id(state: &Path) -> Result<String, String> {
     Ok(id)
 }
 
-async fn run(opts: UpOptions) -> Result<(), String> {
-    let config = load_config(&opts)?;
-    let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
-    for sub in ["run", "etc/extensions", "logs"] {
-        let d = opts.state.join(sub);
-        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+/// The umask of `up` and everything it starts: what they make is the user's alone.
+pub const UMASK: u32 = 0o077;
+
+/// Makes the state directory private: created 0700 (with `run/`, `logs/` and
+/// `etc/extensions/`), or, when it exists open to the group or others, made 0700,
+/// which is said on stderr.
+pub fn private_state(state: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let private = |d: &Path| {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .map_err(|e| format!("{}: {e}", d.display()))
+    };
+    private(state)?;
+    let meta = std::fs::metadata(state).map_err(|e| format!("{}: {e}", state.display()))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+            format!(
+                "{} is {mode:04o}, open to other users, and cannot be made 0700: {e}",
+                state.display()
+            )
+        })?;
+        eprintln!(
+            "open-conduit up: {} was {mode:04o}, open to other users: made 0700",
+            state.display()
+        );
     }
+    for sub in ["run", "etc/extensions", "logs"] {
+        private(&state.join(sub))?;
+    }
+    Ok(())
+}
+
+async fn run(mut opts: UpOptions) -> Result<(), String> {
+    // Before anything is made: the daemons, the extensions and the runs inherit it.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(UMASK));
+    let config = load_config(&opts)?;
+    if let Some(file) = &opts.config {
+        opts.config =
+            Some(std::path::absolute(file).map_err(|e| format!("{}: {e}", file.display()))?);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+    private_state(&opts.state)?;
     let bundled = write_bundled(&opts.state, &exe)?;
     let storage_dir = write_storage_settings(&opts.state, &config)?;
     let host_id = host_id(&opts.state)?;

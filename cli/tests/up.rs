@@ -384,6 +384,121 @@ fn the_suite_does_not_outlive_up() {
     }
 }
 
+/// Every file under `dir` (sockets aside: their directory guards them) with its
+/// mode: (path, mode, is a directory).
+fn modes(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let mut out = Vec::new();
+    let mut queue = vec![dir.to_path_buf()];
+    while let Some(d) = queue.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if kind.is_socket() || kind.is_symlink() {
+                continue;
+            }
+            if kind.is_dir() {
+                queue.push(e.path());
+            }
+            out.push((e.path(), meta.permissions().mode() & 0o7777, kind.is_dir()));
+        }
+    }
+    out
+}
+
+/// `up` keeps its state to its user: an existing state directory open to others
+/// is made 0700 (said on stderr), and the database, the logs and a run's artifact
+/// are 0600, as is everything else `up` and its daemons write there.
+#[test]
+fn the_state_is_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = std::env::temp_dir().join(format!("oc-up-private-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "up",
+            "--state",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let mut up = Up {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+        state: state.clone(),
+    };
+    up.expect(&format!(
+        "{} was 0755, open to other users: made 0700",
+        state.display()
+    ));
+    let addr: SocketAddr = up
+        .expect("webhooks on http://")
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    up.expect("open-conduit: ready");
+    assert_eq!(post(addr, r#"{"hello": "private"}"#), 200);
+    let done = completed(&state.join("run/bus.sock"), 1);
+    assert!(!done.is_empty());
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700, "{}: {mode:04o}", state.display());
+    let all = modes(&state);
+    let files = |under: &str| -> Vec<&(PathBuf, u32, bool)> {
+        all.iter()
+            .filter(|(p, _, dir)| !dir && p.starts_with(state.join(under)))
+            .collect()
+    };
+    for (under, what) in [
+        ("db", "the database"),
+        ("logs", "the logs"),
+        ("artifacts", "the run's artifact"),
+    ] {
+        let found = files(under);
+        assert!(
+            !found.is_empty(),
+            "no file of {what} under {under}/: {all:?}"
+        );
+        for (p, mode, _) in found {
+            assert_eq!(*mode, 0o600, "{what}: {} is {mode:04o}", p.display());
+        }
+    }
+    let open: Vec<String> = all
+        .iter()
+        .filter(|(_, mode, _)| mode & 0o077 != 0)
+        .map(|(p, mode, _)| format!("{} {mode:04o}", p.display()))
+        .collect();
+    assert!(open.is_empty(), "open to other users: {open:#?}");
+}
+
 #[test]
 fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let state = std::env::temp_dir().join(format!("oc-up-{}", std::process::id()));

@@ -374,16 +374,58 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     Ok(())
 }
 
+/// The variable that, for tests, sets the sweep timer's period in seconds (1 to
+/// [`MAX_SWEEP_TEST_S`]) and makes its grace 0 (sweep what is closed at all).
+pub const SWEEP_TEST_ENV: &str = "OC_TEST_SWEEP_INTERVAL_S";
+/// The longest period [`SWEEP_TEST_ENV`] may set.
+pub const MAX_SWEEP_TEST_S: u64 = 3600;
+
+/// The sweep timer's period and grace: [`crate::workspaces::SWEEP_INTERVAL`] and
+/// [`crate::workspaces::SWEEP_GRACE`], unless a test set [`SWEEP_TEST_ENV`].
+fn sweep_timing(test: Option<&str>) -> Result<(Duration, Duration), String> {
+    let defaults = (
+        crate::workspaces::SWEEP_INTERVAL,
+        crate::workspaces::SWEEP_GRACE,
+    );
+    match test {
+        None => Ok(defaults),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(s) if (1..=MAX_SWEEP_TEST_S).contains(&s) => {
+                Ok((Duration::from_secs(s), Duration::ZERO))
+            }
+            _ => Err(format!(
+                "{SWEEP_TEST_ENV}={v:?} is not a whole number of seconds from 1 to {MAX_SWEEP_TEST_S}; the sweep keeps its period of 6 h"
+            )),
+        },
+    }
+}
+
 /// The workspace passes: every provider reconciled once the suite is up, then the
-/// spare workspaces swept every [`crate::workspaces::SWEEP_INTERVAL`].
+/// spare workspaces swept every [`crate::workspaces::SWEEP_INTERVAL`] (a test's
+/// [`SWEEP_TEST_ENV`] sets the period, with no grace).
 async fn workspace_passes(runner: Arc<Runner>) {
     let ws = runner.workspaces().clone();
     ws.reconcile_all().await;
-    let mut tick = tokio::time::interval(crate::workspaces::SWEEP_INTERVAL);
+    let test = std::env::var(SWEEP_TEST_ENV).ok();
+    let (period, grace) = sweep_timing(test.as_deref()).unwrap_or_else(|why| {
+        tracing::warn!(%why, "ignoring the sweep's test period");
+        (
+            crate::workspaces::SWEEP_INTERVAL,
+            crate::workspaces::SWEEP_GRACE,
+        )
+    });
+    if test.is_some() {
+        tracing::info!(
+            period_s = period.as_secs(),
+            grace_s = grace.as_secs(),
+            "the workspace sweep's timer"
+        );
+    }
+    let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {
         tick.tick().await;
-        match ws.sweep(None, crate::workspaces::SWEEP_GRACE, false).await {
+        match ws.sweep(None, grace, false).await {
             Ok(reports) => {
                 for r in reports {
                     tracing::info!(OC_EXTENSION = %r.provider, resource_type = %r.resource_type,
@@ -399,6 +441,26 @@ async fn workspace_passes(runner: Arc<Runner>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_timer_period_is_settable_for_tests_only_within_bounds() {
+        let six_hours = crate::workspaces::SWEEP_INTERVAL;
+        assert_eq!(
+            sweep_timing(None),
+            Ok((six_hours, crate::workspaces::SWEEP_GRACE))
+        );
+        assert_eq!(
+            sweep_timing(Some("2")),
+            Ok((Duration::from_secs(2), Duration::ZERO))
+        );
+        for bad in ["0", "-1", "x", "3601", ""] {
+            let why = sweep_timing(Some(bad)).unwrap_err();
+            assert!(
+                why.contains(SWEEP_TEST_ENV) && why.contains("3600"),
+                "{why}"
+            );
+        }
+    }
 
     #[test]
     fn grants_come_from_settings_extensions_pass_env() {

@@ -23,6 +23,23 @@ use crate::wire::{self, ConfigureParams};
 /// The largest secret file read through a `file:` reference.
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
+/// The binding field naming the bindings of its scope that its runs may name in the
+/// toolbelt's `create_work` although they are less confined (another sandbox or
+/// container type, or none): the operator's explicit opt-in.
+pub const ALLOW_UNCONFINED_CREATE_WORK: &str = "allow_unconfined_create_work";
+
+/// The bindings a run of `binding` (one of a scope's `bindings`, raw) may name in
+/// `create_work` although they are less confined ([`ALLOW_UNCONFINED_CREATE_WORK`]):
+/// none when the field is absent or `null`; `Err` when it is not an array of
+/// strings.
+pub fn allowed_unconfined(binding: &Value) -> Result<Vec<String>, String> {
+    match binding.get(ALLOW_UNCONFINED_CREATE_WORK) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
+            .map_err(|e| format!("an array of binding names: {e}")),
+    }
+}
+
 /// The whole document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Config {
@@ -350,6 +367,7 @@ impl Config {
             "sandbox",
             "container",
             "config",
+            ALLOW_UNCONFINED_CREATE_WORK,
         ];
         let mut out = Vec::new();
         let mut check = |v: &Value, at: &str, known: &[&str]| {
@@ -489,8 +507,26 @@ impl Config {
                 }
             }
             let mut bindings = BTreeSet::new();
+            let names: BTreeSet<&str> = s
+                .bindings
+                .iter()
+                .filter_map(|b| b.get("name").and_then(Value::as_str))
+                .collect();
             for (j, b) in s.bindings.iter().enumerate() {
                 let at = format!("{at}/bindings/{j}");
+                match allowed_unconfined(b) {
+                    Ok(allowed) => {
+                        for (k, name) in allowed.iter().enumerate() {
+                            if !names.contains(name.as_str()) {
+                                problem(
+                                    format!("{at}/{ALLOW_UNCONFINED_CREATE_WORK}/{k}"),
+                                    format!("scope {:?} has no binding {name:?}", s.id),
+                                );
+                            }
+                        }
+                    }
+                    Err(e) => problem(format!("{at}/{ALLOW_UNCONFINED_CREATE_WORK}"), e),
+                }
                 let Some(b) = b.as_object() else {
                     problem(at, "a binding is an object".into());
                     continue;
@@ -874,6 +910,45 @@ mod tests {
         let b = &view.scopes[0].bindings;
         assert_eq!(b.len(), 1, "{view:?}");
         assert_eq!(b[0].sandbox.as_ref().unwrap()["config"]["srt"], "/s");
+    }
+
+    #[test]
+    fn an_unconfined_create_work_grant_names_bindings_of_its_scope() {
+        let doc = json!({"scopes": [{"id": "a", "bindings": [
+            {"name": "boxed", "executor": "shell", "sandbox": {"type": "srt"},
+             "allow_unconfined_create_work": ["open"]},
+            {"name": "open", "executor": "shell"}]}]});
+        let c = Config::parse(&doc).unwrap();
+        assert_eq!(
+            allowed_unconfined(&c.scopes[0].bindings[0]).unwrap(),
+            vec!["open".to_owned()]
+        );
+        assert!(allowed_unconfined(&c.scopes[0].bindings[1])
+            .unwrap()
+            .is_empty());
+        assert!(Config::unknown_fields(&doc).is_empty());
+        // A name the scope does not have, and a field that is not an array of names,
+        // are refused at their pointers.
+        let mut bad = doc.clone();
+        bad["scopes"][0]["bindings"][0][ALLOW_UNCONFINED_CREATE_WORK] = json!(["open", "gone"]);
+        let p = Config::parse(&bad).unwrap_err();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            p[0].pointer,
+            "/scopes/0/bindings/0/allow_unconfined_create_work/1"
+        );
+        assert!(p[0].message.contains("\"gone\""), "{}", p[0].message);
+        bad["scopes"][0]["bindings"][0][ALLOW_UNCONFINED_CREATE_WORK] = json!(true);
+        let p = Config::parse(&bad).unwrap_err();
+        assert_eq!(
+            p[0].pointer,
+            "/scopes/0/bindings/0/allow_unconfined_create_work"
+        );
+        assert!(
+            p[0].message.contains("array of binding names"),
+            "{}",
+            p[0].message
+        );
     }
 
     fn manifest() -> Manifest {

@@ -7,6 +7,11 @@
 //!   `sched.inject {work_id, inputs}`: the executor's control on the Work's running
 //!   attempt (`conflict` when it has none); `inputs` are Events or IDs of the Work's
 //!   input events, each injected as its own `executor.inject {event}`;
+//! - `sched.cancel {work_id, reason?}`: cancel the Work, stopping its running attempt
+//!   first when it runs on this host (`executor.stop`, with physical-stop evidence);
+//!   answers what became of the attempt (`attempt: {execution_id, host, stopped,
+//!   detail}`, `null` when none ran): an attempt of another host, or one its executor
+//!   could not stop, may still be running, and the Work is cancelled all the same;
 //! - `sched.status {}`: what the router has done (routed, created, unmatched, the last
 //!   event, and why it is held up, if it is), the configuration generation it routes
 //!   by, and the route handlers it knows.
@@ -66,6 +71,14 @@ struct ControlParams {
     reason: String,
     #[serde(default)]
     inputs: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelParams {
+    work_id: String,
+    #[serde(default)]
+    reason: String,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +159,13 @@ impl Handler for Service {
                     reply(&Service::trace(this.router.clone(), p).await?)
                 }
                 "sched.status" => reply(&this.status()),
+                "sched.cancel" => {
+                    let p: CancelParams = request.params()?;
+                    let Some(starter) = this.starter.get() else {
+                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
+                    };
+                    reply(&starter.cancel(&p.work_id, &p.reason).await?)
+                }
                 "sched.interrupt" | "sched.stop" | "sched.inject" => {
                     let p: ControlParams = request.params()?;
                     let control = request

@@ -45,7 +45,9 @@ use crate::router::{RoutedEvent, Router};
 use crate::toolbelt::Toolbelt;
 
 mod adopt;
+mod cancel;
 use adopt::{refused_before_launch, Recovery};
+pub use cancel::{CANCEL_STOP_WAIT, MAX_CANCEL_REASON_BYTES};
 
 /// The most inputs one `sched.inject` injects.
 pub const MAX_INJECT_INPUTS: usize = 100;
@@ -85,6 +87,9 @@ pub struct Starter {
     running: Arc<Mutex<HashMap<String, String>>>,
     blocked: Arc<Mutex<HashMap<String, String>>>,
     toolbelt: Arc<std::sync::OnceLock<Toolbelt>>,
+    /// Work being cancelled (`sched.cancel`): its attempt's own result, once the stop
+    /// ended the run, settles nothing; the cancel does.
+    cancelling: Arc<Mutex<HashSet<String>>>,
 }
 
 /// An attempt being observed.
@@ -113,6 +118,7 @@ impl Starter {
             running: Arc::default(),
             blocked: Arc::default(),
             toolbelt: Arc::default(),
+            cancelling: Arc::default(),
         }
     }
 
@@ -486,9 +492,8 @@ impl Starter {
         }
     }
 
-    /// The running attempt of `work_id`: the execution row, its executor and the
-    /// extension declaring it.
-    async fn running_attempt(&self, work_id: &str) -> Result<(Value, String, String), String> {
+    /// The execution row of the running attempt of `work_id`, on whichever host.
+    async fn running_execution(&self, work_id: &str) -> Result<Option<Value>, String> {
         let ex = self
             .bus
             .call(
@@ -497,7 +502,25 @@ impl Starter {
             )
             .await
             .map_err(|e| format!("store.executions: {e}"))?;
-        let Some(ex) = ex["executions"].as_array().and_then(|a| a.first()).cloned() else {
+        Ok(ex["executions"].as_array().and_then(|a| a.first()).cloned())
+    }
+
+    /// The extension declaring `executor`.
+    fn extension_declaring(&self, executor: &str) -> Result<String, String> {
+        let k = self.router.knowledge();
+        let k = k
+            .read()
+            .map_err(|_| "the knowledge is poisoned".to_owned())?;
+        k.executors
+            .get(executor)
+            .map(|(e, _)| e.clone())
+            .ok_or_else(|| format!("no extension declares the executor {executor:?}"))
+    }
+
+    /// The running attempt of `work_id`: the execution row, its executor and the
+    /// extension declaring it.
+    async fn running_attempt(&self, work_id: &str) -> Result<(Value, String, String), String> {
+        let Some(ex) = self.running_execution(work_id).await? else {
             return Err(format!("Work {work_id} has no running attempt"));
         };
         let host = ex["host"].as_str().unwrap_or_default();
@@ -509,16 +532,7 @@ impl Starter {
             ));
         }
         let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
-        let extension = {
-            let k = self.router.knowledge();
-            let k = k
-                .read()
-                .map_err(|_| "the knowledge is poisoned".to_owned())?;
-            k.executors
-                .get(&executor)
-                .map(|(e, _)| e.clone())
-                .ok_or_else(|| format!("no extension declares the executor {executor:?}"))?
-        };
+        let extension = self.extension_declaring(&executor)?;
         Ok((ex, executor, extension))
     }
 
@@ -836,10 +850,12 @@ impl Starter {
     }
 
     /// After this host lost an attempt's lease: when another host holds it now (it
-    /// found this host gone and settled the attempt), the run here is nobody's, and
-    /// this host's executor is asked once to stop it. Best effort: its writes are
-    /// fenced either way.
-    async fn stop_if_taken_elsewhere(&self, a: &Attempt) {
+    /// found this host gone and settled the attempt), or the Work was cancelled
+    /// (`store.work_cancel` fenced the lease, from a `sched.cancel` of another host or
+    /// one whose stop did not succeed), the run here is nobody's, and this host's
+    /// executor is asked once to stop it. Best effort: its writes are fenced either
+    /// way.
+    async fn stop_if_fenced(&self, a: &Attempt) {
         let Ok(ex) = self
             .bus
             .call("store.executions", &json!({"work_id": a.work_id}))
@@ -857,10 +873,13 @@ impl Starter {
         };
         let owner = row["lease_owner"].as_str().unwrap_or_default();
         let mine = owner.ends_with(&format!("@{}", self.host.id));
-        if mine || owner.is_empty() {
+        if row["state"] == "cancelled" {
+            tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, "the Work was cancelled; stopping the run here");
+        } else if mine || owner.is_empty() {
             return;
+        } else {
+            tracing::warn!(OC_EXECUTION_ID = %a.execution_id, holder = %owner, "another host took this attempt over; stopping the run here");
         }
-        tracing::warn!(OC_EXECUTION_ID = %a.execution_id, holder = %owner, "another host took this attempt over; stopping the run here");
         let r = self
             .ext_call(
                 &a.extension,
@@ -870,8 +889,19 @@ impl Starter {
                 Duration::from_secs(120),
             )
             .await;
-        if let Err(e) = r {
-            tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the run taken over elsewhere could not be stopped here");
+        match r.map(serde_json::from_value::<wire::ExecutorStopResult>) {
+            Ok(Ok(stop)) if stop.stopped => {
+                tracing::info!(OC_EXECUTION_ID = %a.execution_id, detail = %stop.detail, "the fenced run is stopped")
+            }
+            Ok(Ok(stop)) => {
+                tracing::warn!(OC_EXECUTION_ID = %a.execution_id, detail = %stop.detail, "the fenced run could not be stopped here")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the fenced run's executor.stop answered something that does not decode")
+            }
+            Err(e) => {
+                tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the fenced run could not be stopped here")
+            }
         }
     }
 

@@ -12,14 +12,24 @@
 //! | `status` | wrapper | once the command and its group are gone: how it ended |
 //! | `result.json` | extension | the result it answered, so that it is answered again identically |
 //!
-//! Every file is written to a temporary name and renamed, so a reader sees a whole
-//! file or none.
+//! Every file is written to a fresh temporary name and renamed, so a reader sees a
+//! whole file or none; and every file is opened through [`crate::nofollow`]: never
+//! through a symlink, only when it is a regular file, bounded.
+//!
+//! What the host trusts is not what the run could write. The wrapper's pid and start
+//! time are the ones the extension saw at the spawn (kept in its recovery metadata);
+//! the command's process group that `meta.json` records is signalled only once
+//! `/proc` shows every live member of it in the wrapper's session, started no
+//! earlier than the wrapper ([`Launch::owns_group`]), else the run's processes are
+//! the wrapper's session's; `status` and `result.json` are trusted because a
+//! sandboxed run cannot write its run directory (the executors give it only its own
+//! `tmp`), and a `result.json` older than the `status` is not the extension's.
 
+use crate::nofollow::Dir;
 use protocol::wire::ExecutorStopResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Read};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -164,46 +174,52 @@ impl Status {
     }
 }
 
-/// Writes `bytes` to `dir/name` whole: a temporary file, synced, renamed over it.
+/// Writes `bytes` to `dir/name` whole: a fresh temporary file, synced, renamed over
+/// it ([`Dir::write_atomic`]: nothing is followed).
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, dir.join(name))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    Dir::open(dir)?.write_atomic(name, bytes)
 }
 
 /// Writes `value` as JSON to `dir/name` whole.
 pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    write_atomic(dir, name, &bytes)
+    Dir::open(dir)?.write_json(name, value)
 }
 
-/// Reads `dir/name` as JSON: `None` when the file does not exist.
+/// Reads `dir/name` as JSON: `None` when the file (or the directory) does not exist.
+/// A symlink or anything but a regular file there is refused.
 pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> io::Result<Option<T>> {
-    match std::fs::read(dir.join(name)) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}"))),
+    match Dir::open(dir) {
+        Ok(d) => d.read_json(name),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// True when `dir/name` exists.
+/// True when a regular file is at `dir/name` (a symlink to one is not).
 pub fn exists(dir: &Path, name: &str) -> bool {
-    dir.join(name).exists()
+    Dir::open(dir).is_ok_and(|d| d.is_file(name))
+}
+
+/// Whether `result.json` in `dir` may be answered again: a regular file written no
+/// earlier than the `status` (the extension writes it after the end is recorded; a
+/// command that wrote one while it ran wrote it before).
+pub fn result_is_current(dir: &Path) -> bool {
+    let Ok(d) = Dir::open(dir) else {
+        return false;
+    };
+    match (d.changed(RESULT), d.changed(STATUS)) {
+        (Some(result), Some(status)) => result >= status,
+        _ => false,
+    }
+}
+
+/// The result recorded in `dir/result.json`, when it may be answered again
+/// ([`result_is_current`]).
+pub fn recorded_result<T: DeserializeOwned>(dir: &Path) -> Option<T> {
+    if !result_is_current(dir) {
+        return None;
+    }
+    read_json(dir, RESULT).ok().flatten()
 }
 
 /// A fresh nonce: 128 random bits from the kernel, in hex.
@@ -373,12 +389,35 @@ pub fn wrapper_alive(pid: i32, start: u64, nonce: &str, wrap_arg: &str) -> bool 
     args.get(1) == Some(&wrap_arg.as_bytes()) && args.get(3) == Some(&nonce.as_bytes())
 }
 
+/// The start time of `pid` when it is alive and its argv proves it the wrapper of
+/// the run directory `dir` with `nonce` (`<exe> <wrap_arg> <dir> <nonce>`): what
+/// `/proc` shows, never what a file of the run says. `None` otherwise.
+pub fn wrapper_start(pid: i32, dir: &Path, nonce: &str, wrap_arg: &str) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    if pid <= 1 {
+        return None;
+    }
+    let before = proc_stat(pid).filter(ProcStat::live)?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let ours = args.get(1) == Some(&wrap_arg.as_bytes())
+        && args.get(2) == Some(&dir.as_os_str().as_bytes())
+        && args.get(3) == Some(&nonce.as_bytes());
+    // The same process before and after the argv was read (not a pid recycled
+    // meanwhile).
+    let after = proc_stat(pid).filter(ProcStat::live)?;
+    (ours && before.start == after.start).then_some(before.start)
+}
+
 /// How often a stop looks again at what is left.
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// How long a stop waits for the processes to be gone once the end is recorded.
 pub const EVIDENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long a stop waits past the grace period for the wrapper to record the end.
 pub const STOP_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest grace period a run's `spec.json` may give (the configs' bound): a
+/// longer one read there is cut to it.
+pub const MAX_GRACE_S: u64 = 31_622_400;
 
 /// What an executor calls its runs and their command, in the records it writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,14 +433,15 @@ pub struct Words {
 }
 
 /// One launch of a detached run: its directory, and its wrapper's pid, start time
-/// and nonce.
+/// and nonce, as the extension saw them when it spawned the wrapper (or as `/proc`
+/// proves them), never as a file of the run says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     /// The run directory.
     pub dir: std::path::PathBuf,
     /// The wrapper's pid.
     pub pid: i32,
-    /// The wrapper's start time ([`ProcStat::start`]); 0 when not recorded.
+    /// The wrapper's start time ([`ProcStat::start`]); 0 when not known.
     pub start: u64,
     /// The nonce the wrapper was started with.
     pub nonce: String,
@@ -410,24 +450,36 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// The launch `dir/meta.json` records, when it records one.
+    /// The launch `dir/meta.json` records, when it records one, for a run this
+    /// process neither started nor adopted (a stop, a forget): the pid it names is
+    /// taken as the wrapper's only while `/proc` shows that process running the
+    /// wrapper of `dir` with the nonce ([`wrapper_start`]), and its start time is the
+    /// one `/proc` shows.
     pub fn on_disk(dir: &Path, wrap_arg: &'static str) -> Option<Launch> {
         let meta: Meta = read_json(dir, META).ok().flatten()?;
+        let start = wrapper_start(meta.pid, dir, &meta.nonce, wrap_arg).unwrap_or(0);
         Some(Launch {
             dir: dir.to_path_buf(),
             pid: meta.pid,
-            start: meta.start,
+            start,
             nonce: meta.nonce,
             wrap_arg,
         })
     }
 
-    /// Whether the wrapper is still there ([`wrapper_alive`]).
+    /// Whether the wrapper is still there: the process with its pid started when it
+    /// did; without a known start time, its argv proves it the wrapper of this run
+    /// directory with the nonce ([`wrapper_start`]).
     pub fn wrapper_alive(&self) -> bool {
-        wrapper_alive(self.pid, self.start, &self.nonce, self.wrap_arg)
+        if self.start > 0 {
+            wrapper_alive(self.pid, self.start, &self.nonce, self.wrap_arg)
+        } else {
+            wrapper_start(self.pid, &self.dir, &self.nonce, self.wrap_arg).is_some()
+        }
     }
 
     /// The command's process group as `meta.json` records it; 0 before it started.
+    /// What the run could have written: signal it only once [`Launch::owns_group`].
     pub fn pgid(&self) -> i32 {
         read_json::<Meta>(&self.dir, META)
             .ok()
@@ -435,16 +487,56 @@ impl Launch {
             .map_or(0, |m| m.pgid)
     }
 
-    /// The processes of the run left besides the wrapper: the command's group, or,
-    /// while no group is recorded (the wrapper may have started the command and not
-    /// yet said so), the wrapper's session since the wrapper started.
+    /// Whether the process group `pgid` is the run's: every live member of it is in
+    /// the wrapper's session (its session id is the wrapper's pid: the kernel never
+    /// gives that id to another session while one of its members lives) and started
+    /// no earlier than the wrapper. A `meta.json` forged to name another group, a
+    /// host process's, fails this, and that group is never signalled.
+    pub fn owns_group(&self, pgid: i32) -> bool {
+        if pgid <= 1 || self.pid <= 1 {
+            return false;
+        }
+        live_processes()
+            .into_iter()
+            .filter(|s| s.pgrp == pgid)
+            .all(|s| s.session == self.pid && s.start >= self.start)
+    }
+
+    /// The processes of the run left besides the wrapper: the command's group when
+    /// it is the run's ([`Launch::owns_group`]); else (no group recorded yet, or one
+    /// that is not the run's) the wrapper's session since the wrapper started.
     pub fn members(&self, pgid: i32) -> Vec<i32> {
-        if pgid > 1 {
+        if pgid > 1 && self.owns_group(pgid) {
             group_members(pgid)
         } else if self.start > 0 {
             session_members(self.pid, self.start)
         } else {
             Vec::new()
+        }
+    }
+
+    /// `signal` to what is left of the run: the group `pgid` as a whole when it is
+    /// the run's (checked again right before), else each of `members`.
+    fn signal(&self, pgid: i32, members: &[i32], signal: nix::sys::signal::Signal) {
+        use nix::unistd::Pid;
+        if pgid > 1 && self.owns_group(pgid) {
+            let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), signal);
+            return;
+        }
+        if pgid > 1 {
+            eprintln!(
+                "{}: meta.json names process group {pgid}, which is not the run's (pid {}): only the run's own processes are signalled",
+                self.dir.display(),
+                self.pid
+            );
+        }
+        for pid in members {
+            // Each is the wrapper's session's still, or it is left alone.
+            let ours = proc_stat(*pid)
+                .is_some_and(|s| s.live() && s.session == self.pid && s.start >= self.start);
+            if ours {
+                let _ = nix::sys::signal::kill(Pid::from_raw(*pid), signal);
+            }
         }
     }
 
@@ -465,15 +557,15 @@ impl Launch {
         if members.is_empty() {
             return Ok(());
         }
-        signal_all(pgid, &members, nix::sys::signal::Signal::SIGTERM);
-        signal_all(pgid, &members, nix::sys::signal::Signal::SIGCONT);
+        self.signal(pgid, &members, nix::sys::signal::Signal::SIGTERM);
+        self.signal(pgid, &members, nix::sys::signal::Signal::SIGCONT);
         let grace = self.grace_s(words);
         let this = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(grace)).await;
             let left = this.members(pgid);
             if !left.is_empty() {
-                signal_all(pgid, &left, nix::sys::signal::Signal::SIGKILL);
+                this.signal(pgid, &left, nix::sys::signal::Signal::SIGKILL);
             }
         });
         Ok(())
@@ -484,6 +576,7 @@ impl Launch {
             .ok()
             .flatten()
             .map_or(words.default_grace_s, |s| s.grace_s)
+            .min(MAX_GRACE_S)
     }
 
     /// Waits until the run's end is recorded. A wrapper that is gone without
@@ -564,7 +657,7 @@ impl Launch {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
         let pgid = self.pgid();
-        signal_all(pgid, &self.members(pgid), Signal::SIGKILL);
+        self.signal(pgid, &self.members(pgid), Signal::SIGKILL);
         if self.wrapper_alive() {
             let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
         }
@@ -621,18 +714,6 @@ impl Launch {
                 };
             }
             tokio::time::sleep(POLL).await;
-        }
-    }
-}
-
-/// `signal` to the group `pgid` when there is one, else to each of `members`.
-fn signal_all(pgid: i32, members: &[i32], signal: nix::sys::signal::Signal) {
-    use nix::unistd::Pid;
-    if pgid > 1 {
-        let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), signal);
-    } else {
-        for pid in members {
-            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), signal);
         }
     }
 }
@@ -715,5 +796,196 @@ mod tests {
         assert!(!wrapper_alive(0, 0, "", "__wrap"));
         assert!(group_members(s.pgrp).contains(&me));
         assert_eq!(session_members(s.session, u64::MAX), Vec::<i32>::new());
+    }
+}
+
+#[cfg(test)]
+mod trust {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::path::PathBuf;
+
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("oc-detached-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A child of the test's own; killed (its group too) when dropped.
+    struct Child(std::process::Child, bool);
+
+    impl Child {
+        /// `sleep 300` in a process group of its own (not a session).
+        fn bystander() -> Child {
+            let c = std::process::Command::new("sleep")
+                .arg("300")
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            Child(c, false)
+        }
+        /// A session leader (as the wrapper is) with a `sleep` of its group.
+        fn session() -> Child {
+            let c = std::process::Command::new("setsid")
+                .args(["sh", "-c", "sleep 300 & wait"])
+                .spawn()
+                .unwrap();
+            Child(c, true)
+        }
+        fn pid(&self) -> i32 {
+            i32::try_from(self.0.id()).unwrap()
+        }
+        fn alive(&self) -> bool {
+            proc_stat(self.pid()).is_some_and(|s| s.live())
+        }
+    }
+
+    impl Drop for Child {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(self.pid()),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    const WORDS: Words = Words {
+        label: "test",
+        unit: "run",
+        what: "the command",
+        default_grace_s: 0,
+    };
+
+    fn forged_meta(dir: &Path, pid: i32, pgid: i32) {
+        let meta = Meta {
+            pid,
+            pgid,
+            nonce: "x".into(),
+            started_at: String::new(),
+            start: 1,
+        };
+        std::fs::write(dir.join(META), serde_json::to_vec(&meta).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_group_is_the_runs_only_when_every_member_is_of_its_session() {
+        let session = Child::session();
+        let bystander = Child::bystander();
+        // The session's sleep has started once the group has two members.
+        let leader = session.pid();
+        while group_members(leader).len() < 2 {
+            std::thread::sleep(POLL);
+        }
+        let launch = Launch {
+            dir: PathBuf::from("/nonexistent"),
+            pid: leader,
+            start: start_time(leader),
+            nonce: String::new(),
+            wrap_arg: "__wrap",
+        };
+        assert!(launch.owns_group(leader));
+        assert!(!launch.owns_group(bystander.pid()));
+        // This test's own group (the runner's) is not the run's either.
+        let me = proc_stat(std::process::id() as i32).unwrap();
+        assert!(!launch.owns_group(me.pgrp));
+        // A group that is not the run's: the run's processes are its session's.
+        let members = launch.members(bystander.pid());
+        assert!(!members.contains(&bystander.pid()), "{members:?}");
+        assert_eq!(members, session_members(leader, launch.start));
+        // A wrapper that started after the members cannot own them.
+        let later = Launch {
+            start: launch.start + 1_000_000,
+            ..launch.clone()
+        };
+        assert!(!later.owns_group(leader));
+    }
+
+    #[tokio::test]
+    async fn a_forged_group_is_never_signalled() {
+        let s = Scratch::new("forged");
+        let bystander = Child::bystander();
+        // The wrapper is gone (so the host signals what is left itself), and
+        // meta.json names the bystander's group.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = i32::try_from(gone.id()).unwrap();
+        let start = start_time(pid);
+        gone.wait().unwrap();
+        forged_meta(&s.0, pid, bystander.pid());
+        let launch = Launch {
+            dir: s.0.clone(),
+            pid,
+            start,
+            nonce: "x".into(),
+            wrap_arg: "__wrap",
+        };
+        let interrupt = KillRequest {
+            cause: Cause::Interrupt,
+            reason: String::new(),
+        };
+        launch.ask_to_end(&interrupt, WORDS).unwrap();
+        launch.force_end().await;
+        let stopped = launch.stop(WORDS).await.unwrap();
+        assert!(stopped.stopped, "{stopped:?}");
+        launch.await_end(WORDS).await;
+        assert!(bystander.alive(), "the bystander's group was signalled");
+        assert!(exists(&s.0, STATUS));
+    }
+
+    #[test]
+    fn on_disk_takes_no_pid_the_run_could_name() {
+        let s = Scratch::new("ondisk");
+        // meta.json names a live process (this test) that is no wrapper of the run.
+        let me = proc_stat(std::process::id() as i32).unwrap();
+        forged_meta(&s.0, me.pid, me.pgrp);
+        let launch = Launch::on_disk(&s.0, "__wrap").unwrap();
+        assert_eq!(launch.start, 0);
+        assert!(!launch.wrapper_alive());
+        assert!(!launch.owns_group(me.pgrp));
+        assert!(launch.members(me.pgrp).is_empty());
+    }
+
+    #[test]
+    fn a_result_older_than_the_status_is_not_the_extensions() {
+        let s = Scratch::new("result");
+        std::fs::write(s.0.join(RESULT), b"{\"outcome\": \"completed\"}").unwrap();
+        assert!(!result_is_current(&s.0), "no status yet");
+        // ctime moves on with the clock: wait until it has.
+        let before = Dir::open(&s.0).unwrap().changed(RESULT).unwrap();
+        loop {
+            write_atomic(&s.0, STATUS, b"{}").unwrap();
+            if Dir::open(&s.0).unwrap().changed(STATUS).unwrap() > before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!result_is_current(&s.0));
+        assert_eq!(recorded_result::<serde_json::Value>(&s.0), None);
+        write_atomic(&s.0, RESULT, b"{\"outcome\": \"failed\"}").unwrap();
+        assert!(result_is_current(&s.0));
+        assert_eq!(
+            recorded_result::<serde_json::Value>(&s.0).unwrap()["outcome"],
+            "failed"
+        );
+        // A symlink is never the result.
+        std::fs::remove_file(s.0.join(RESULT)).unwrap();
+        std::os::unix::fs::symlink(s.0.join(STATUS), s.0.join(RESULT)).unwrap();
+        assert!(!result_is_current(&s.0));
     }
 }

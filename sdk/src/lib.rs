@@ -34,6 +34,7 @@
 pub mod config;
 pub mod detached;
 pub mod dirs;
+pub mod nofollow;
 pub mod runs;
 pub mod sandbox;
 pub mod signals;

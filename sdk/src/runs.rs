@@ -6,7 +6,6 @@
 
 use protocol::{Code, RpcError};
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -116,33 +115,23 @@ pub fn evict<R>(runs: &mut HashMap<String, Arc<R>>, max: usize, tracked: impl Fn
     }
 }
 
-/// Reads a file, bounded: all of it up to `max` bytes; beyond that its first
-/// and last `max / 2` bytes with a marker. A missing file reads as empty.
+/// Reads a run's output file, bounded: all of it up to `max` bytes; beyond that its
+/// first and last `max / 2` bytes with a marker. A missing file reads as empty; a
+/// symlink or anything but a regular file there (a command that swapped its output
+/// for a link to a secret) is refused, never read ([`crate::nofollow`]).
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+    else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} names no file in a directory", path.display()),
+        ));
     };
-    let len = f.metadata()?.len();
-    if len <= max {
-        let mut out = Vec::new();
-        f.read_to_end(&mut out)?;
-        return Ok(out);
+    match crate::nofollow::Dir::open(parent) {
+        Ok(dir) => dir.read_bounded(name, max),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
     }
-    let half = max / 2;
-    let mut out = Vec::new();
-    (&mut f).take(half).read_to_end(&mut out)?;
-    out.extend_from_slice(
-        format!(
-            "\n[... {} bytes left out: the output passed {max} bytes ...]\n",
-            len - 2 * half
-        )
-        .as_bytes(),
-    );
-    f.seek(SeekFrom::Start(len - half))?;
-    f.take(half).read_to_end(&mut out)?;
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use protocol::sandbox::{
 };
 use protocol::wire::RunRequest;
 use protocol::{CallError, Code, RpcError};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 
 /// The run's own tmp folder's name inside its run directory.
@@ -26,13 +25,18 @@ pub const TMP_VARS: [&str; 2] = ["TMPDIR", "CLAUDE_CODE_TMPDIR"];
 /// Makes a run's own tmp folder `tmp` (mode 0700; the shell's is `<run dir>/tmp`): a
 /// sandboxed launch needs it writable and points [`TMP_VARS`] there, since `/tmp` is
 /// read-only inside the sandbox. It must not lie inside a read need: srt mounts read
-/// needs over write needs, so a folder inside one is read-only.
+/// needs over write needs, so a folder inside one is read-only. A symlink at its name
+/// is refused, never followed.
 pub fn own_tmp(tmp: PathBuf) -> std::io::Result<PathBuf> {
-    match std::fs::DirBuilder::new().mode(0o700).create(&tmp) {
-        Ok(()) => Ok(tmp),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tmp.is_dir() => Ok(tmp),
-        Err(e) => Err(e),
-    }
+    let (Some(parent), Some(name)) = (tmp.parent(), tmp.file_name().and_then(|n| n.to_str()))
+    else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} names no folder in a directory", tmp.display()),
+        ));
+    };
+    crate::nofollow::Dir::open(parent)?.make_subdir(name, 0o700)?;
+    Ok(tmp)
 }
 
 /// Why a sandboxed launch or adoption was refused.

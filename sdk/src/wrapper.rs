@@ -11,7 +11,8 @@
 //! byte at a time, so nothing after it is consumed. Then it starts the command in a
 //! new process group of its own (stdin `/dev/null`, or the rest of the extension's
 //! pipe when [`WrapperOptions::stdin_from_extension`]; stdout and stderr into the run
-//! directory), records `meta.json`, and supervises:
+//! directory, created afresh: anything already at their names is refused and the
+//! command never starts), records `meta.json`, and supervises:
 //!
 //! * the command's exit is its wait status, from `waitpid`, never the end of its
 //!   output;
@@ -21,14 +22,18 @@
 //! * when the command exits and members of its group remain, they get the same
 //!   TERM-then-KILL, so a run never leaves a process behind;
 //! * once the group is empty it writes `status` (atomically) and exits.
+//!
+//! It opens the run directory once and every file in it under that descriptor,
+//! never through a symlink ([`crate::nofollow`]): what the command does to its run
+//! directory cannot make the wrapper write or read anything else.
 
 use crate::detached::{self as rundir, Cause, KillRequest, Meta, Spec, Status};
+use crate::nofollow::Dir;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::OsString;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -84,6 +89,16 @@ pub fn main(args: &[OsString], options: WrapperOptions) -> i32 {
         );
         return 0;
     }
+    let dir = match Dir::open(&dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "{} wrapper: cannot open the run directory: {e}; the command was not started",
+                label()
+            );
+            return 1;
+        }
+    };
     run(&dir, nonce, options)
 }
 
@@ -104,9 +119,9 @@ fn read_go() -> bool {
     false
 }
 
-fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
+fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
-    let spec: Spec = match rundir::read_json(dir, rundir::SPEC) {
+    let spec: Spec = match dir.read_json(rundir::SPEC) {
         Ok(Some(spec)) => spec,
         Ok(None) => return never_started(dir, me, nonce, "the run has no spec.json".into()),
         Err(e) => return never_started(dir, me, nonce, format!("cannot read spec.json: {e}")),
@@ -124,14 +139,9 @@ fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
         );
         return never_started(dir, me, nonce, why);
     }
-    let output = |name: &str| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(dir.join(name))
-    };
+    // Created afresh: an output file already there (a symlink to a secret, another
+    // Work's file) is refused, and the command never starts.
+    let output = |name: &str| dir.create_new(name, 0o600);
     let (stdout, stderr) = match (output(options.stdout), output(options.stderr)) {
         (Ok(o), Ok(e)) => (o, e),
         (Err(e), _) | (_, Err(e)) => {
@@ -167,11 +177,11 @@ fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
         started_at: rundir::now_rfc3339(),
         start: rundir::start_time(me),
     };
-    if let Err(e) = rundir::write_json(dir, rundir::META, &meta) {
+    if let Err(e) = dir.write_json(rundir::META, &meta) {
         eprintln!("{} wrapper: cannot write meta.json: {e}", label());
     }
     let status = supervise(dir, &spec, leader, started);
-    if let Err(e) = rundir::write_json(dir, rundir::STATUS, &status) {
+    if let Err(e) = dir.write_json(rundir::STATUS, &status) {
         eprintln!("{} wrapper: cannot write the status: {e}", label());
         return 1;
     }
@@ -180,7 +190,7 @@ fn run(dir: &Path, nonce: &str, options: WrapperOptions) -> i32 {
 
 /// Records a launch that never ran a command: a `meta.json` without a group and
 /// a `status` that says why.
-fn never_started(dir: &Path, me: i32, nonce: &str, why: String) -> i32 {
+fn never_started(dir: &Dir, me: i32, nonce: &str, why: String) -> i32 {
     eprintln!("{} wrapper: {why}", label());
     let meta = Meta {
         pid: me,
@@ -194,8 +204,9 @@ fn never_started(dir: &Path, me: i32, nonce: &str, why: String) -> i32 {
         ended_at: rundir::now_rfc3339(),
         ..Status::default()
     };
-    let written = rundir::write_json(dir, rundir::META, &meta)
-        .and_then(|()| rundir::write_json(dir, rundir::STATUS, &status));
+    let written = dir
+        .write_json(rundir::META, &meta)
+        .and_then(|()| dir.write_json(rundir::STATUS, &status));
     match written {
         Ok(()) => 0,
         Err(e) => {
@@ -242,7 +253,7 @@ fn terminate(pgid: i32) {
     let _ = killpg(group, Signal::SIGCONT);
 }
 
-fn supervise(dir: &Path, spec: &Spec, leader: i32, started: Instant) -> Status {
+fn supervise(dir: &Dir, spec: &Spec, leader: i32, started: Instant) -> Status {
     let deadline = spec
         .deadline_s
         .and_then(|s| started.checked_add(Duration::from_secs(s)));
@@ -259,7 +270,7 @@ fn supervise(dir: &Path, spec: &Spec, leader: i32, started: Instant) -> Status {
         }
         let now = Instant::now();
         if ended.is_none() && cause.is_none() {
-            let asked = match rundir::read_json::<KillRequest>(dir, rundir::KILL) {
+            let asked = match dir.read_json::<KillRequest>(rundir::KILL) {
                 Ok(asked) => asked,
                 Err(e) => {
                     // A request we cannot read is still a request to end.

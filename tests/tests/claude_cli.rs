@@ -859,8 +859,11 @@ fn a_sandboxed_turn_of_the_real_cli_reaches_the_api_and_its_toolbelt() {
         .join("state/sandboxes/pins")
         .join(format!("{}.json", ex[0]["id"].as_str().unwrap()));
     let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
+    // `srt --settings FILE -c LINE` (as root after the step that enters its pids
+    // cgroup).
+    let argv = pin["plan"]["argv"].as_array().unwrap();
     assert!(
-        pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"),
+        argv[argv.len() - 5].as_str().unwrap().ends_with("srt"),
         "{pin}"
     );
     let settings = pin["plan"]["data"]["settings"].as_str().unwrap();

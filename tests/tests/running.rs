@@ -242,6 +242,173 @@ fn an_operator_interrupts_a_running_attempt() {
     let _ = suite.call("sched.stop", json!({ "work_id": id }));
 }
 
+/// `(state, process group)` of a live process `pid` (a zombie is not live).
+fn live(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let _ppid = rest.next()?;
+    let pgid: i32 = rest.next()?.parse().ok()?;
+    (state != 'Z' && state != 'X').then_some((state, pgid))
+}
+
+/// The live processes of process group `pgid`, and those whose argv holds `needle`.
+fn processes_of(pgid: i32, needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some((_, group)) = live(pid) else {
+            continue;
+        };
+        let argv = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+        if group == pgid || argv.contains(needle) {
+            out.push(format!("{pid} (group {group}): {argv}"));
+        }
+    }
+    out
+}
+
+/// `work cancel` (the real CLI) on the Work of a delivery, once its command (a shell
+/// and its child `sleep <marker>`) runs and wrote both pids to `pids(execution)`.
+/// Answers the CLI's output, the Work, and the processes of the run left when the
+/// CLI answered: its process group, its command, its wrapper and sandbox (their argv
+/// names the execution). A sandboxed run's pids are its own namespace's: its
+/// processes are found by their argv alone.
+fn cancel_a_running_shell(
+    suite: &Suite,
+    pids: impl Fn(&str) -> std::path::PathBuf,
+    marker: &str,
+    sandboxed: bool,
+) -> (String, String, Vec<String>) {
+    assert_eq!(
+        deliver(suite, "d-1", br#"{"number": 7}"#).unwrap().status,
+        200
+    );
+    let work = the_work(suite);
+    let id = work["id"].as_str().unwrap().to_owned();
+    let exec = wait_within("a running attempt", HANG, || {
+        executions(suite, &id)
+            .into_iter()
+            .find(|e| e["state"] == "running" && !e["recovery"].is_null())
+    });
+    let exec = exec["id"].as_str().unwrap().to_owned();
+    let pids = pids(&exec);
+    let (shell, child) = wait_within("the command's pids", HANG, || {
+        let text = std::fs::read_to_string(&pids).ok()?;
+        let mut it = text.split_whitespace().map(|p| p.parse::<i32>().ok());
+        Some((it.next()??, it.next()??))
+    });
+    let group = match sandboxed {
+        true => -1,
+        false => live(shell).map_or(-1, |(_, pgid)| pgid),
+    };
+    let before = processes_of(group, marker);
+    assert!(
+        before.iter().any(|p| p.contains(marker)),
+        "the command is not running: {before:?}"
+    );
+    let (code, said) = cli(suite, &["work", "cancel", &id]);
+    assert_eq!(code, 0, "{said}");
+    let mut left = processes_of(group, marker);
+    left.extend(processes_of(-1, &exec));
+    if !sandboxed {
+        left.extend(
+            [shell, child]
+                .into_iter()
+                .filter(|p| live(*p).is_some())
+                .map(|p| p.to_string()),
+        );
+    }
+    (said, id, left)
+}
+
+/// After the cancel: the Work is `cancelled` for good (the run's own end, after the
+/// stop, neither failed it nor started another attempt), its attempt is cancelled,
+/// `work interrupt` says nothing runs, and a second cancel is refused.
+fn cancelled_for_good(suite: &Suite, id: &str) {
+    let w = suite.call("store.work_get", json!({ "id": id })).unwrap()["work"].clone();
+    assert_eq!(w["state"], "cancelled", "{w}");
+    let ex = executions(suite, id);
+    assert_eq!(ex.len(), 1, "no further attempt: {ex:?}");
+    assert_eq!(ex[0]["state"], "cancelled", "{ex:?}");
+    let (code, said) = cli(suite, &["work", "interrupt", id]);
+    assert_ne!(code, 0, "{said}");
+    assert!(said.contains("has no running attempt"), "{said}");
+    let (code, said) = cli(suite, &["work", "cancel", id]);
+    assert_ne!(code, 0, "{said}");
+    assert!(said.contains("already cancelled"), "{said}");
+}
+
+/// A shell that starts `sleep <marker>` and writes both pids to `file`.
+fn sleeper(marker: &str, file: &str) -> Value {
+    // The deadline only bounds what a failed test would leave behind.
+    json!({"script": format!("sleep {marker} & echo \"$$ $!\" > {file}; wait"),
+           "deadline_s": 60, "grace_s": 1})
+}
+
+#[test]
+fn work_cancel_stops_the_running_attempt_before_it_settles() {
+    let pids = std::env::temp_dir().join(format!("oc-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_file(&pids);
+    let marker = "3017";
+    let suite = started_with(
+        "run-cancel",
+        sleeper(marker, &format!("'{}'", pids.display())),
+    );
+    let (said, id, left) =
+        cancel_a_running_shell(&suite, |_| pids.clone(), &format!("sleep {marker}"), false);
+    assert!(
+        left.is_empty(),
+        "work cancel left processes of the run: {left:?} ({said})"
+    );
+    assert!(said.contains("was stopped first"), "{said}");
+    cancelled_for_good(&suite, &id);
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn work_cancel_stops_a_sandboxed_run_and_its_sandbox() {
+    if !common::sandbox::have_srt() {
+        return;
+    }
+    let suite = Suite::new(
+        std::path::Path::new(BIN),
+        "run-cancel-srt",
+        &common::sandbox::packages(),
+    )
+    .unwrap();
+    suite.start_all().unwrap();
+    let marker = "3019";
+    // The command writes its pids in its own tmp folder, where its sandbox lets it.
+    let mut c = with_binding(&suite, sleeper(marker, "\"$TMPDIR/pids\""));
+    c["scopes"][0]["bindings"][0]["sandbox"] = common::sandbox::srt_sandbox(json!({}));
+    suite.apply_config(&c, HOOK).unwrap();
+    wait_within("the route", HANG, || {
+        let s = suite.call("sched.status", json!({})).unwrap();
+        (s["handlers"]["webhook"] == "webhook").then_some(())
+    });
+    let runs = suite.dir.join("state/extensions/shell/runs");
+    let (said, id, left) = cancel_a_running_shell(
+        &suite,
+        |exec| runs.join(exec).join("tmp/pids"),
+        &format!("sleep {marker}"),
+        true,
+    );
+    assert!(
+        left.is_empty(),
+        "work cancel left processes of the sandboxed run: {left:?} ({said})"
+    );
+    assert!(said.contains("was stopped first"), "{said}");
+    cancelled_for_good(&suite, &id);
+}
+
 /// SIGKILL of `name`'s extension process (found through `ext.inspect`).
 fn kill_extension(suite: &Suite, name: &str) {
     let pid = wait_within(&format!("{name} running"), HANG, || {

@@ -142,7 +142,13 @@ fn a_sandboxed_command_works_in_its_workspace_and_reaches_nothing_else() {
         .join(format!("{}.json", ex["id"].as_str().unwrap()));
     let pin: Value = serde_json::from_slice(&std::fs::read(&pin).unwrap()).unwrap();
     assert_eq!(pin["digest"].as_str().unwrap().len(), 64, "{pin}");
-    assert!(pin["plan"]["argv"][0].as_str().unwrap().ends_with("srt"));
+    // `srt --settings FILE -c LINE` (as root after the step that enters its pids
+    // cgroup).
+    let argv = pin["plan"]["argv"].as_array().unwrap();
+    assert!(
+        argv[argv.len() - 5].as_str().unwrap().ends_with("srt"),
+        "{pin}"
+    );
     // doctor runs a command through the srt the binding names.
     let out = Command::new(BIN)
         .arg("open-conduit")

@@ -4,7 +4,8 @@
 //! agent would) reads its context, calls an extension operation (retried with the same
 //! request ID, the handler runs once), emits, creates Work, parks on a wait that the next matching delivery
 //! wakes (the same attempt resumes), declares its outcome, and a token that is not the
-//! running execution's is refused.
+//! running execution's is refused. `create_work` from a run of a sandboxed binding
+//! names only bindings with a sandbox of the same type, unless the operator opts in.
 
 mod common;
 use common::*;
@@ -329,5 +330,134 @@ fn an_agent_turn_reads_calls_once_waits_and_resumes_through_the_toolbelt() {
     assert!(
         err && down.as_str().unwrap().starts_with("unreachable"),
         "{down}"
+    );
+}
+
+/// `create_work` from a run whose binding has a sandbox: another binding with a
+/// sandbox of the same type is fine; one without a sandbox, or with another type, is
+/// refused `unauthorized` (naming both bindings and the rule) and makes no Work;
+/// `allow_unconfined_create_work` on the caller's binding lets exactly the bindings
+/// it names through. (The `agent` test executor launches no process, in a sandbox or
+/// not: what is tested is the toolbelt's check of the configuration.)
+#[test]
+fn create_work_from_a_sandboxed_run_names_only_bindings_as_confined() {
+    let mut packages = Suite::first_party();
+    packages.push(Package {
+        name: "agent".into(),
+        manifest: oc_systest::agent::MANIFEST.into(),
+        command: vec!["ext-agent".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), "toolbelt-confined", &packages).unwrap();
+    suite.start_all().unwrap();
+    let turns = suite.dir.join("turns");
+    std::fs::create_dir_all(&turns).unwrap();
+    let bindings = |opt_in: Value| {
+        let mut boxed = json!({"name": "boxed", "executor": "agent", "config": {"dir": turns},
+                               "sandbox": {"type": "srt"}});
+        if !opt_in.is_null() {
+            boxed["allow_unconfined_create_work"] = opt_in;
+        }
+        json!([
+            boxed,
+            {"name": "same", "executor": "agent", "config": {"dir": turns},
+             "sandbox": {"type": "srt", "config": {"allowed_domains": ["example.com"]}}},
+            {"name": "open", "executor": "agent", "config": {"dir": turns}},
+            {"name": "other", "executor": "agent", "config": {"dir": turns},
+             "sandbox": {"type": "other-box"}}
+        ])
+    };
+    let mut c = config(&suite);
+    c["scopes"][0]["routes"] =
+        json!([{"handler": "webhook", "binding": "boxed", "config": {"entry": "ci"}}]);
+    c["scopes"][0]["bindings"] = bindings(Value::Null);
+    suite.apply_config(&c, HOOK).unwrap();
+    assert_eq!(
+        deliver(&suite, "t-1", br#"{"number": 5}"#).unwrap().status,
+        200
+    );
+    let (_, record) = run_file(&turns, 0);
+    let endpoint = record["toolbelt"]["endpoint"].as_str().unwrap().to_owned();
+    let token_file = turns.join("token");
+    std::fs::write(&token_file, record["toolbelt"]["token"].as_str().unwrap()).unwrap();
+    let mut mcp = Mcp::start(&endpoint, &token_file);
+    mcp.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    let works_on = |binding: &str| -> Vec<Value> {
+        let w = suite
+            .call("store.works", json!({"scope_id": "demo"}))
+            .unwrap();
+        w["works"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["binding"] == binding)
+            .cloned()
+            .collect()
+    };
+    let create = |mcp: &mut Mcp, binding: &str, id: &str| {
+        mcp.tool(
+            "create_work",
+            json!({"title": format!("on {binding}"), "binding": binding,
+                   "keys": [format!("made:{id}")], "request_id": id}),
+        )
+    };
+
+    // No sandbox, or another type: refused, and no Work.
+    let (err, refused) = create(&mut mcp, "open", "c-open");
+    let text = refused.as_str().unwrap_or_default().to_owned();
+    assert!(err && text.starts_with("unauthorized"), "{refused}");
+    assert!(
+        text.contains("binding \"boxed\" of this run has a sandbox of type \"srt\"")
+            && text.contains("binding \"open\" has no sandbox")
+            && text.contains("allow_unconfined_create_work"),
+        "{text}"
+    );
+    let (err, refused) = create(&mut mcp, "other", "c-other");
+    let text = refused.as_str().unwrap_or_default().to_owned();
+    assert!(err && text.starts_with("unauthorized"), "{refused}");
+    assert!(text.contains("\"other-box\""), "{text}");
+    // The same sandbox type: the Work is made there.
+    let (err, made) = create(&mut mcp, "same", "c-same");
+    assert!(!err, "{made}");
+    wait_for("the Work on binding same", || {
+        works_on("same").first().cloned()
+    });
+    assert!(works_on("open").is_empty() && works_on("other").is_empty());
+
+    // The operator opts in for `open` alone.
+    c["scopes"][0]["bindings"] = bindings(json!(["open"]));
+    suite.apply_config(&c, HOOK).unwrap();
+    let made = wait_for("create_work on open allowed", || {
+        let (err, made) = create(&mut mcp, "open", "c-open-2");
+        (!err).then_some(made)
+    });
+    assert!(made["event_id"].is_string(), "{made}");
+    let open = wait_for("the Work on binding open", || {
+        works_on("open").first().cloned()
+    });
+    assert_eq!(open["display"]["title"], "on open", "{open}");
+    let (err, refused) = create(&mut mcp, "other", "c-other-2");
+    assert!(
+        err && refused.as_str().unwrap().starts_with("unauthorized"),
+        "{refused}"
+    );
+    assert!(works_on("other").is_empty());
+    // `config check` names an opt-in for a binding the scope does not have.
+    c["scopes"][0]["bindings"] = bindings(json!(["gone"]));
+    let file = suite.dir.join("opt-in.json");
+    std::fs::write(&file, c.to_string()).unwrap();
+    let (code, said) = cli(
+        &suite,
+        &["config", "check", "--no-extensions", file.to_str().unwrap()],
+    );
+    assert_ne!(code, 0, "{said}");
+    assert!(
+        said.contains(
+            "/scopes/0/bindings/0/allow_unconfined_create_work/0: scope \"demo\" has no binding \"gone\""
+        ),
+        "{said}"
     );
 }

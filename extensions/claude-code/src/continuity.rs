@@ -477,25 +477,38 @@ pub fn transcript_path(
 /// Where a session's transcript is: the derived path when it exists, else the
 /// `<session>.jsonl` of any project folder (a version that names folders otherwise),
 /// reading at most [`MAX_PROJECT_DIRS`] entries. `None` when there is none.
+///
+/// claude's config directory is writable by a sandboxed segment, so below the
+/// directory itself nothing is followed: `projects`, the project folder and the
+/// transcript count only as a real directory, directory and regular file, never a
+/// symlink to one ([`sdk::nofollow`]).
 pub fn find_transcript(
     config_dir: &std::path::Path,
     cwd: &str,
     session: &str,
 ) -> Option<std::path::PathBuf> {
-    let derived = transcript_path(config_dir, cwd, session);
-    if derived.is_file() {
-        return Some(derived);
-    }
-    let file = format!("{session}.jsonl");
     if session.is_empty() || session.contains('/') || session.starts_with('.') {
         return None;
     }
-    std::fs::read_dir(config_dir.join("projects"))
+    let file = format!("{session}.jsonl");
+    let projects = sdk::nofollow::Dir::open_configured(config_dir)
+        .and_then(|d| d.subdir("projects"))
+        .ok()?;
+    let found = |name: &str| {
+        projects
+            .subdir(name)
+            .is_ok_and(|folder| folder.is_file(&file))
+            .then(|| config_dir.join("projects").join(name).join(&file))
+    };
+    if let Some(p) = found(&project_name(cwd)) {
+        return Some(p);
+    }
+    // The names of the folder opened (not of whatever `projects` names now).
+    std::fs::read_dir(format!("/proc/self/fd/{}", projects.raw_fd()))
         .ok()?
         .take(MAX_PROJECT_DIRS)
         .flatten()
-        .map(|e| e.path().join(&file))
-        .find(|p| p.is_file())
+        .find_map(|e| found(e.file_name().to_str()?))
 }
 
 #[cfg(test)]
@@ -765,5 +778,38 @@ mod tests {
         std::fs::write(&derived, "{}\n").unwrap();
         assert_eq!(find_transcript(&dir, &long, "s-7"), Some(derived));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_transcript_behind_a_symlink_is_not_found() {
+        let base = std::env::temp_dir().join(format!("oc-cc-linked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        // Outside the config directory: a transcript, a projects folder.
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("p")).unwrap();
+        std::fs::write(elsewhere.join("p/s-1.jsonl"), "{}\n").unwrap();
+        std::fs::write(elsewhere.join("secret.txt"), "secret\n").unwrap();
+        // The config directory, as a symlink the operator made: followed.
+        let real = base.join("real-config");
+        std::fs::create_dir_all(real.join("projects/-w")).unwrap();
+        let config = base.join("config");
+        std::os::unix::fs::symlink(&real, &config).unwrap();
+        std::fs::write(real.join("projects/-w/s-0.jsonl"), "{}\n").unwrap();
+        assert!(find_transcript(&config, "/w", "s-0").is_some());
+        // A transcript that is a symlink, a project folder that is one.
+        std::os::unix::fs::symlink(
+            elsewhere.join("secret.txt"),
+            real.join("projects/-w/s-2.jsonl"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("p"), real.join("projects/-x")).unwrap();
+        assert_eq!(find_transcript(&config, "/w", "s-2"), None);
+        assert_eq!(find_transcript(&config, "/x", "s-1"), None);
+        assert_eq!(find_transcript(&config, "/w", "s-1"), None);
+        // `projects` itself a symlink.
+        std::fs::remove_dir_all(real.join("projects")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, real.join("projects")).unwrap();
+        assert_eq!(find_transcript(&config, "/p", "s-1"), None);
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -119,6 +119,9 @@ fn has_arg(argv: &Value, flag: &str) -> bool {
 #[derive(Default)]
 struct Host {
     persists: Mutex<Vec<Value>>,
+    /// Symlinks planted in the segment directory when the wrapper's pid is
+    /// persisted (after the wrapper started, before it starts claude): name, target.
+    plant: Mutex<Vec<(String, PathBuf)>>,
     artifacts: Mutex<HashMap<String, (String, Vec<u8>)>>,
     kv: Mutex<HashMap<String, (Value, u64)>>,
     kv_commits: AtomicUsize,
@@ -154,6 +157,13 @@ async fn serve_host(h: Arc<Host>, request: Request) -> Result<Value, RpcError> {
     let p = request.params_value()?;
     match request.method.as_str() {
         "execution.persist_recovery" => {
+            let data = &p["recovery"]["data"];
+            if data["pid"].as_i64().unwrap_or(0) != 0 {
+                let dir = PathBuf::from(data["segment_dir"].as_str().unwrap_or(""));
+                for (name, target) in h.plant.lock().unwrap().iter() {
+                    std::os::unix::fs::symlink(target, dir.join(name)).unwrap();
+                }
+            }
             h.persists.lock().unwrap().push(p);
             Ok(json!({}))
         }
@@ -1308,4 +1318,233 @@ async fn a_retry_after_a_crash_between_decision_and_launch_takes_the_decision_ov
     assert!(c.get("in_flight").is_none(), "{c}");
     assert_eq!(c["session"], json!(session));
     assert_eq!(c["turns"], 1);
+}
+
+/// A file outside every segment directory, holding `text`: no trick may change it,
+/// nor bring it into a result.
+fn outside(s: &Scratch, name: &str, text: &str) -> PathBuf {
+    let p = s.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            after.split_whitespace().next() != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// A binding config whose "claude" is the shell script `body`, run as the agent.
+fn hostile(s: &Scratch, body: &str) -> Value {
+    let script = s.join("hostile-claude");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    json!({"binary": script})
+}
+
+/// A process group of the test's own, which no segment may signal.
+struct Bystander(std::process::Child);
+
+impl Bystander {
+    fn start() -> Bystander {
+        use std::os::unix::process::CommandExt;
+        Bystander(
+            std::process::Command::new("sleep")
+                .arg("300")
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn pid(&self) -> i64 {
+        i64::from(self.0.id())
+    }
+}
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_symlink_at_a_temporary_name_or_a_record_writes_nothing_outside() {
+    let s = Scratch::new("tmplink");
+    let h = Arc::new(Host::default());
+    let ext = Ext::start(&h, &s).await;
+    let target = outside(&s, "victim.db", "precious\n");
+    let seg = s.segment("ex-tmp", 1);
+    // At every temporary name the wrapper (its parent) and the extension (the
+    // wrapper's parent) would write a record of the segment under, and at the
+    // injection log, the agent plants a symlink to the target; then an injection,
+    // the interrupt (`kill`), the status and the result are written.
+    let body = format!(
+        r#"D='{seg}'
+ext=$(awk '{{print $4}}' /proc/$PPID/stat)
+for pid in $PPID $ext; do
+  for f in status meta.json result.json kill adopted.json toolbelt-token; do
+    ln -s '{t}' "$D/.$f.tmp.$pid"
+  done
+done
+ln -s '{t}' "$D/injected.jsonl"
+touch "$D/ready"; exec sleep 300"#,
+        seg = seg.display(),
+        t = target.display()
+    );
+    ext.run(request("ex-tmp", 1, "w-tmp", &hostile(&s, &body)))
+        .await
+        .unwrap();
+    until("the symlinks to be planted", || seg.join("ready").exists()).await;
+    ext.inject("ex-tmp", 1, event("ev-x", "more"))
+        .await
+        .unwrap();
+    ext.call(
+        "executor.interrupt",
+        json!({"executor": "claude-code", "execution_id": "ex-tmp", "epoch": 1, "reason": "test"}),
+    )
+    .await
+    .unwrap();
+    let r = ext.wait("ex-tmp").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(r.error.starts_with("interrupted (test): "), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
+    for f in ["status", "meta.json", "result.json", "kill"] {
+        let m = std::fs::symlink_metadata(seg.join(f)).unwrap();
+        assert!(m.file_type().is_file(), "{f} is not a file of its own");
+    }
+}
+
+#[tokio::test]
+async fn outputs_planted_before_the_start_are_refused_and_claude_never_runs() {
+    let s = Scratch::new("preplant");
+    let h = Arc::new(Host::default());
+    let secret = outside(&s, "secret.txt", "the secret\n");
+    let other = outside(&s, "other-work.txt", "another Work's file\n");
+    *h.plant.lock().unwrap() = vec![
+        ("out.jsonl".into(), secret.clone()),
+        ("err.log".into(), other.clone()),
+    ];
+    let ext = Ext::start(&h, &s).await;
+    let marker = s.join("ran");
+    let body = format!("touch '{}'; echo out; echo err >&2", marker.display());
+    let r = ext
+        .turn(request("ex-pre", 1, "w-pre", &hostile(&s, &body)))
+        .await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.contains("out.jsonl") && r.error.contains("refused"),
+        "{r:?}"
+    );
+    assert!(!marker.exists(), "claude started");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the secret\n");
+    assert_eq!(
+        std::fs::read_to_string(&other).unwrap(),
+        "another Work's file\n"
+    );
+    for (name, bytes) in h.artifacts.lock().unwrap().values() {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !text.contains("the secret") && !text.contains("another Work"),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn outputs_swapped_for_symlinks_are_never_read() {
+    let s = Scratch::new("swapped");
+    let h = Arc::new(Host::default());
+    let ext = Ext::start(&h, &s).await;
+    let secret = outside(
+        &s,
+        "secret.txt",
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"the secret"}"#,
+    );
+    let seg = s.segment("ex-swap", 1);
+    let body = format!(
+        r#"D='{}'
+echo harmless; rm "$D/out.jsonl" "$D/err.log"
+ln -s '{}' "$D/out.jsonl"; ln -s '{}' "$D/err.log""#,
+        seg.display(),
+        secret.display(),
+        secret.display()
+    );
+    let r = ext
+        .turn(request("ex-swap", 1, "w-swap", &hostile(&s, &body)))
+        .await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.contains("out.jsonl") && r.error.contains("symbolic link"),
+        "{r:?}"
+    );
+    assert!(!r.summary.contains("secret"), "{r:?}");
+    for (name, bytes) in h.artifacts.lock().unwrap().values() {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains("the secret"),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_forged_process_group_is_never_signalled_by_stop() {
+    let s = Scratch::new("forged");
+    let h = Arc::new(Host::default());
+    let ext = Ext::start(&h, &s).await;
+    let bystander = Bystander::start();
+    let seg = s.segment("ex-fg", 1);
+    // The agent waits for its group to be recorded, rewrites `meta.json` to name
+    // the bystander's group, kills its wrapper (so nothing records its end) and
+    // sleeps on.
+    let body = format!(
+        r#"D='{seg}'
+echo $$ > "$D/../agent.pid"
+until grep -q '"pgid": [1-9]' "$D/meta.json"; do sleep 0.05; done
+printf '{{"pid": %s, "pgid": {group}, "nonce": "x", "started_at": ""}}' $PPID > "$D/m.new"
+mv -f "$D/m.new" "$D/meta.json"
+kill -9 $PPID
+touch "$D/../forged"
+exec sleep 300"#,
+        seg = seg.display(),
+        group = bystander.pid()
+    );
+    ext.run(request("ex-fg", 1, "w-fg", &hostile(&s, &body)))
+        .await
+        .unwrap();
+    let exec_dir = seg.parent().unwrap().to_path_buf();
+    let wrapper = h
+        .persists_of("ex-fg")
+        .iter()
+        .filter_map(|p| p["recovery"]["data"]["pid"].as_i64())
+        .find(|p| *p != 0)
+        .unwrap();
+    until("the forgery and the wrapper's death", || {
+        exec_dir.join("forged").exists() && !alive(wrapper)
+    })
+    .await;
+    let agent: i64 = std::fs::read_to_string(exec_dir.join("agent.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stopped = ext
+        .call(
+            "executor.stop",
+            json!({"executor": "claude-code", "execution_id": "ex-fg", "epoch": 1}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        alive(bystander.pid()),
+        "the bystander's group was signalled"
+    );
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    assert!(!alive(agent), "the agent outlived the stop");
+    let r = ext.wait("ex-fg").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
 }

@@ -4,7 +4,7 @@
 //! configs' `min_free_mb`. Read-only: it makes no cache, no directory and no note.
 
 use crate::config::{self, Config};
-use crate::git::{self, Cause, Git};
+use crate::git::{self, Cause, Git, Repo};
 use crate::provider::{free_bytes, Provider, RESOURCE};
 use protocol::wire::{CheckRunParams, CheckRunResult};
 use std::collections::BTreeMap;
@@ -115,14 +115,13 @@ async fn ask_all(targets: Vec<Target>) -> Vec<Answer> {
 /// `git ls-remote --heads <repository>`: the number of branches, or why not.
 async fn ask(target: Target) -> Answer {
     let cfg = &target.cfg;
-    let git = Git {
-        timeout: cfg.timeout.min(LS_REMOTE_BOUND),
-        env: BTreeMap::new(),
-        track: None,
-    };
+    let git = Git::new(cfg.timeout.min(LS_REMOTE_BOUND), BTreeMap::new(), None);
     let display = cfg.source.display.clone();
     let result = match git
-        .run(None, &["ls-remote", "--heads", cfg.source.url.as_str()])
+        .run(
+            &Repo::none(),
+            &["ls-remote", "--heads", cfg.source.url.as_str()],
+        )
         .await
     {
         Ok(out) => Ok(out.stdout.lines().filter(|l| !l.is_empty()).count()),

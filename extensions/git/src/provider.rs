@@ -18,7 +18,7 @@
 //! are never lost with a broken checkout.
 
 use crate::config::{self, Config, Mode};
-use crate::git::{self, Cause, Failure, Git};
+use crate::git::{self, Cause, Failure, Git, Repo};
 use protocol::wire::{
     owner_status, validate_kind, Diagnostic, OwnerStatus, ProvidedResource, ProviderAcquireParams,
     ProviderLookupParams, ProviderOwnerStatusParams, ProviderReconcileParams,
@@ -279,11 +279,7 @@ impl Provider {
         let root = self.root();
         let (dir, record_path) = Self::paths(&root, mode, &key, &slug);
         let cache = Self::cache_dir(&root, &key);
-        let mut git = Git {
-            timeout: cfg.timeout,
-            env: p.host_env.clone(),
-            track: Some(root.join("running")),
-        };
+        let mut git = Git::new(cfg.timeout, p.host_env.clone(), Some(root.join("running")));
         if let Some(c) = &cfg.credential {
             let password = resolve_credential(host, &p.scope_id, c, &cfg.source.display).await?;
             git = git.with_credential(&c.username, &password);
@@ -294,8 +290,8 @@ impl Provider {
 
         // Idempotent per owner and mode: a whole workspace is answered as it is.
         match read_record(&record_path) {
-            Some(rec) if rec.state == READY && workspace_ok(&git, &dir).await => {
-                return Ok(resource(&git, &rec, &dir, &cfg.env).await);
+            Some(rec) if rec.state == READY && workspace_ok(&git, mode, &cache, &dir).await => {
+                return Ok(resource(&git, &rec, mode, &cache, &dir, &cfg.env).await);
             }
             Some(rec) => {
                 remove_workspace(&git, mode, &cache, &dir, &rec.branch).await;
@@ -335,8 +331,8 @@ impl Provider {
         write_record(&record_path, &record)?;
         let new_branch = mode == Mode::Work
             && cfg.spares > 0
-            && !local_branch(&git, &cache, &branch).await
-            && !remote_branch(&git, &cache, &branch).await;
+            && !local_branch(&git, &Repo::bare(&cache), &branch).await
+            && !remote_branch(&git, &Repo::bare(&cache), &branch).await;
         let from_spare = if new_branch {
             crate::spare::take(&git, &cache, &root, &key, &base, &dir, &branch).await
         } else {
@@ -355,7 +351,7 @@ impl Provider {
             (Mode::Fresh, None) => make_clone(&git, &cfg, &cache, &dir, &branch, &base).await,
         };
         let made = match made {
-            Ok(()) if workspace_ok(&git, &dir).await => Ok(()),
+            Ok(()) if workspace_ok(&git, mode, &cache, &dir).await => Ok(()),
             Ok(()) => Err(setup_failed(
                 "checkout",
                 &cfg.source.display,
@@ -374,7 +370,7 @@ impl Provider {
         crate::fault::pause_point("pause_after_add").await;
         record.state = READY.into();
         write_record(&record_path, &record)?;
-        let answer = resource(&git, &record, &dir, &cfg.env).await;
+        let answer = resource(&git, &record, mode, &cache, &dir, &cfg.env).await;
         if mode == Mode::Work && cfg.spares > 0 {
             self.top_up(git, cfg, key, base);
         }
@@ -419,27 +415,25 @@ impl Provider {
         cache: &Path,
     ) -> Result<(), RpcError> {
         let repo = &cfg.source.display;
+        let bare = Repo::bare(cache);
         if cache.join("HEAD").is_file() {
             let url = git
-                .run(Some(cache), &["config", "--get", "remote.origin.url"])
+                .run(&bare, &["config", "--get", "remote.origin.url"])
                 .await
                 .map(|o| o.stdout.trim().to_string())
                 .unwrap_or_default();
             if url != cfg.source.url {
-                git.run(
-                    Some(cache),
-                    &["config", "remote.origin.url", &cfg.source.url],
-                )
-                .await
-                .map_err(|f| {
-                    setup_failed(
-                        "cache",
-                        repo,
-                        format!("configuring the cache of {repo}: {}", f.detail()),
-                    )
-                })?;
+                git.run(&bare, &["config", "remote.origin.url", &cfg.source.url])
+                    .await
+                    .map_err(|f| {
+                        setup_failed(
+                            "cache",
+                            repo,
+                            format!("configuring the cache of {repo}: {}", f.detail()),
+                        )
+                    })?;
             }
-            fetch(git, cfg, cache).await?;
+            fetch(git, cfg, &bare).await?;
         } else {
             remove_dir(cache);
             let dir = root.join("cache");
@@ -459,17 +453,15 @@ impl Provider {
                         format!("making the cache of {repo}: {}", f.detail()),
                     )
                 };
-                git.run(None, &["init", "--bare", "-q", &tmp_s])
+                git.run(&Repo::none(), &["init", "--bare", "-q", &tmp_s])
+                    .await
+                    .map_err(step)?;
+                let made = Repo::bare(&tmp);
+                git.run(&made, &["config", "remote.origin.url", &cfg.source.url])
                     .await
                     .map_err(step)?;
                 git.run(
-                    Some(&tmp),
-                    &["config", "remote.origin.url", &cfg.source.url],
-                )
-                .await
-                .map_err(step)?;
-                git.run(
-                    Some(&tmp),
+                    &made,
                     &[
                         "config",
                         "remote.origin.fetch",
@@ -478,7 +470,7 @@ impl Provider {
                 )
                 .await
                 .map_err(step)?;
-                fetch(git, cfg, &tmp).await?;
+                fetch(git, cfg, &made).await?;
                 std::fs::rename(&tmp, cache)
                     .map_err(|e| io_failed("renaming the cache into", cache, e))
             }
@@ -489,16 +481,13 @@ impl Provider {
             }
         }
         if !git
-            .ok(
-                Some(cache),
-                &["symbolic-ref", "-q", "refs/remotes/origin/HEAD"],
-            )
+            .ok(&bare, &["symbolic-ref", "-q", "refs/remotes/origin/HEAD"])
             .await
         {
             // The remote's default branch; an empty repository has none, which the
             // base's resolution reports.
             let _ = git
-                .run(Some(cache), &["remote", "set-head", "origin", "--auto"])
+                .run(&bare, &["remote", "set-head", "origin", "--auto"])
                 .await;
         }
         Ok(())
@@ -524,6 +513,7 @@ impl Provider {
         };
         let root = self.root();
         let (dir, record_path) = Self::paths(&root, mode, &key, &slug);
+        let cache = Self::cache_dir(&root, &key);
         let lock = self.lock(&key);
         let _held = lock.lock().await;
         let git = housekeeping(&root);
@@ -533,12 +523,12 @@ impl Provider {
                 "the workspace for `{}` is half-made (an acquisition was interrupted); acquire it again",
                 p.reference
             ))),
-            Some(_) if !workspace_ok(&git, &dir).await => Err(not_found(format!(
+            Some(_) if !workspace_ok(&git, mode, &cache, &dir).await => Err(not_found(format!(
                 "the workspace for `{}` at {} is gone or no longer a checkout; acquire it again",
                 p.reference,
                 dir.display()
             ))),
-            Some(rec) => Ok(resource(&git, &rec, &dir, &env).await),
+            Some(rec) => Ok(resource(&git, &rec, mode, &cache, &dir, &env).await),
         }
     }
 
@@ -626,9 +616,10 @@ impl Provider {
                     let rec = read_record(&record_path);
                     let reason = match &rec {
                         Some(r) if r.state == READY => {
-                            if workspace_ok(&git, &dir).await {
-                                out.resources
-                                    .push(resource(&git, r, &dir, &BTreeMap::new()).await);
+                            if workspace_ok(&git, mode, &cache, &dir).await {
+                                out.resources.push(
+                                    resource(&git, r, mode, &cache, &dir, &BTreeMap::new()).await,
+                                );
                                 continue;
                             }
                             "broken: its directory is gone or no longer a checkout"
@@ -647,7 +638,7 @@ impl Provider {
                     });
                 }
                 if mode != Mode::Fresh && cache.is_dir() {
-                    let _ = git.run(Some(&cache), &["worktree", "prune"]).await;
+                    let _ = git.run(&Repo::bare(&cache), &["worktree", "prune"]).await;
                 }
             }
         }
@@ -745,20 +736,34 @@ impl Provider {
             }
             let lock = self.lock(&key);
             let _held = lock.lock().await;
-            let changes = match git
-                .run(
-                    Some(&dir),
-                    &["status", "--porcelain", "--untracked-files=normal"],
-                )
-                .await
-            {
-                Ok(o) => o.stdout.lines().filter(|l| !l.is_empty()).count(),
-                Err(f) if dir.exists() => {
-                    out.kept
-                        .push(note(format!("cannot read its status: {}", f.detail())));
-                    continue;
+            let cache = Self::cache_dir(&root, &key);
+            let changes = if dir.exists() {
+                let repo = match workspace_repo(mode, &cache, &dir) {
+                    Ok(repo) => repo,
+                    Err(why) => {
+                        out.kept
+                            .push(note(format!("cannot read its status: {why}")));
+                        continue;
+                    }
+                };
+                // No optional lock: the index is not rewritten (nor a hook asked about it).
+                let status = [
+                    "--no-optional-locks",
+                    "status",
+                    "--porcelain",
+                    "--untracked-files=normal",
+                    "--ignore-submodules=all",
+                ];
+                match git.run(&repo, &status).await {
+                    Ok(o) => o.stdout.lines().filter(|l| !l.is_empty()).count(),
+                    Err(f) => {
+                        out.kept
+                            .push(note(format!("cannot read its status: {}", f.detail())));
+                        continue;
+                    }
                 }
-                Err(_) => 0,
+            } else {
+                0
             };
             if changes > 0 && !p.remove_dirty {
                 out.kept.push(note(format!(
@@ -766,7 +771,6 @@ impl Provider {
                 )));
                 continue;
             }
-            let cache = Self::cache_dir(&root, &key);
             remove_workspace(&git, mode, &cache, &dir, &rec.branch).await;
             remove_file(&record_path);
             out.removed.push(note(if changes > 0 {
@@ -785,8 +789,9 @@ impl Provider {
             };
             let lock = self.lock(key);
             let _held = lock.lock().await;
-            let prune = git.run(Some(&cache), &["worktree", "prune"]).await;
-            let gc = git.run(Some(&cache), &["gc", "--auto", "--quiet"]).await;
+            let bare = Repo::bare(&cache);
+            let prune = git.run(&bare, &["worktree", "prune"]).await;
+            let gc = git.run(&bare, &["gc", "--auto", "--quiet"]).await;
             out.pruned.push(match (prune, gc) {
                 (Ok(_), Ok(_)) => format!("{key}: worktree prune, gc --auto"),
                 (Err(f), _) | (_, Err(f)) => format!("{key}: {}", f.detail()),
@@ -823,11 +828,7 @@ pub fn validate(p: &ValidateParams, config_dir: Option<&Path>) -> ValidateResult
 }
 
 fn housekeeping(root: &Path) -> Git {
-    Git {
-        timeout: HOUSEKEEPING,
-        env: BTreeMap::new(),
-        track: Some(root.join("running")),
-    }
+    Git::new(HOUSEKEEPING, BTreeMap::new(), Some(root.join("running")))
 }
 
 fn list(dir: &Path) -> Vec<PathBuf> {
@@ -916,9 +917,9 @@ async fn resolve_credential(
         })
 }
 
-async fn fetch(git: &Git, cfg: &Config, repo: &Path) -> Result<(), RpcError> {
+async fn fetch(git: &Git, cfg: &Config, repo: &Repo) -> Result<(), RpcError> {
     match git
-        .run(Some(repo), &["fetch", "--prune", "--quiet", "origin"])
+        .run(repo, &["fetch", "--prune", "--quiet", "origin"])
         .await
     {
         Ok(_) => Ok(()),
@@ -945,12 +946,13 @@ async fn fetch(git: &Git, cfg: &Config, repo: &Path) -> Result<(), RpcError> {
 
 async fn resolve_base(git: &Git, cfg: &Config, cache: &Path) -> Result<String, RpcError> {
     let repo = &cfg.source.display;
+    let bare = Repo::bare(cache);
     let base = match &cfg.base {
         Some(b) => b.clone(),
         None => {
             let head = git
                 .run(
-                    Some(cache),
+                    &bare,
                     &["symbolic-ref", "-q", "--short", "refs/remotes/origin/HEAD"],
                 )
                 .await
@@ -968,7 +970,7 @@ async fn resolve_base(git: &Git, cfg: &Config, cache: &Path) -> Result<String, R
             }
         }
     };
-    if !remote_branch(git, cache, &base).await {
+    if !remote_branch(git, &bare, &base).await {
         return Err(setup_failed(
             "branch",
             repo,
@@ -978,9 +980,9 @@ async fn resolve_base(git: &Git, cfg: &Config, cache: &Path) -> Result<String, R
     Ok(base)
 }
 
-async fn remote_branch(git: &Git, repo: &Path, branch: &str) -> bool {
+async fn remote_branch(git: &Git, repo: &Repo, branch: &str) -> bool {
     git.ok(
-        Some(repo),
+        repo,
         &[
             "rev-parse",
             "--verify",
@@ -991,9 +993,9 @@ async fn remote_branch(git: &Git, repo: &Path, branch: &str) -> bool {
     .await
 }
 
-async fn local_branch(git: &Git, repo: &Path, branch: &str) -> bool {
+async fn local_branch(git: &Git, repo: &Repo, branch: &str) -> bool {
     git.ok(
-        Some(repo),
+        repo,
         &[
             "rev-parse",
             "--verify",
@@ -1015,13 +1017,13 @@ async fn add_worktree(
 ) -> Result<(), RpcError> {
     let repo = &cfg.source.display;
     let d = dir.to_string_lossy().into_owned();
-    let result = if local_branch(git, cache, branch).await {
-        git.run(Some(cache), &["worktree", "add", "-q", &d, branch])
-            .await
-    } else if remote_branch(git, cache, branch).await {
+    let bare = Repo::bare(cache);
+    let result = if local_branch(git, &bare, branch).await {
+        git.run(&bare, &["worktree", "add", "-q", &d, branch]).await
+    } else if remote_branch(git, &bare, branch).await {
         let start = format!("origin/{branch}");
         git.run(
-            Some(cache),
+            &bare,
             &["worktree", "add", "-q", "--track", "-b", branch, &d, &start],
         )
         .await
@@ -1036,7 +1038,7 @@ async fn add_worktree(
     } else {
         let start = format!("origin/{base}");
         git.run(
-            Some(cache),
+            &bare,
             &[
                 "worktree",
                 "add",
@@ -1089,10 +1091,14 @@ async fn make_clone(
             format!("making the clone {d}: {}", f.detail()),
         )
     };
-    git.run(None, &["init", "-q", &d]).await.map_err(step)?;
+    git.run(&Repo::none(), &["init", "-q", &d])
+        .await
+        .map_err(step)?;
+    let clone = Repo::fresh(dir)
+        .map_err(|why| setup_failed("checkout", repo, format!("making the clone {d}: {why}")))?;
     // A fetch from the cache copies its objects: the clone shares nothing writable.
     git.run(
-        Some(dir),
+        &clone,
         &[
             "fetch",
             "-q",
@@ -1103,28 +1109,22 @@ async fn make_clone(
     )
     .await
     .map_err(step)?;
-    git.run(Some(dir), &["remote", "add", "origin", &cfg.source.url])
+    git.run(&clone, &["remote", "add", "origin", &cfg.source.url])
         .await
         .map_err(step)?;
     let head = format!("refs/remotes/origin/{base}");
-    git.run(
-        Some(dir),
-        &["symbolic-ref", "refs/remotes/origin/HEAD", &head],
-    )
-    .await
-    .map_err(step)?;
-    if remote_branch(git, dir, branch).await {
-        let start = format!("origin/{branch}");
-        git.run(
-            Some(dir),
-            &["checkout", "-q", "--track", "-b", branch, &start],
-        )
+    git.run(&clone, &["symbolic-ref", "refs/remotes/origin/HEAD", &head])
         .await
         .map_err(step)?;
+    if remote_branch(git, &clone, branch).await {
+        let start = format!("origin/{branch}");
+        git.run(&clone, &["checkout", "-q", "--track", "-b", branch, &start])
+            .await
+            .map_err(step)?;
     } else {
         let start = format!("origin/{base}");
         git.run(
-            Some(dir),
+            &clone,
             &["checkout", "-q", "--no-track", "-b", branch, &start],
         )
         .await
@@ -1133,42 +1133,45 @@ async fn make_clone(
     Ok(())
 }
 
-/// A workspace is whole when git sees `dir` as a checkout's top with a HEAD commit.
-async fn workspace_ok(git: &Git, dir: &Path) -> bool {
+/// The repository of the workspace at `dir`, as the provider knows it: a fresh
+/// clone's `.git` directory, else the cache's worktree entry for `dir` (never the
+/// workspace's own `.git` file, which its run can repoint).
+fn workspace_repo(mode: Mode, cache: &Path, dir: &Path) -> Result<Repo, String> {
+    match mode {
+        Mode::Fresh => Repo::fresh(dir),
+        Mode::Work | Mode::Shared => Repo::worktree(cache, dir),
+    }
+}
+
+/// A workspace is whole when its repository is the one the provider knows for `dir`
+/// (git runs with it and `dir` named, so `dir` is the checkout's top) and has a HEAD
+/// commit.
+async fn workspace_ok(git: &Git, mode: Mode, cache: &Path, dir: &Path) -> bool {
     if !dir.is_dir() {
         return false;
     }
-    let Ok(top) = git.run(Some(dir), &["rev-parse", "--show-toplevel"]).await else {
+    let Ok(repo) = workspace_repo(mode, cache, dir) else {
         return false;
     };
-    let same = match (
-        std::fs::canonicalize(top.stdout.trim()),
-        std::fs::canonicalize(dir),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    same && git
-        .ok(Some(dir), &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+    git.ok(&repo, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
         .await
 }
 
 /// Removes a workspace, whole or half-made, and its entry in the cache. The branch stays.
 async fn remove_workspace(git: &Git, mode: Mode, cache: &Path, dir: &Path, branch: &str) {
     let worktree = mode != Mode::Fresh && cache.is_dir();
+    let bare = Repo::bare(cache);
     if worktree && dir.exists() {
+        // `--force` twice: no status of the worktree is asked, a lock is overridden.
         let d = dir.to_string_lossy().into_owned();
         let _ = git
-            .run(
-                Some(cache),
-                &["worktree", "remove", "--force", "--force", &d],
-            )
+            .run(&bare, &["worktree", "remove", "--force", "--force", &d])
             .await;
     }
     remove_dir(dir);
     if worktree {
         forget_worktree(cache, dir);
-        let _ = git.run(Some(cache), &["worktree", "prune"]).await;
+        let _ = git.run(&bare, &["worktree", "prune"]).await;
         if !branch.is_empty() && config::check_branch("branch", branch).is_ok() {
             // A ref lock a killed `worktree add -b` left would refuse the branch forever.
             remove_file(
@@ -1202,14 +1205,19 @@ fn forget_worktree(cache: &Path, dir: &Path) {
 async fn resource(
     git: &Git,
     rec: &Record,
+    mode: Mode,
+    cache: &Path,
     dir: &Path,
     env: &BTreeMap<String, String>,
 ) -> ProvidedResource {
-    let head = git
-        .run(Some(dir), &["rev-parse", "HEAD"])
-        .await
-        .map(|o| o.stdout.trim().to_string())
-        .unwrap_or_default();
+    let head = match workspace_repo(mode, cache, dir) {
+        Ok(repo) => git
+            .run(&repo, &["rev-parse", "HEAD"])
+            .await
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
     ProvidedResource {
         reference: rec.reference.clone(),
         owner: rec.owner.clone(),

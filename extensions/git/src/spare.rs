@@ -18,7 +18,7 @@
 //! spare without a `ready` record or a workspace whose record is `creating`, which
 //! [`reconcile`] and the workspace's own repair remove.
 
-use crate::git::Git;
+use crate::git::{Git, Repo};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,17 +103,19 @@ pub async fn take(
     let _ = std::fs::remove_file(record_path(&spare));
     let from = spare.to_string_lossy().into_owned();
     let to = dir.to_string_lossy().into_owned();
-    if let Err(f) = git
-        .run(Some(cache), &["worktree", "move", &from, &to])
-        .await
-    {
+    let bare = Repo::bare(cache);
+    if let Err(f) = git.run(&bare, &["worktree", "move", &from, &to]).await {
         remove(git, cache, &spare).await;
         return Some(Err(format!("git worktree move: {}", f.detail())));
     }
     let start = format!("origin/{base}");
+    let moved = match Repo::worktree(cache, dir) {
+        Ok(repo) => repo,
+        Err(why) => return Some(Err(format!("a spare worktree moved to {to}: {why}"))),
+    };
     let now = git
         .run(
-            Some(cache),
+            &bare,
             &[
                 "rev-parse",
                 "--verify",
@@ -129,12 +131,12 @@ pub async fn take(
         // the branch's already, so the branch is made at that commit and HEAD
         // pointed at it, without git looking at every file again.
         let made = git
-            .run(Some(cache), &["branch", "--no-track", branch, &now])
+            .run(&bare, &["branch", "--no-track", branch, &now])
             .await;
         let pointed = match made {
             Ok(_) => {
                 git.run(
-                    Some(dir),
+                    &moved,
                     &["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")],
                 )
                 .await
@@ -150,7 +152,7 @@ pub async fn take(
     }
     let switched = git
         .run(
-            Some(dir),
+            &moved,
             &["switch", "-q", "--no-track", "-c", branch, &start],
         )
         .await;
@@ -192,7 +194,7 @@ pub async fn make(
     let start = format!("origin/{base}");
     let added = git
         .run(
-            Some(cache),
+            &Repo::bare(cache),
             &["worktree", "add", "-q", "--detach", &d, &start],
         )
         .await;
@@ -200,11 +202,14 @@ pub async fn make(
         remove(git, cache, &dir).await;
         return Err(format!("git worktree add --detach: {}", f.detail()));
     }
-    rec.commit = git
-        .run(Some(&dir), &["rev-parse", "HEAD"])
-        .await
-        .map(|o| o.stdout.trim().to_string())
-        .unwrap_or_default();
+    rec.commit = match Repo::worktree(cache, &dir) {
+        Ok(repo) => git
+            .run(&repo, &["rev-parse", "HEAD"])
+            .await
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
     rec.state = READY.into();
     write(&rec_path, &rec).map_err(|e| format!("writing {}: {e}", rec_path.display()))
 }
@@ -212,12 +217,10 @@ pub async fn make(
 /// Removes a spare, whole or half-made, and its entry in the cache.
 async fn remove(git: &Git, cache: &Path, dir: &Path) {
     let d = dir.to_string_lossy().into_owned();
+    let bare = Repo::bare(cache);
     if dir.exists() && cache.is_dir() {
         let _ = git
-            .run(
-                Some(cache),
-                &["worktree", "remove", "--force", "--force", &d],
-            )
+            .run(&bare, &["worktree", "remove", "--force", "--force", &d])
             .await;
     }
     if dir.exists() {
@@ -226,7 +229,7 @@ async fn remove(git: &Git, cache: &Path, dir: &Path) {
     let _ = std::fs::remove_file(record_path(dir));
     let _ = std::fs::remove_file(dir.with_extension("json.tmp"));
     if cache.is_dir() {
-        let _ = git.run(Some(cache), &["worktree", "prune"]).await;
+        let _ = git.run(&bare, &["worktree", "prune"]).await;
     }
 }
 

@@ -692,12 +692,31 @@ async fn bad_inputs_are_structured_failures_that_leave_nothing() {
 }
 
 /// The environment that makes the `slow` filter of [`slow_origin`] sleep 3 s a file
-/// while it checks out, so a test can kill the provider in the middle.
-const SLOW: [(&str, &str); 3] = [
-    ("GIT_CONFIG_COUNT", "1"),
-    ("GIT_CONFIG_KEY_0", "filter.slow.smudge"),
-    ("GIT_CONFIG_VALUE_0", "sleep 3; cat"),
-];
+/// while it checks out, so a test can kill the provider in the middle: a `git` first
+/// on the provider's PATH that defines the filter with `-c`. The provider replaces
+/// any `GIT_CONFIG_COUNT` in its git's environment; a `-c` is read after its
+/// overrides, and drivers of the command scope are not blanked.
+fn slow_env(s: &Scratch) -> Vec<(String, String)> {
+    let bin = s.0.join("slow-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nPATH='{path}' exec git -c filter.slow.smudge='sleep 3; cat' \"$@\"\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    vec![("PATH".into(), format!("{}:{path}", bin.display()))]
+}
+
+fn env_refs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
 
 /// An origin with `n` files `f<i>.txt` under the `slow` filter.
 fn slow_origin(s: &Scratch, n: usize) -> PathBuf {
@@ -722,7 +741,8 @@ async fn kill_mid_acquisition(
     owner: &str,
 ) -> PathBuf {
     let before = entries(&s.root(), "work");
-    let mut ext = Ext::start(s, host, &SLOW).await;
+    let slow = slow_env(s);
+    let mut ext = Ext::start(s, host, &env_refs(&slow)).await;
     let call = {
         let peer = ext.peer.clone();
         let params = json!({"type": "git", "owner": owner, "config": config});
@@ -1294,7 +1314,8 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
 
     // Killed while it makes a spare (the checkout is slow): the half-made spare is
     // removed by the next reconcile, worktree entry and all.
-    let mut ext = Ext::start(&s, &host, &SLOW).await;
+    let slow = slow_env(&s);
+    let mut ext = Ext::start(&s, &host, &env_refs(&slow)).await;
     ext.acquire("w-3", "work", config.clone(), Value::Null)
         .await
         .unwrap();
@@ -1345,4 +1366,501 @@ async fn a_new_work_takes_the_spare_worktree_and_a_half_made_spare_is_removed() 
         "no worktree entry left for it: {list}"
     );
     assert_eq!(worktrees(&root).len(), 4, "w-1, w-2, w-3 and w-4 remain");
+}
+
+// ---------------------------------------------------------------------------------
+// A hostile run's planted git config (issue 37): the provider runs git in a
+// workspace as the service user, outside the sandbox; nothing the run wrote there
+// may run. Each planted command touches a marker file outside the workspace.
+
+/// Where the planted commands leave their marks: outside every workspace.
+fn markers(s: &Scratch) -> PathBuf {
+    let m = s.0.join("markers");
+    std::fs::create_dir_all(&m).unwrap();
+    m
+}
+
+/// The planted commands that ran, by the marks they left.
+fn ran(markers: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(markers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `git config --file <file> <key> <value>` from `/`, so no repository's config is
+/// read (and nothing planted runs) while planting.
+fn set_config(file: &Path, key: &str, value: &str) {
+    let out = std::process::Command::new("git")
+        .args(["config", "--file"])
+        .arg(file)
+        .args([key, value])
+        .current_dir("/")
+        .envs(ISOLATE.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// git with an explicit repository, from `/` (for the test's own setup only).
+fn git_in(git_dir: &Path, work_tree: &Path, args: &[&str]) -> String {
+    let mut all: Vec<String> = vec![
+        format!("--git-dir={}", git_dir.display()),
+        format!("--work-tree={}", work_tree.display()),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    git(Path::new("/"), &refs)
+}
+
+/// An old modification time, so git must read a tracked file again (through its
+/// clean filter) to tell whether it changed.
+fn age(path: &Path) {
+    let ok = std::process::Command::new("touch")
+        .args(["-d", "2001-01-01 00:00"])
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+fn executable(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Plants, as a hostile run would, in the workspace `dir` whose repository git would
+/// find at `gitdir`: every command-running key in its config (and in a file it
+/// includes), hooks where git looks and where the config says, a filter, diff and
+/// merge driver named by `.gitattributes`, by `info/attributes` and by an attributes
+/// file the config names, and a nested repository with its own fsmonitor. Each
+/// command touches a marker named after it in `markers`. Then ages the tracked
+/// files so a `status` must read them again.
+fn plant(dir: &Path, gitdir: &Path, markers: &Path) {
+    let mark = |what: &str| format!("touch {}/{what}; false", markers.display());
+    let config = gitdir.join("config");
+    let hooks = gitdir.join("evil-hooks");
+    let more = gitdir.join("more.cfg");
+    let attributes = gitdir.join("evil-attributes");
+    for (key, value) in [
+        ("core.fsmonitor", mark("fsmonitor")),
+        ("core.pager", mark("pager")),
+        ("pager.status", mark("pager-status")),
+        ("core.editor", mark("editor")),
+        ("sequence.editor", mark("sequence-editor")),
+        ("core.askPass", mark("askpass")),
+        ("core.sshCommand", mark("ssh-command")),
+        ("core.gitProxy", mark("git-proxy")),
+        ("core.hooksPath", hooks.display().to_string()),
+        ("core.attributesFile", attributes.display().to_string()),
+        ("filter.x.clean", mark("filter-x-clean")),
+        ("filter.x.smudge", mark("filter-x-smudge")),
+        ("filter.x.process", mark("filter-x-process")),
+        ("filter.x.required", "true".into()),
+        ("filter.y.clean", mark("filter-y-clean")),
+        ("filter.y.required", "true".into()),
+        ("diff.x.textconv", mark("diff-x-textconv")),
+        ("diff.x.command", mark("diff-x-command")),
+        ("diff.external", mark("diff-external")),
+        ("merge.x.driver", mark("merge-x-driver")),
+        (
+            "credential.helper",
+            format!("!{}", mark("credential-helper")),
+        ),
+        (
+            "credential.https://example.com.helper",
+            format!("!{}", mark("credential-url-helper")),
+        ),
+        ("status.submoduleSummary", "true".into()),
+        ("submodule.recurse", "true".into()),
+        ("include.path", more.display().to_string()),
+    ] {
+        set_config(&config, key, &value);
+    }
+    // A driver whose name holds `=`: blanking it with `-c filter.<name>.clean=` would
+    // define `filter.q.clean` (which info/attributes names) as the command in its name.
+    let injecting = format!(
+        "filter.q.clean=touch {}/injected;.smudge",
+        markers.display()
+    );
+    set_config(&config, &injecting, "cat");
+    // The included file: another fsmonitor (it comes later, so it wins) and the
+    // filter `z` that info/attributes names.
+    set_config(&more, "core.fsmonitor", &mark("included-fsmonitor"));
+    set_config(&more, "filter.z.clean", &mark("included-filter-z-clean"));
+    set_config(
+        &more,
+        "filter.z.process",
+        &mark("included-filter-z-process"),
+    );
+    set_config(&more, "filter.z.required", "true");
+    for hook in [
+        "post-index-change",
+        "post-checkout",
+        "reference-transaction",
+        "pre-auto-gc",
+        "post-rewrite",
+    ] {
+        for d in [gitdir.join("hooks"), hooks.clone()] {
+            let m = format!("{}-{hook}", d.file_name().unwrap().to_string_lossy());
+            executable(&d.join(hook), &format!("#!/bin/sh\n{}\n", mark(&m)));
+        }
+    }
+    std::fs::write(dir.join(".gitattributes"), "* filter=x diff=x merge=x\n").unwrap();
+    std::fs::create_dir_all(gitdir.join("info")).unwrap();
+    std::fs::write(
+        gitdir.join("info/attributes"),
+        "a.txt filter=z\ndir/b.txt filter=q\n",
+    )
+    .unwrap();
+    std::fs::write(&attributes, "dir/* filter=y\n").unwrap();
+    // A nested repository of its own, with its own fsmonitor and filter.
+    let sub = dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("s.txt"), "s\n").unwrap();
+    git(&sub, &["add", "s.txt"]);
+    git(&sub, &["commit", "-q", "-m", "s"]);
+    std::fs::write(sub.join(".gitattributes"), "* filter=w\n").unwrap();
+    set_config(
+        &sub.join(".git/config"),
+        "core.fsmonitor",
+        &mark("sub-fsmonitor"),
+    );
+    set_config(
+        &sub.join(".git/config"),
+        "filter.w.clean",
+        &mark("sub-filter-w"),
+    );
+    age(&sub.join("s.txt"));
+    age(&dir.join("a.txt"));
+    age(&dir.join("dir/b.txt"));
+}
+
+/// Hides every untracked path from `status` (the `.gitignore` ignores itself too), so
+/// a planted workspace whose tracked files are unchanged is clean.
+fn hide_untracked(dir: &Path) {
+    std::fs::write(dir.join(".gitignore"), "*\n").unwrap();
+}
+
+fn reference_parts(v: &Value) -> (String, String) {
+    let r = v["ref"].as_str().unwrap();
+    let mut parts = r.split('/');
+    let _mode = parts.next();
+    (
+        parts.next().unwrap().to_string(),
+        parts.next().unwrap().to_string(),
+    )
+}
+
+/// After planting, with both owners closed: the sweep removes the clean workspace
+/// and keeps the dirty one; lookup, acquire again and reconcile answer the dirty one
+/// as it is (its real HEAD); the sweep with remove_dirty removes it. No planted
+/// command runs at any step.
+async fn nothing_planted_runs(
+    ext: &Ext,
+    host: &HostState,
+    mode: &str,
+    config: &Value,
+    clean: &Value,
+    dirty: &Value,
+    marks: &Path,
+) {
+    let none_ran = |step: &str| {
+        let ran = ran(marks);
+        assert!(
+            ran.is_empty(),
+            "planted commands ran outside the sandbox ({mode}, {step}): {ran:?}"
+        );
+    };
+    let owners = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x["owner"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    {
+        let mut st = host.statuses.lock().unwrap();
+        st.insert("w-clean".into(), ("closed".into(), String::new()));
+        st.insert("w-dirty".into(), ("closed".into(), String::new()));
+    }
+    let r = ext
+        .call(
+            "provider.sweep",
+            json!({"type": "git", "pass_id": "s-hostile-1"}),
+        )
+        .await
+        .unwrap();
+    none_ran("sweep");
+    assert_eq!(owners(&r["removed"]), ["w-clean"], "{r}");
+    assert_eq!(owners(&r["kept"]), ["w-dirty"], "{r}");
+    assert!(
+        r["kept"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted changes"),
+        "{r}"
+    );
+    assert!(!dir_of(clean).exists());
+    assert!(dir_of(dirty).join("a.txt").exists());
+
+    let looked = ext
+        .call(
+            "provider.lookup",
+            json!({"type": "git", "ref": dirty["ref"]}),
+        )
+        .await;
+    none_ran("lookup");
+    let looked = looked.unwrap();
+    assert_eq!(looked["dir"], dirty["dir"]);
+    assert_eq!(looked["data"]["head"], dirty["data"]["head"], "{looked}");
+    let again = ext
+        .acquire("w-dirty", mode, config.clone(), Value::Null)
+        .await;
+    none_ran("acquire again");
+    let again = again.unwrap();
+    assert_eq!(again["ref"], dirty["ref"]);
+    assert_eq!(again["data"]["head"], dirty["data"]["head"]);
+    let r = ext
+        .call(
+            "provider.reconcile",
+            json!({"type": "git", "pass_id": "r-hostile"}),
+        )
+        .await
+        .unwrap();
+    none_ran("reconcile");
+    assert_eq!(r["removed"], Value::Null, "it is whole: {r}");
+    assert_eq!(r["resources"][0]["ref"], dirty["ref"], "{r}");
+    assert_eq!(r["resources"][0]["data"]["head"], dirty["data"]["head"]);
+
+    let r = ext
+        .call(
+            "provider.sweep",
+            json!({"type": "git", "pass_id": "s-hostile-2", "remove_dirty": true}),
+        )
+        .await
+        .unwrap();
+    none_ran("sweep with remove_dirty");
+    assert_eq!(owners(&r["removed"]), ["w-dirty"], "{r}");
+    assert!(
+        r["removed"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("discarded"),
+        "{r}"
+    );
+    assert!(!dir_of(dirty).exists());
+}
+
+#[tokio::test]
+async fn planted_git_config_in_a_fresh_clone_never_runs_outside() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("hostile-fresh");
+    let origin = make_origin(&s.0, &[]);
+    let marks = markers(&s);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": file_url(&origin), "mode": "fresh"});
+    let clean = ext
+        .acquire("w-clean", "fresh", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let dirty = ext
+        .acquire("w-dirty", "fresh", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    // The dirty one: a changed tracked file, and a submodule the run staged (a
+    // gitlink and its .gitmodules, whose `update` is a command).
+    let d = dir_of(&dirty);
+    std::fs::write(d.join("a.txt"), "changed by the run\n").unwrap();
+    let sub_head = {
+        let sub = s.0.join("subsrc");
+        std::fs::create_dir_all(&sub).unwrap();
+        git(&sub, &["init", "-q"]);
+        git(&sub, &["commit", "-q", "--allow-empty", "-m", "s"]);
+        git(&sub, &["rev-parse", "HEAD"]).trim().to_string()
+    };
+    git_in(
+        &d.join(".git"),
+        &d,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{sub_head},module"),
+        ],
+    );
+    std::fs::write(
+        d.join(".gitmodules"),
+        format!(
+            "[submodule \"module\"]\n\tpath = module\n\turl = ./module\n\tignore = none\n\tupdate = !touch {}/submodule-update\n",
+            marks.display()
+        ),
+    )
+    .unwrap();
+    for w in [&clean, &dirty] {
+        let dir = dir_of(w);
+        plant(&dir, &dir.join(".git"), &marks);
+    }
+    hide_untracked(&dir_of(&clean));
+    nothing_planted_runs(&ext, &host, "fresh", &config, &clean, &dirty, &marks).await;
+}
+
+#[tokio::test]
+async fn planted_git_config_behind_a_repointed_worktree_git_file_never_runs_outside() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("hostile-work");
+    let origin = make_origin(&s.0, &[]);
+    let marks = markers(&s);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": file_url(&origin), "spares": 0});
+    let clean = ext
+        .acquire("w-clean", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let dirty = ext
+        .acquire("w-dirty", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    std::fs::write(dir_of(&dirty).join("a.txt"), "changed by the run\n").unwrap();
+    for w in [&clean, &dirty] {
+        // The worktree's own gitdir is the cache's, which the run cannot write: it
+        // makes one of its own in the workspace, with the files tracked, and points
+        // `.git` at it.
+        let dir = dir_of(w);
+        let evil = dir.join(".evil");
+        git(&dir, &["init", "-q", "--bare", evil.to_str().unwrap()]);
+        set_config(&evil.join("config"), "core.bare", "false");
+        git_in(&evil, &dir, &["add", "a.txt", "dir/b.txt"]);
+        std::fs::write(dir.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+        plant(&dir, &evil, &marks);
+    }
+    hide_untracked(&dir_of(&clean));
+    nothing_planted_runs(&ext, &host, "work", &config, &clean, &dirty, &marks).await;
+    // The cache's worktree entries are gone with them.
+    assert_eq!(worktrees(&s.root()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_workspace_whose_repository_the_provider_cannot_name_is_kept_and_nothing_runs() {
+    if !have_git() {
+        return;
+    }
+    let s = Scratch::new("hostile-unnamed");
+    let origin = make_origin(&s.0, &[]);
+    let marks = markers(&s);
+    let host = Arc::new(HostState::default());
+    let ext = Ext::start(&s, &host, &[]).await;
+    let config = json!({"repository": file_url(&origin), "spares": 0});
+    // A fresh clone whose `.git` the run replaced by a symlink to a planted gitdir.
+    let fresh = ext
+        .acquire("w-fresh", "fresh", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let fd = dir_of(&fresh);
+    std::fs::rename(fd.join(".git"), fd.join(".evil")).unwrap();
+    std::os::unix::fs::symlink(fd.join(".evil"), fd.join(".git")).unwrap();
+    plant(&fd, &fd.join(".evil"), &marks);
+    // A worktree whose entry in the cache is gone (pruned), its `.git` file pointing
+    // at a planted gitdir: nothing names its repository but that file.
+    let work = ext
+        .acquire("w-work", "work", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let wd = dir_of(&work);
+    let (key, slug) = reference_parts(&work);
+    let entry = s
+        .root()
+        .join("cache")
+        .join(format!("{key}.git"))
+        .join("worktrees")
+        .join(&slug);
+    assert!(entry.join("gitdir").is_file(), "{}", entry.display());
+    std::fs::remove_dir_all(&entry).unwrap();
+    let evil = wd.join(".evil");
+    git(&wd, &["init", "-q", "--bare", evil.to_str().unwrap()]);
+    set_config(&evil.join("config"), "core.bare", "false");
+    git_in(&evil, &wd, &["add", "a.txt", "dir/b.txt"]);
+    std::fs::write(wd.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+    plant(&wd, &evil, &marks);
+    // A fresh clone whose config git cannot read (so cannot be listed): planted, then
+    // broken.
+    let broken = ext
+        .acquire("w-broken", "fresh", config.clone(), Value::Null)
+        .await
+        .unwrap();
+    let bd = dir_of(&broken);
+    plant(&bd, &bd.join(".git"), &marks);
+    let mut text = std::fs::read_to_string(bd.join(".git/config")).unwrap();
+    text.push_str("[core\n\tbroken\n");
+    std::fs::write(bd.join(".git/config"), text).unwrap();
+
+    {
+        let mut st = host.statuses.lock().unwrap();
+        for owner in ["w-fresh", "w-work", "w-broken"] {
+            st.insert(owner.into(), ("closed".into(), String::new()));
+        }
+    }
+    for remove_dirty in [false, true] {
+        let r = ext
+            .call(
+                "provider.sweep",
+                json!({"type": "git", "pass_id": format!("s-{remove_dirty}"),
+                       "remove_dirty": remove_dirty}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            ran(&marks),
+            Vec::<String>::new(),
+            "remove_dirty {remove_dirty}"
+        );
+        assert_eq!(r["removed"], Value::Null, "{r}");
+        let kept = r["kept"].as_array().unwrap();
+        assert_eq!(kept.len(), 3, "{r}");
+        for k in kept {
+            let reason = k["reason"].as_str().unwrap();
+            match k["owner"].as_str().unwrap() {
+                "w-fresh" => assert!(reason.contains("is not a directory"), "{reason}"),
+                "w-work" => assert!(reason.contains("no worktree entry"), "{reason}"),
+                _ => assert!(reason.contains("cannot be listed"), "{reason}"),
+            }
+        }
+        assert!(fd.exists() && wd.exists() && bd.exists());
+    }
+    for w in [&fresh, &work, &broken] {
+        let e = ext
+            .call("provider.lookup", json!({"type": "git", "ref": w["ref"]}))
+            .await
+            .unwrap_err();
+        assert_eq!(code_of(&e).0, "resource_not_found");
+    }
+    assert_eq!(ran(&marks), Vec::<String>::new(), "lookup");
+    // The next reconcile removes them as broken, running nothing there either.
+    let r = ext
+        .call(
+            "provider.reconcile",
+            json!({"type": "git", "pass_id": "r-1"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["removed"].as_array().unwrap().len(), 3, "{r}");
+    assert!(!fd.exists() && !wd.exists() && !bd.exists());
+    assert_eq!(ran(&marks), Vec::<String>::new());
 }

@@ -10,15 +10,20 @@
 //! stdout and stderr in files, waits for the command's real exit status, ends
 //! whatever the command left in its group, and records the end in `status`.
 //!
-//! * The recovery metadata (`shell.recovery.v1`: the wrapper's pid, a nonce
-//!   that proves its identity beyond the pid, the run directory) is persisted
+//! * The recovery metadata (`shell.recovery.v1`: the wrapper's pid and start
+//!   time, a nonce, the run directory) is persisted
 //!   before the command starts: the wrapper waits for the extension's go, which
 //!   comes only once the host has the metadata.
 //! * `executor.wait` resolves when `status` exists, uploads stdout and stderr as
 //!   artifacts, and answers completed for exit 0, failed otherwise (`exited with
 //!   status 3`, `killed by signal 9 (SIGKILL)`, `killed by deadline (30 s): ...`).
 //! * `executor.recover` adopts a run whose end is recorded or whose wrapper is
-//!   alive and carries the nonce; else `not_adoptable`. It never launches.
+//!   alive (the process with its pid started when it did); else
+//!   `not_adoptable`. It never launches.
+//! * A sandboxed run's directory is read-only inside its sandbox but for its own
+//!   `tmp` (`TMPDIR`); this process and the wrapper open every file of it without
+//!   following symlinks ([`sdk::nofollow`]), and trust nothing of it for what
+//!   they signal ([`sdk::detached`]).
 //! * `executor.interrupt` and `executor.stop` end the command's whole group
 //!   (SIGTERM, then SIGKILL after `grace_s`); stop answers with physical-stop
 //!   evidence. `executor.forget` removes an ended run's directory.

@@ -78,6 +78,9 @@ struct Recorded {
     /// after it arrived (it must not: the command starts after the persist).
     started_at_persist: Mutex<Vec<bool>>,
     refuse_persist: AtomicBool,
+    /// Symlinks planted in the run directory when its recovery is persisted (after
+    /// the wrapper started, before it starts the command): name, target.
+    plant: Mutex<Vec<(String, PathBuf)>>,
     artifacts: Mutex<HashMap<String, Artifact>>,
     next: AtomicUsize,
 }
@@ -108,8 +111,11 @@ async fn serve_host(rec: Arc<Recorded>, request: Request) -> Result<Value, RpcEr
                 ));
             }
             rec.persists.lock().unwrap().push(p.clone());
-            let started = PathBuf::from(p["recovery"]["data"]["run_dir"].as_str().unwrap_or(""))
-                .join("started");
+            let run_dir = PathBuf::from(p["recovery"]["data"]["run_dir"].as_str().unwrap_or(""));
+            for (name, target) in rec.plant.lock().unwrap().iter() {
+                std::os::unix::fs::symlink(target, run_dir.join(name)).unwrap();
+            }
+            let started = run_dir.join("started");
             tokio::time::sleep(Duration::from_millis(300)).await;
             rec.started_at_persist
                 .lock()
@@ -788,4 +794,308 @@ async fn a_refused_persist_fails_the_run_before_the_command_starts() {
     // The wrapper has exited (run waited for it) without starting the command.
     assert!(!marker.exists());
     assert!(!s.run_dir("ex-refused").exists());
+}
+
+/// A file outside every run directory, holding `text`: no trick may change it, nor
+/// bring it into a result.
+fn outside(s: &Scratch, name: &str, text: &str) -> PathBuf {
+    let p = s.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn is_regular(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// A process group of the test's own, which no run may signal.
+struct Bystander(std::process::Child);
+
+impl Bystander {
+    fn start() -> Bystander {
+        use std::os::unix::process::CommandExt;
+        Bystander(
+            std::process::Command::new("sleep")
+                .arg("300")
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn pid(&self) -> i64 {
+        i64::from(self.0.id())
+    }
+}
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_symlink_at_a_temporary_name_writes_nothing_outside() {
+    let s = Scratch::new("tmplink");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start(&rec, &s.state()).await;
+    let target = outside(&s, "victim.db", "precious\n");
+    // At every temporary name the wrapper (its parent) and the extension (the
+    // wrapper's parent) would write a file of the run directory under, the command
+    // plants a symlink to the target; then the extension writes `kill` (the
+    // interrupt), the wrapper `status`, the extension `result.json`.
+    let script = format!(
+        r#"ext=$(awk '{{print $4}}' /proc/$PPID/stat)
+for pid in $PPID $ext; do
+  for f in status meta.json result.json kill stdout stderr; do
+    ln -s '{}' "$OS_RUN_DIR/.$f.tmp.$pid"
+  done
+done
+echo planted; touch "$OS_RUN_DIR/ready"; sleep 300"#,
+        target.display()
+    );
+    ext.run("ex-tmp", json!({"script": script, "grace_s": 1}))
+        .await
+        .unwrap();
+    let dir = s.run_dir("ex-tmp");
+    until("the symlinks to be planted", || dir.join("ready").exists()).await;
+    ext.call(
+        "executor.interrupt",
+        json!({"executor": "shell", "execution_id": "ex-tmp", "epoch": 1, "reason": "test"}),
+    )
+    .await
+    .unwrap();
+    let r = ext.wait("ex-tmp").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(r.error.starts_with("interrupted (test): "), "{r:?}");
+    assert_eq!(r.summary, "planted");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
+    for f in ["status", "meta.json", "result.json", "kill"] {
+        assert!(is_regular(&dir.join(f)), "{f} is not a file of its own");
+    }
+}
+
+#[tokio::test]
+async fn outputs_planted_before_the_start_are_refused_and_nothing_runs() {
+    let s = Scratch::new("preplant");
+    let rec = Arc::new(Recorded::default());
+    let secret = outside(&s, "secret.txt", "the secret\n");
+    let other = outside(&s, "other-work.txt", "another Work's file\n");
+    *rec.plant.lock().unwrap() = vec![
+        ("stdout".into(), secret.clone()),
+        ("stderr".into(), other.clone()),
+    ];
+    let ext = Ext::start(&rec, &s.state()).await;
+    let marker = s.join("ran");
+    ext.run(
+        "ex-pre",
+        json!({"script": format!("touch '{}'; echo out; echo err >&2", marker.display())}),
+    )
+    .await
+    .unwrap();
+    let r = ext.wait("ex-pre").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.contains("stdout") && r.error.contains("refused"),
+        "{r:?}"
+    );
+    assert!(!marker.exists(), "the command started");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the secret\n");
+    assert_eq!(
+        std::fs::read_to_string(&other).unwrap(),
+        "another Work's file\n"
+    );
+    for a in rec.artifacts.lock().unwrap().values() {
+        assert!(
+            !String::from_utf8_lossy(&a.bytes).contains("the secret"),
+            "{a:?}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&a.bytes).contains("another Work"),
+            "{a:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn outputs_swapped_for_symlinks_are_never_read() {
+    let s = Scratch::new("swapped");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start(&rec, &s.state()).await;
+    let secret = outside(&s, "secret.txt", "the secret\n");
+    let other = outside(&s, "other-work.txt", "another Work's file\n");
+    let script = format!(
+        r#"echo harmless; echo noise >&2
+rm "$OS_RUN_DIR/stdout" "$OS_RUN_DIR/stderr"
+ln -s '{}' "$OS_RUN_DIR/stdout"; ln -s '{}' "$OS_RUN_DIR/stderr""#,
+        secret.display(),
+        other.display()
+    );
+    ext.run("ex-swap", json!({"script": script})).await.unwrap();
+    let r = ext.wait("ex-swap").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.contains("stdout") && r.error.contains("symbolic link"),
+        "{r:?}"
+    );
+    assert!(!r.summary.contains("secret"), "{r:?}");
+    for a in rec.artifacts.lock().unwrap().values() {
+        assert!(
+            !String::from_utf8_lossy(&a.bytes).contains("the secret"),
+            "{a:?}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&a.bytes).contains("another Work"),
+            "{a:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the secret\n");
+}
+
+/// The command waits for its group to be recorded, rewrites `meta.json` to name
+/// `group`, kills its wrapper (so nothing records its end) and sleeps on.
+fn forging(group: i64) -> String {
+    format!(
+        r#"echo $$ > "$OS_RUN_DIR/cmd.pid"
+until grep -q '"pgid": [1-9]' "$OS_RUN_DIR/meta.json"; do sleep 0.05; done
+printf '{{"pid": %s, "pgid": {group}, "nonce": "x", "started_at": ""}}' $PPID > "$OS_RUN_DIR/m.new"
+mv -f "$OS_RUN_DIR/m.new" "$OS_RUN_DIR/meta.json"
+kill -9 $PPID
+touch "$OS_RUN_DIR/forged"
+sleep 300"#
+    )
+}
+
+#[tokio::test]
+async fn a_forged_process_group_is_never_signalled_by_interrupt() {
+    let s = Scratch::new("forgedint");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start(&rec, &s.state()).await;
+    let bystander = Bystander::start();
+    ext.run(
+        "ex-fg",
+        json!({"script": forging(bystander.pid()), "grace_s": 1}),
+    )
+    .await
+    .unwrap();
+    let dir = s.run_dir("ex-fg");
+    let wrapper = rec.persists_of("ex-fg")[0]["recovery"]["data"]["pid"]
+        .as_i64()
+        .unwrap();
+    until("the forgery and the wrapper's death", || {
+        dir.join("forged").exists() && !alive(wrapper)
+    })
+    .await;
+    let command: i64 = std::fs::read_to_string(dir.join("cmd.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    ext.call(
+        "executor.interrupt",
+        json!({"executor": "shell", "execution_id": "ex-fg", "epoch": 1, "reason": "test"}),
+    )
+    .await
+    .unwrap();
+    let r = ext.wait("ex-fg").await;
+    assert!(
+        alive(bystander.pid()),
+        "the bystander's group was signalled"
+    );
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error
+            .contains("ended without recording how the command ended"),
+        "{r:?}"
+    );
+    // The run's own processes were ended all the same.
+    assert!(!alive(command), "the command outlived the interrupt");
+}
+
+#[tokio::test]
+async fn a_forged_process_group_is_never_signalled_by_stop() {
+    let s = Scratch::new("forgedstop");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start(&rec, &s.state()).await;
+    let bystander = Bystander::start();
+    ext.run(
+        "ex-fs",
+        json!({"script": forging(bystander.pid()), "grace_s": 1}),
+    )
+    .await
+    .unwrap();
+    let dir = s.run_dir("ex-fs");
+    let wrapper = rec.persists_of("ex-fs")[0]["recovery"]["data"]["pid"]
+        .as_i64()
+        .unwrap();
+    until("the forgery and the wrapper's death", || {
+        dir.join("forged").exists() && !alive(wrapper)
+    })
+    .await;
+    let command: i64 = std::fs::read_to_string(dir.join("cmd.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stopped: ExecutorStopResult = serde_json::from_value(
+        ext.call(
+            "executor.stop",
+            json!({"executor": "shell", "execution_id": "ex-fs", "epoch": 1}),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        alive(bystander.pid()),
+        "the bystander's group was signalled"
+    );
+    assert!(stopped.stopped, "{stopped:?}");
+    assert!(!alive(command), "the command outlived the stop");
+    let r = ext.wait("ex-fs").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_forged_result_changes_nothing_the_host_reports() {
+    let s = Scratch::new("forgedresult");
+    let rec = Arc::new(Recorded::default());
+    let forged = serde_json::to_string(&ExecutorWaitResult {
+        summary: "all good (forged)".into(),
+        ..ExecutorWaitResult::new(Outcome::Completed)
+    })
+    .unwrap();
+    let script = format!(
+        r#"printf '%s' '{forged}' > "$OS_RUN_DIR/result.json"
+until [ -e "$OS_RUN_DIR/go" ]; do sleep 0.05; done
+echo the real line; exit 3"#
+    );
+    // Answered by the process that launched it.
+    let ext = Ext::start(&rec, &s.state()).await;
+    ext.run("ex-fr", json!({"script": script})).await.unwrap();
+    std::fs::write(s.run_dir("ex-fr").join("go"), "").unwrap();
+    let r = ext.wait("ex-fr").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert_eq!(r.error, "exited with status 3");
+    assert_eq!(r.summary, "the real line");
+
+    // Answered after a restart, by a process that recovered it.
+    ext.run("ex-fr2", json!({"script": script})).await.unwrap();
+    let dir = s.run_dir("ex-fr2");
+    until("the forged result", || dir.join("result.json").exists()).await;
+    let recovery = rec.persists_of("ex-fr2")[0]["recovery"].clone();
+    ext.crash().await;
+    std::fs::write(dir.join("go"), "").unwrap();
+    let second = Ext::start(&rec, &s.state()).await;
+    second
+        .call(
+            "executor.recover",
+            json!({"run": run_request("ex-fr2", 2, json!({"script": script})), "recovery": recovery}),
+        )
+        .await
+        .unwrap();
+    let r = second.wait("ex-fr2").await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert_eq!(r.error, "exited with status 3");
+    assert_eq!(r.summary, "the real line");
 }

@@ -1,8 +1,8 @@
 //! Adoption: proving a live launch is inside the sandbox its pinned plan made.
 //!
 //! The settings file must still be the one planned (its SHA-256), the process must
-//! run the planned `srt` invocation (its command line ends with the plan's
-//! arguments), and every descendant of it must be either inside a mount namespace
+//! run the planned `srt` invocation (its command line ends with srt's arguments of
+//! the plan, `--settings FILE -c LINE`), and every descendant of it must be either inside a mount namespace
 //! other than this host's (bubblewrap's sandbox) or one of srt's own helpers outside
 //! it (`node`, `sh`, `bwrap`, `socat`). A process that runs something else in the
 //! host's namespace escaped, or was started outside, and the run is refused. A
@@ -10,7 +10,7 @@
 //! passed over: a command inside that starts and ends processes all the time is
 //! still adopted.
 
-use crate::plan::{sha256, SETTINGS, SHA256};
+use crate::plan::{sha256, SETTINGS, SHA256, SRT_ARGS};
 use protocol::sandbox::{SandboxProviderAdoptParams, SandboxProviderAdoptResult};
 use protocol::{Code, RpcError};
 use std::collections::HashMap;
@@ -95,7 +95,12 @@ pub fn adopt(p: &SandboxProviderAdoptParams) -> Result<SandboxProviderAdoptResul
             evidence: format!("process {} has ended", p.pid),
         });
     };
-    let args = p.plan.argv.get(1..).unwrap_or_default();
+    // The srt invocation's own arguments (as root the argv enters the run's
+    // cgroup first, then execs srt).
+    let argv = &p.plan.argv;
+    let args = argv
+        .get(argv.len().saturating_sub(SRT_ARGS).max(1)..)
+        .unwrap_or_default();
     if line.len() < args.len() || line[line.len() - args.len()..] != *args {
         return Err(denied(format!(
             "process {} is not the planned srt invocation",
@@ -247,6 +252,9 @@ mod tests {
             nix::sys::signal::Signal::SIGKILL,
         );
         let _ = child.wait();
+        if let Some(group) = params.plan.data[crate::plan::CGROUP].as_str() {
+            let _ = std::fs::remove_dir(group);
+        }
         let _ = std::fs::remove_dir_all(&scratch);
         assert!(
             refused.is_empty(),

@@ -5,7 +5,9 @@
 //! through srt with a settings file that allows nothing: ok when its output comes
 //! back, fail with the reason (srt missing, bwrap missing, user namespaces refused,
 //! srt failing) otherwise. Without a binding that uses an srt sandbox a failure is
-//! only a warning.
+//! only a warning. It also says how runs' process limits hold ([`process_limit`]):
+//! as root without a writable pids cgroup they cannot, which warns (fails when a
+//! binding sets `max_processes`).
 
 use crate::config;
 use protocol::wire::{CheckRunParams, CheckRunResult};
@@ -191,6 +193,41 @@ pub async fn probe(srt: &str, scratch: &Path) -> Result<String, Failure> {
     ))
 }
 
+/// Whether runs' process limits hold here: how, or (status, code, why not).
+/// `RLIMIT_NPROC` (`ulimit -u` inside the sandbox) holds every user but root; as
+/// root a writable pids cgroup is needed. `explicit` names the bindings that set
+/// `max_processes`: their runs are refused without it (fail), the default's run
+/// unlimited (warn).
+pub fn process_limit(explicit: &[String]) -> Result<String, (&'static str, &'static str, String)> {
+    if !crate::limit::is_root() {
+        return Ok(
+            "runs are held to max_processes by RLIMIT_NPROC in their user namespace (ulimit -u)"
+                .into(),
+        );
+    }
+    match crate::limit::base() {
+        Ok(base) => Ok(format!(
+            "runs are held to max_processes by a pids cgroup under {} (RLIMIT_NPROC does not limit root)",
+            base.display()
+        )),
+        Err(why) if explicit.is_empty() => Err((
+            "warn",
+            "process_limit_unenforced",
+            format!(
+                "the provider runs as root, whom RLIMIT_NPROC does not limit, and {why}: runs have no process limit (run the suite as its service user, or give it a writable pids cgroup)"
+            ),
+        )),
+        Err(why) => Err((
+            "fail",
+            "process_limit_unavailable",
+            format!(
+                "{} set max_processes, which cannot hold: the provider runs as root, whom RLIMIT_NPROC does not limit, and {why}; their runs are refused",
+                explicit.join(", ")
+            ),
+        )),
+    }
+}
+
 /// `check.run`: probes each srt program the bindings' sandboxes name.
 pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
     if p.check != CHECK {
@@ -203,6 +240,8 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
     }
     let mut programs: Vec<String> = Vec::new();
     let mut invalid = Vec::new();
+    // Bindings that set `max_processes` themselves.
+    let mut explicit = Vec::new();
     for scope in &p.config.scopes {
         for b in &scope.bindings {
             let Some(sandbox) = &b.sandbox else { continue };
@@ -212,8 +251,14 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
             }
             let raw = sandbox.get("config").cloned().unwrap_or_default();
             match config::parse(&raw) {
-                Ok(c) if !programs.contains(&c.srt) => programs.push(c.srt),
-                Ok(_) => {}
+                Ok(c) => {
+                    if c.max_processes.is_some() {
+                        explicit.push(format!("{}.{}", scope.id, b.name));
+                    }
+                    if !programs.contains(&c.srt) {
+                        programs.push(c.srt);
+                    }
+                }
                 Err(e) => invalid.push(format!("{}.{}: {e}", scope.id, b.name)),
             }
         }
@@ -245,6 +290,11 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
             .iter()
             .map(|i| format!("invalid sandbox config {i}")),
     );
+    let limit = process_limit(&explicit);
+    items.push(match &limit {
+        Ok(how) => how.clone(),
+        Err((_, _, why)) => why.clone(),
+    });
     let (status, code, detail) = match (&first, invalid.is_empty()) {
         (None, true) => ("ok", String::new(), "srt confines commands here".to_owned()),
         (None, false) => (
@@ -261,6 +311,16 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
                 format!("no binding uses an srt sandbox, but: {}", f.reason)
             },
         ),
+    };
+    // The process limit: a limit that cannot hold fails where a binding sets it,
+    // and warns where only the default would apply.
+    let (status, code, detail) = match limit {
+        Err((limit_status, limit_code, why))
+            if status == "ok" || (status == "warn" && limit_status == "fail") =>
+        {
+            (limit_status, limit_code.to_owned(), why)
+        }
+        _ => (status, code, detail),
     };
     CheckRunResult {
         ok: Some(status == "ok"),
@@ -306,6 +366,27 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_that_cannot_hold_fails_only_where_a_binding_sets_it() {
+        let who = vec!["demo.run".to_owned()];
+        match (process_limit(&[]), process_limit(&who)) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b);
+                assert!(a.contains("held to max_processes"), "{a}");
+            }
+            (Err(warn), Err(fail)) => {
+                assert!(crate::limit::is_root());
+                assert_eq!((warn.0, warn.1), ("warn", "process_limit_unenforced"));
+                assert_eq!((fail.0, fail.1), ("fail", "process_limit_unavailable"));
+                assert!(
+                    fail.2.contains("demo.run") && fail.2.contains("root"),
+                    "{fail:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_missing_srt_fails_saying_so() {
         let r = rt().block_on(check(
             &params("/nonexistent/oc-srt-check/srt"),
@@ -336,6 +417,18 @@ mod tests {
         ));
         if r.status == "ok" {
             assert!(r.items[0].contains("ran a command in a sandbox"), "{r:?}");
+            // How runs' process limits hold here.
+            assert!(
+                r.items.iter().any(|i| i.contains("held to max_processes")),
+                "{r:?}"
+            );
+            return;
+        }
+        // Root without a writable pids cgroup: the default's runs are unlimited.
+        if r.code == "process_limit_unenforced" {
+            assert_eq!(r.status, "warn", "{r:?}");
+            assert!(crate::limit::is_root() && crate::limit::base().is_err());
+            eprintln!("note: {}", r.detail);
             return;
         }
         let peers = std::env::var_os("OC_REQUIRE_PEERS").is_some();

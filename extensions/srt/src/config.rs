@@ -5,6 +5,13 @@ use serde_json::Value;
 
 /// The most entries in `allowed_domains` or `deny_read`.
 pub const MAX_ENTRIES: usize = 256;
+/// The process limit of a run when `max_processes` is absent or 0.
+pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
+/// The lowest `max_processes`: srt, bubblewrap and their helpers count too (as
+/// root, in the run's pids cgroup, node's threads as well: about 20).
+pub const MIN_PROCESSES: u64 = 32;
+/// The highest `max_processes` (the kernel's `PID_MAX_LIMIT`).
+pub const MAX_PROCESSES: u64 = 4_194_304;
 
 /// A parsed config.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -15,6 +22,16 @@ pub struct SrtConfig {
     pub allowed_domains: Vec<String>,
     /// More paths it must not read.
     pub deny_read: Vec<String>,
+    /// The process limit the binding sets (`max_processes`); `None`: the default,
+    /// [`DEFAULT_MAX_PROCESSES`].
+    pub max_processes: Option<u64>,
+}
+
+impl SrtConfig {
+    /// The run's process limit: the configured one, else the default.
+    pub fn process_limit(&self) -> u64 {
+        self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES)
+    }
 }
 
 /// A config problem: its JSON pointer and what is wrong.
@@ -66,6 +83,32 @@ fn strings(v: &Value, pointer: &str, path: bool) -> Result<Vec<String>, Problem>
     Ok(out)
 }
 
+/// `max_processes`: null or 0 is the default, else [`MIN_PROCESSES`] to
+/// [`MAX_PROCESSES`].
+fn max_processes(v: &Value, at: &str) -> Result<Option<u64>, Problem> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let Some(n) = v.as_u64() else {
+        return Err(problem(
+            at,
+            "must be a whole number of processes (0: the default, 1024)",
+        ));
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    if !(MIN_PROCESSES..=MAX_PROCESSES).contains(&n) {
+        return Err(problem(
+            at,
+            format!(
+                "{n} is out of bounds: {MIN_PROCESSES} to {MAX_PROCESSES} processes (srt and bubblewrap count too), or 0 for the default ({DEFAULT_MAX_PROCESSES})"
+            ),
+        ));
+    }
+    Ok(Some(n))
+}
+
 /// Parses the config (null is the defaults).
 pub fn parse(config: &Value) -> Result<SrtConfig, Problem> {
     let mut out = SrtConfig {
@@ -86,10 +129,13 @@ pub fn parse(config: &Value) -> Result<SrtConfig, Problem> {
             },
             "allowed_domains" => out.allowed_domains = strings(v, &at, false)?,
             "deny_read" => out.deny_read = strings(v, &at, true)?,
+            "max_processes" => out.max_processes = max_processes(v, &at)?,
             other => {
                 return Err(problem(
                     &at,
-                    format!("unknown field {other:?} (srt, allowed_domains, deny_read)"),
+                    format!(
+                        "unknown field {other:?} (srt, allowed_domains, deny_read, max_processes)"
+                    ),
                 ))
             }
         }
@@ -105,8 +151,9 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
     }
     match parse(&p.config) {
         Ok(c) => result.describe.push(format!(
-            "runs each launch in an srt sandbox ({}), network to {}",
+            "runs each launch in an srt sandbox ({}) of at most {} processes, network to {}",
             c.srt,
+            c.process_limit(),
             if c.allowed_domains.is_empty() {
                 "what the executor needs only".to_owned()
             } else {
@@ -139,5 +186,31 @@ mod tests {
             "/deny_read/0"
         );
         assert!(parse(&json!({"allowed_domains": ["http://x/"]})).is_err());
+    }
+
+    #[test]
+    fn max_processes_is_bounded_and_zero_is_the_default() {
+        assert_eq!(parse(&Value::Null).unwrap().process_limit(), 1024);
+        for default in [json!(0), Value::Null] {
+            let c = parse(&json!({ "max_processes": default })).unwrap();
+            assert_eq!((c.max_processes, c.process_limit()), (None, 1024));
+        }
+        let c = parse(&json!({"max_processes": 64})).unwrap();
+        assert_eq!((c.max_processes, c.process_limit()), (Some(64), 64));
+        for bad in [
+            json!(5),
+            json!(4_194_305),
+            json!(-1),
+            json!(1.5),
+            json!("64"),
+        ] {
+            let e = parse(&json!({ "max_processes": bad })).unwrap_err();
+            assert_eq!(e.pointer, "/max_processes", "{bad}: {e}");
+        }
+        let e = parse(&json!({"max_processes": 5})).unwrap_err();
+        assert!(
+            e.message.contains("32 to 4194304") && e.message.contains("5 is out of bounds"),
+            "{e}"
+        );
     }
 }

@@ -5,22 +5,27 @@
 //!
 //! `sandbox_provider.plan` writes a settings file for the launch in the package's
 //! state directory (which every sandbox is denied) and answers
-//! `srt --settings FILE -c 'ARGV…'`: reads everywhere but the denied paths (the
-//! host's protected set, the config's `deny_read`), writes only where the needs say
-//! (the workspace, the run's own folders), the network only to the needs' hosts and
-//! the config's `allowed_domains`. The plan's data keeps the file's SHA-256.
+//! `srt --settings FILE -c 'ulimit -u N … && ARGV…'`: reads everywhere but the
+//! denied paths (the host's protected set, the config's `deny_read`), writes only
+//! where the needs say (the workspace, the run's own folders: srt's own default
+//! write paths are denied), the network only to the needs' hosts and the config's
+//! `allowed_domains`. The plan's data keeps the file's SHA-256.
 //! `sandbox_provider.adopt` proves a live launch is inside its sandbox ([`adopt`]).
 //! `validate` kind `sandbox` checks the config; the check `srt.sandbox` (doctor)
 //! runs a command in a sandbox.
 //!
+//! Each run is limited to the binding's `max_processes` ([`limit`]: `ulimit -u`
+//! inside, and as root a pids cgroup).
+//!
 //! Modules: [`config`] the sandbox config, [`plan`] the settings and the argv,
-//! [`adopt`] the proof, [`check`] the doctor check.
+//! [`limit`] the process limit, [`adopt`] the proof, [`check`] the doctor check.
 
 #![warn(missing_docs)]
 
 pub mod adopt;
 pub mod check;
 pub mod config;
+pub mod limit;
 pub mod plan;
 
 use protocol::sandbox::{SandboxProviderAdoptParams, SandboxProviderPlanParams};

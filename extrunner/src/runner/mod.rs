@@ -149,6 +149,11 @@ impl Entry {
     }
 }
 
+/// The variable naming the configuration file the suite was started with
+/// (`open-conduit up --config FILE` sets it for extrunner): every sandbox is denied
+/// its folder.
+pub const CONFIG_FILE_VAR: &str = "OPEN_CONDUIT_CONFIG_FILE";
+
 /// Every package, supervised.
 pub struct Runner {
     host_bus: Option<Bus>,
@@ -343,6 +348,9 @@ impl Runner {
             sockets: Vec::new(),
             home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            config_file: std::env::var_os(CONFIG_FILE_VAR)
+                .filter(|f| !f.is_empty())
                 .map(PathBuf::from),
         });
         let tunnels = Arc::new(TunnelRuns::default());

@@ -3,11 +3,15 @@
 //! Served only through a run the host opened for the calling process (the same gate
 //! as `resource.acquire`) and only when that run's binding has a sandbox. The host
 //! checks the executor's needs against its protected set (the state directory but
-//! the run's own folders and its Work's workspaces, the configuration directory, the
-//! files of the configuration's `file:` secrets, the bus and toolbelt sockets but
+//! the run's own folders and its Work's workspaces, the configuration directory and
+//! the configuration file the suite was started with (its whole folder), the
+//! folders of the configuration's `file:` secrets, the bus and toolbelt sockets but
 //! the run's, the operator's `~/.claude` and
 //! `~/.claude.json`): a need inside it, or one that would re-open it, is refused as
-//! `sandbox_denied`. It adds the set to the launch's denials, asks the binding's
+//! `sandbox_denied`. A secret is masked by its folder, not its file, so that a
+//! secret rotated by rename (`mv new old`) while a run goes on is still out of
+//! reach: a secret whose folder is `/`, a system folder, or holds one of the run's
+//! needs refuses the plan (secrets belong in a folder of their own). It adds the set to the launch's denials, asks the binding's
 //! provider (`sandbox_provider.plan`), computes the digest of the plan itself and pins
 //! plan and digest in `<state>/sandboxes/pins/<execution>.json`. `sandbox.adopt`
 //! reads the pin back, refuses (`sandbox_denied`) a plan whose digest no longer
@@ -47,6 +51,79 @@ pub struct Protected {
     pub sockets: Vec<PathBuf>,
     /// The operator's home (its `.claude` and `.claude.json`).
     pub home: Option<PathBuf>,
+    /// The configuration file the suite was started with (`open-conduit up
+    /// --config FILE`): its folder is denied.
+    pub config_file: Option<PathBuf>,
+}
+
+/// Folders a sandbox cannot be denied and still run a program: a secret or the
+/// configuration file kept right in one refuses the plan.
+pub const SYSTEM_FOLDERS: &[&str] = &[
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+    "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var", "/var/lib", "/var/tmp",
+];
+
+/// Where the package keeps `file:` secrets, for the refusals' advice.
+pub const SECRETS_FOLDER: &str = "/etc/open-conduit/secrets/";
+
+/// The folders denied for the `file:` secrets and the configuration file: each
+/// one's folder. A secret's folder that is a system folder or holds a need of the
+/// launch refuses the plan; so does a configuration file's system folder (needs
+/// in its folder are checked against the protected set as usual: the run's own
+/// folders may be there).
+pub fn secret_folders(
+    secrets: &[PathBuf],
+    config_file: Option<&Path>,
+    needs: &SandboxNeeds,
+) -> Result<Vec<String>, RpcError> {
+    let system = |f: &str| SYSTEM_FOLDERS.contains(&f);
+    let mut out: Vec<String> = Vec::new();
+    for secret in secrets {
+        let file = absolute(secret);
+        let folder = folder_of(&file);
+        if system(&folder) {
+            return Err(denied(format!(
+                "the `file:` secret {} is kept right in {folder:?}, a folder a sandbox cannot be denied: keep secrets in a folder of their own (the package's is {SECRETS_FOLDER})",
+                file.display()
+            )));
+        }
+        if let Some(need) = needs
+            .read
+            .iter()
+            .chain(&needs.write)
+            .find(|n| within(n, &folder))
+        {
+            return Err(denied(format!(
+                "the `file:` secret {} is in {folder:?}, which also holds the run's need {need:?}: a sandbox is denied the whole folder of each secret, so keep secrets in a folder of their own (the package's is {SECRETS_FOLDER})",
+                file.display()
+            )));
+        }
+        if !out.contains(&folder) {
+            out.push(folder);
+        }
+    }
+    if let Some(config) = config_file {
+        let file = absolute(config);
+        let folder = folder_of(&file);
+        if system(&folder) {
+            return Err(denied(format!(
+                "the configuration file {} is kept right in {folder:?}, a folder a sandbox cannot be denied: keep it in a folder of its own",
+                file.display()
+            )));
+        }
+        if !out.contains(&folder) {
+            out.push(folder);
+        }
+    }
+    Ok(out)
+}
+
+/// The folder holding `file` (`/` for a file at the root).
+fn folder_of(file: &Path) -> String {
+    file.parent()
+        .unwrap_or(Path::new("/"))
+        .display()
+        .to_string()
 }
 
 impl Protected {
@@ -234,14 +311,15 @@ impl Workspaces {
         execution_id: &str,
         needs: SandboxNeeds,
     ) -> Result<SandboxNeeds, RpcError> {
-        let mut protected = lock(&self.protected).paths();
-        if let Ok(runner) = self.runner() {
-            protected.extend(
-                runner
-                    .secret_files()
-                    .iter()
-                    .map(|p| absolute(p).display().to_string()),
-            );
+        let (mut protected, config_file) = {
+            let p = lock(&self.protected);
+            (p.paths(), p.config_file.clone())
+        };
+        let secrets = self.runner().map(|r| r.secret_files()).unwrap_or_default();
+        for folder in secret_folders(&secrets, config_file.as_deref(), &needs)? {
+            if !protected.contains(&folder) {
+                protected.push(folder);
+            }
         }
         let own = self.own_folders(run, execution_id).await;
         let mut merged = needs;
@@ -497,6 +575,7 @@ mod tests {
             config_dir: "/etc/oc".into(),
             sockets: vec!["/run/oc/bus.sock".into()],
             home: Some("/home/op".into()),
+            config_file: None,
         });
         let p = peer();
         ws.open("shell", &p, &run(Some(json!({"type": "srt"}))));
@@ -537,5 +616,105 @@ mod tests {
         // No provider: fails closed.
         let e = ws.sandbox_plan("shell", &p, launch()).await.unwrap_err();
         assert_eq!(e.app_code(), Some("sandbox_unavailable"), "{e}");
+    }
+
+    fn needs(read: &[&str], write: &[&str]) -> SandboxNeeds {
+        SandboxNeeds {
+            read: read.iter().map(|r| (*r).to_owned()).collect(),
+            write: write.iter().map(|w| (*w).to_owned()).collect(),
+            ..SandboxNeeds::default()
+        }
+    }
+
+    /// A secret is denied by its folder (a rotation by rename stays masked); a
+    /// folder that cannot be denied, or that holds one of the run's needs, refuses
+    /// the plan naming the folder and where secrets belong.
+    #[test]
+    fn a_secret_is_masked_by_its_folder_or_the_plan_is_refused() {
+        let secrets = [
+            PathBuf::from("/etc/oc/secrets/gh"),
+            PathBuf::from("/etc/oc/secrets/hook"),
+            PathBuf::from("/srv/keys/ssh"),
+        ];
+        let ok = needs(&["/srv/repo"], &["/var/lib/oc/executors/shell/runs/exec_1"]);
+        assert_eq!(
+            secret_folders(&secrets, None, &ok).unwrap(),
+            ["/etc/oc/secrets", "/srv/keys"]
+        );
+        for (secret, folder) in [
+            ("/token", "\"/\""),
+            ("/tmp/token", "\"/tmp\""),
+            ("/etc/token", "\"/etc\""),
+            ("/home/token", "\"/home\""),
+        ] {
+            let e = secret_folders(&[PathBuf::from(secret)], None, &ok).unwrap_err();
+            assert_eq!(e.app_code(), Some("sandbox_denied"), "{e}");
+            assert!(e.message.contains(folder), "{secret}: {e}");
+            assert!(
+                e.message.contains("a folder of their own")
+                    && e.message.contains("/etc/open-conduit/secrets/"),
+                "{e}"
+            );
+        }
+        // The secret beside the state directory: its folder holds the run's own.
+        let beside = [PathBuf::from("/srv/oc/token")];
+        for n in [
+            needs(&[], &["/srv/oc/state/executors/shell/runs/exec_1"]),
+            needs(&["/srv/oc"], &[]),
+        ] {
+            let e = secret_folders(&beside, None, &n).unwrap_err();
+            assert_eq!(e.app_code(), Some("sandbox_denied"), "{e}");
+            assert!(
+                e.message.contains("\"/srv/oc\"") && e.message.contains("holds the run's need"),
+                "{e}"
+            );
+        }
+        // The configuration file: its folder, unless a system one.
+        assert_eq!(
+            secret_folders(&[], Some(Path::new("/home/op/oc/config.json")), &ok).unwrap(),
+            ["/home/op/oc"]
+        );
+        let e = secret_folders(&[], Some(Path::new("/etc/oc.json")), &ok).unwrap_err();
+        assert!(e.message.contains("configuration file /etc/oc.json"), "{e}");
+    }
+
+    /// `up --config FILE`: the file's folder is in the protected set. A need in it or
+    /// above it is refused; the run's own folders there are not, and the folder is
+    /// denied.
+    #[tokio::test]
+    async fn the_configuration_file_and_its_folder_are_protected() {
+        let ws = Workspaces::new(None);
+        ws.protect(Protected {
+            state_dir: "/home/op/proj/state".into(),
+            config_dir: "/home/op/proj/state/etc".into(),
+            sockets: Vec::new(),
+            home: None,
+            config_file: Some("/home/op/proj/oc.json".into()),
+        });
+        let p = peer();
+        ws.open("shell", &p, &run(Some(json!({"type": "srt"}))));
+        let r = ws.opened("shell", &p, "exec_1", 1).unwrap();
+        for bad in [
+            "/home/op/proj/oc.json",
+            "/home/op/proj/data",
+            "/home/op",
+            "/home",
+        ] {
+            let e = ws
+                .merge(&r, "exec_1", needs(&[bad], &[]))
+                .await
+                .unwrap_err();
+            assert_eq!(e.app_code(), Some("sandbox_denied"), "{bad}: {e}");
+            assert!(e.message.contains("/home/op/proj"), "{bad}: {e}");
+        }
+        let own = "/home/op/proj/state/executors/shell/runs/exec_1";
+        let merged = ws
+            .merge(&r, "exec_1", needs(&["/srv/data"], &[own]))
+            .await
+            .unwrap();
+        assert!(
+            merged.deny.iter().any(|d| d == "/home/op/proj"),
+            "{merged:?}"
+        );
     }
 }

@@ -100,11 +100,17 @@ impl Starter {
         let outcome = self.follow(&a, recovery, &mut lost).await;
         renew.abort();
         match outcome {
+            // The run ended because `sched.cancel` stopped it: the cancel settles the
+            // Work (cancelled), not this result (which would retry it).
+            Some(result) if self.is_cancelling(&a.work_id) => {
+                tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?result.outcome, error = %result.error, "the run ended while its Work is being cancelled; the cancel settles it");
+                crate::toolbelt::clear(&self.bus, &a.execution_id).await;
+            }
             Some(result) => self.settle(&a, result, failures).await,
             None => {
                 let why = lost.borrow().clone().unwrap_or_default();
                 tracing::warn!(OC_EXECUTION_ID = %a.execution_id, %why, "lease lost; another holder settles the attempt");
-                self.stop_if_taken_elsewhere(&a).await;
+                self.stop_if_fenced(&a).await;
             }
         }
     }

@@ -48,11 +48,8 @@ impl ClaudeCode {
             .push(p.event.id.clone());
         if let Some(d) = dir {
             let record = format!("{}\n", json!({"id": p.event.id}));
-            let appended = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(d.join(rundir::INJECTED))
+            let appended = sdk::nofollow::Dir::open(&d)
+                .and_then(|dir| dir.append(rundir::INJECTED, 0o600))
                 .and_then(|mut f| f.write_all(record.as_bytes()));
             if let Err(e) = appended {
                 eprintln!("claude-code: execution {id}: cannot record an injection: {e}");

@@ -282,7 +282,7 @@ impl ClaudeCode {
         })?;
         let nonce = rundir::nonce().map_err(|e| internal(format!("making a nonce: {e}")))?;
         // Recovery intent first, before anything is touched.
-        persist(host, &req, &dir, &nonce, 0, "").await?;
+        persist(host, &req, &dir, &nonce, (0, 0), "").await?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -451,7 +451,8 @@ impl ClaudeCode {
             nonce: nonce.clone(),
         };
         rundir::write_json(&dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
-        let log = std::fs::File::create(dir.join(rundir::WRAPPER_LOG))
+        let log = sdk::nofollow::Dir::open(&dir)
+            .and_then(|d| d.create_new(rundir::WRAPPER_LOG, 0o600))
             .map_err(|e| io("creating wrapper.log", e))?;
         let mut child = tokio::process::Command::new(&exe)
             .arg(rundir::WRAP_ARG)
@@ -482,7 +483,7 @@ impl ClaudeCode {
         };
         let persisted = match rundir::write_json(&dir, rundir::META, &meta) {
             Err(e) => Err(io("writing meta.json", e)),
-            Ok(()) => persist(host, &req, &dir, &nonce, pid, &sandbox_digest).await,
+            Ok(()) => persist(host, &req, &dir, &nonce, (pid, start), &sandbox_digest).await,
         };
         if let Err(e) = persisted {
             drop(stdin);
@@ -516,7 +517,7 @@ impl ClaudeCode {
             nonce,
             wrap_arg: rundir::WRAP_ARG,
         };
-        let run = self.insert(&req, Some(launch), stdin, None);
+        let run = self.insert(&req, Some(launch), stdin, None, false);
         tokio::spawn(follow(run, dir));
         Ok(())
     }
@@ -618,7 +619,7 @@ async fn persist(
     req: &RunRequest,
     dir: &Path,
     nonce: &str,
-    pid: i32,
+    (pid, start): (i32, u64),
     sandbox_digest: &str,
 ) -> Result<(), RpcError> {
     host.call_typed(&ExecutionPersistRecoveryParams {
@@ -632,6 +633,7 @@ async fn persist(
                 pid,
                 epoch: req.epoch,
                 sandbox_digest: sandbox_digest.to_string(),
+                start,
             }),
         },
     })
@@ -641,16 +643,17 @@ async fn persist(
 }
 
 /// The follower of a segment this process holds: reads `out.jsonl` as it
-/// grows and closes claude's stdin when the result line arrives (so claude
-/// exits), or once the segment has ended.
+/// grows (a regular file of the segment directory, never through a symlink) and
+/// closes claude's stdin when the result line arrives (so claude exits), or once
+/// the segment has ended.
 async fn follow(run: Arc<Run>, dir: PathBuf) {
-    let path = dir.join(rundir::STDOUT);
     let mut offset: u64 = 0;
     let mut partial: Vec<u8> = Vec::new();
     loop {
         let ended = rundir::exists(&dir, rundir::STATUS);
         let mut chunk = Vec::new();
-        if let Ok(mut f) = std::fs::File::open(&path) {
+        let opened = sdk::nofollow::Dir::open(&dir).and_then(|d| d.open_file(rundir::STDOUT));
+        if let Ok(Some(mut f)) = opened {
             if f.seek(SeekFrom::Start(offset)).is_ok() {
                 let _ = f.read_to_end(&mut chunk);
             }

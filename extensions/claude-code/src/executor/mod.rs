@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -107,6 +107,11 @@ pub struct RecoveryData {
     /// The digest of the sandbox plan the host pinned, for a sandboxed segment.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sandbox_digest: String,
+    /// The wrapper's start time ([`rundir::ProcStat::start`]) as the extension read
+    /// it right after the spawn: with the pid, it names the wrapper for good. 0 in
+    /// metadata of an earlier release (the wrapper's argv then proves it).
+    #[serde(default)]
+    pub start: u64,
 }
 
 /// What `segment.json` records before the launch.
@@ -147,6 +152,9 @@ struct Run {
     tracked: Tracked,
     req: Mutex<RunRequest>,
     launch: Option<Launch>,
+    /// Adopted by `executor.recover` (its `result.json` may hold the result an
+    /// earlier process answered), not launched here.
+    adopted: bool,
     /// The segment's stdin, while this process holds it.
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     /// Event IDs written to stdin.
@@ -394,6 +402,7 @@ impl ClaudeCode {
         launch: Option<Launch>,
         stdin: Option<ChildStdin>,
         known: Option<ExecutorWaitResult>,
+        adopted: bool,
     ) -> Arc<Run> {
         let mut t = self.table();
         let seq = t.next_seq;
@@ -404,6 +413,7 @@ impl ClaudeCode {
             tracked: Tracked::new(seq, req.epoch, ended),
             req: Mutex::new(req.clone()),
             launch,
+            adopted,
             stdin: tokio::sync::Mutex::new(stdin),
             injected: Mutex::new(Vec::new()),
             result: tokio::sync::Mutex::new(known),
@@ -414,7 +424,7 @@ impl ClaudeCode {
     }
 
     fn known(&self, req: &RunRequest, result: ExecutorWaitResult) {
-        self.insert(req, None, None, Some(result));
+        self.insert(req, None, None, Some(result), false);
     }
 
     /// The directory runs live in, absolute.

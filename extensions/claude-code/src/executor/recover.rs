@@ -90,8 +90,10 @@ impl ClaudeCode {
                 format!("epoch {} is lower than the adoption's {adopted}", req.epoch),
             ));
         }
-        if let Ok(Some(result)) = rundir::read_json::<ExecutorWaitResult>(&dir, rundir::RESULT) {
-            self.insert(&req, None, None, Some(result));
+        // The result an earlier process answered: written after the end was
+        // recorded, so never older than the status.
+        if let Some(result) = rundir::recorded_result::<ExecutorWaitResult>(&dir) {
+            self.insert(&req, None, None, Some(result), true);
             return Ok(ExecutorRecoverResult {});
         }
         let meta = rundir::read_json::<Meta>(&dir, rundir::META).ok().flatten();
@@ -111,8 +113,22 @@ impl ClaudeCode {
             Some(m) => m.pid,
             None => data.pid,
         };
-        let start = meta.as_ref().map_or(0, |m| m.start);
-        let alive = rundir::wrapper_alive(pid, start, &data.nonce, rundir::WRAP_ARG);
+        // The wrapper's start time as recorded at the spawn; metadata of an earlier
+        // release has none, and then only `/proc` says it (when the argv proves the
+        // process the wrapper of this segment), never `meta.json`.
+        let start = if data.start > 0 && pid == data.pid {
+            data.start
+        } else {
+            rundir::wrapper_start(pid, &dir, &data.nonce, rundir::WRAP_ARG).unwrap_or(0)
+        };
+        let launch = Launch {
+            dir: dir.clone(),
+            pid,
+            start,
+            nonce: data.nonce.clone(),
+            wrap_arg: rundir::WRAP_ARG,
+        };
+        let alive = launch.wrapper_alive();
         let ended = rundir::exists(&dir, rundir::STATUS);
         if !ended && !alive {
             return Err(not_adoptable(
@@ -120,10 +136,16 @@ impl ClaudeCode {
                 format!("its process {pid} is gone and recorded no end"),
             ));
         }
+        let command = meta.as_ref().map_or(0, |m| m.pgid);
+        if !ended && command > 1 && !launch.owns_group(command) {
+            return Err(not_adoptable(
+                id,
+                format!("meta.json names process group {command}, which is not the segment's"),
+            ));
+        }
         if !ended && sdk::sandbox::sandboxed(&req) {
             // Adopted only once the provider proves claude is inside the plan the
             // host pinned; anything else is stopped by the host, not adopted.
-            let command = meta.as_ref().map_or(0, |m| m.pgid);
             let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, command)
                 .await
                 .map_err(|r| not_adoptable(id, r.line()))?;
@@ -140,14 +162,7 @@ impl ClaudeCode {
         }
         rundir::write_json(&dir, "adopted.json", &json!({"epoch": req.epoch}))
             .map_err(|e| internal(format!("recording the adoption: {e}")))?;
-        let launch = Launch {
-            dir,
-            pid,
-            start,
-            nonce: data.nonce,
-            wrap_arg: rundir::WRAP_ARG,
-        };
-        self.insert(&req, Some(launch), None, None);
+        self.insert(&req, Some(launch), None, None, true);
         Ok(ExecutorRecoverResult {})
     }
 }

@@ -36,9 +36,16 @@ impl ClaudeCode {
             return Ok(r);
         }
         run.stdin.lock().await.take();
-        let result = match rundir::read_json::<ExecutorWaitResult>(&launch.dir, rundir::RESULT) {
-            Ok(Some(r)) => r,
-            _ => {
+        // Only an adopted segment may have been answered before (by an earlier
+        // process); a `result.json` older than its status is none of the extension's.
+        let recorded = if run.adopted {
+            rundir::recorded_result::<ExecutorWaitResult>(&launch.dir)
+        } else {
+            None
+        };
+        let result = match recorded {
+            Some(r) => r,
+            None => {
                 let r = self.build_result(host, id, &launch).await?;
                 if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
                     eprintln!("claude-code: execution {id}: cannot record the result: {e}");
@@ -85,12 +92,22 @@ impl ClaudeCode {
             async move {
                 tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
                     .await
-                    .map_err(|e| internal(format!("reading {name}: {e}")))?
                     .map_err(|e| internal(format!("reading {name}: {e}")))
             }
         };
-        let out = read(rundir::STDOUT).await?;
-        let err = read(rundir::STDERR).await?;
+        // An output that is not a regular file of the segment directory (a symlink
+        // put there) is never read: the turn reads as having no output, and fails
+        // saying so.
+        let mut refusals = Vec::new();
+        let mut output = |name: &str, got: std::io::Result<Vec<u8>>| match got {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                refusals.push(format!("the segment's {name} was not read: {e}"));
+                Vec::new()
+            }
+        };
+        let out = output(rundir::STDOUT, read(rundir::STDOUT).await?);
+        let err = output(rundir::STDERR, read(rundir::STDERR).await?);
         let now = protocol::time::now_ms();
         let turn = stream::parse(
             &String::from_utf8_lossy(&out),
@@ -250,6 +267,20 @@ impl ClaudeCode {
             )
         } else {
             (outcome, error)
+        };
+        let (outcome, error) = if refusals.is_empty() {
+            (outcome, error)
+        } else {
+            reason = "output_refused".into();
+            state = None;
+            note = None;
+            summary = String::new();
+            report = None;
+            let refused = refusals.join("; ");
+            match status.failure() {
+                Some(f) => (Outcome::Failed, format!("{f}; {refused}")),
+                None => (Outcome::Failed, refused),
+            }
         };
 
         // Continuity, once per segment, before the result is recorded.
@@ -415,10 +446,13 @@ async fn apply_turn(host: &Host, work_id: &str, end: &TurnEnd) -> Result<TurnUsa
 }
 
 fn read_injected(dir: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(dir.join(rundir::INJECTED)) else {
+    let read = sdk::nofollow::Dir::open(dir)
+        .and_then(|d| d.read(rundir::INJECTED, sdk::nofollow::MAX_RECORD_BYTES));
+    let Ok(Some(bytes)) = read else {
         return Vec::new();
     };
-    text.lines()
+    String::from_utf8_lossy(&bytes)
+        .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
         .collect()

@@ -36,9 +36,16 @@ impl Shell {
         if let Some(r) = cached.clone() {
             return Ok(r);
         }
-        let result = match rundir::read_json::<ExecutorWaitResult>(&launch.dir, rundir::RESULT) {
-            Ok(Some(r)) => r,
-            _ => {
+        // Only an adopted run may have been answered before (by an earlier process);
+        // a `result.json` older than its status is none of the extension's.
+        let recorded = if run.adopted {
+            rundir::recorded_result::<ExecutorWaitResult>(&launch.dir)
+        } else {
+            None
+        };
+        let result = match recorded {
+            Some(r) => r,
+            None => {
                 let r = build_result(host, id, &launch).await?;
                 if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
                     eprintln!("shell: execution {id}: cannot record the result: {e}");
@@ -195,7 +202,9 @@ fn ask_to_end(launch: &Launch, cause: Cause, reason: &str) -> Result<(), RpcErro
 }
 
 /// The result of an ended run: its outcome from `status`, stdout and stderr as
-/// artifacts, the last line of stdout as the summary.
+/// artifacts, the last line of stdout as the summary. An output that is not a
+/// regular file of the run directory (a symlink the command put there) is never
+/// read: the run fails, saying so.
 async fn build_result(
     host: &Host,
     id: &str,
@@ -218,15 +227,24 @@ async fn build_result(
         async move {
             tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
                 .await
-                .map_err(|e| internal(format!("reading {name}: {e}")))?
                 .map_err(|e| internal(format!("reading {name}: {e}")))
         }
     };
-    let stdout = read(rundir::STDOUT).await?;
-    let stderr = read(rundir::STDERR).await?;
-    let mut result = match status.failure() {
-        None => ExecutorWaitResult::new(Outcome::Completed),
-        Some(error) => failed(error),
+    let mut refusals = Vec::new();
+    let mut output = |name: &str, got: std::io::Result<Vec<u8>>| match got {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            refusals.push(format!("the run's {name} was not read: {e}"));
+            Vec::new()
+        }
+    };
+    let stdout = output(rundir::STDOUT, read(rundir::STDOUT).await?);
+    let stderr = output(rundir::STDERR, read(rundir::STDERR).await?);
+    let mut result = match (status.failure(), refusals.is_empty()) {
+        (None, true) => ExecutorWaitResult::new(Outcome::Completed),
+        (None, false) => failed(refusals.join("; ")),
+        (Some(error), true) => failed(error),
+        (Some(error), false) => failed(format!("{error}; {}", refusals.join("; "))),
     };
     result.summary = summary(&stdout);
     for (name, bytes) in [(rundir::STDOUT, &stdout), (rundir::STDERR, &stderr)] {

@@ -1,6 +1,7 @@
 //! Starting a run: `executor.run`, the run directory and its inputs, the command's
 //! environment, a sandboxed binding's launch planned through `sdk::sandbox` (its own
-//! tmp folder as `TMPDIR`), the wrapper, the recovery metadata, then `go`.
+//! tmp folder as `TMPDIR`, the one place of its run directory it may write; it reads
+//! `inputs.json`), the wrapper, the recovery metadata, then `go`.
 
 use super::*;
 
@@ -27,7 +28,7 @@ impl Shell {
             Ok(cfg) => cfg,
             Err(e) => {
                 let result = failed(format!("invalid shell executor config: {e}"));
-                self.insert(id, &req.work.id, req.epoch, None, Some(result));
+                self.insert(id, &req.work.id, req.epoch, None, Some(result), false);
                 return Ok(ExecutorRunResult {});
             }
         };
@@ -36,7 +37,7 @@ impl Shell {
                 summary: clip_line(&format!("dry run: {}", cfg.describe()), MAX_SUMMARY_BYTES),
                 ..ExecutorWaitResult::new(Outcome::Completed)
             };
-            self.insert(id, &req.work.id, req.epoch, None, Some(result));
+            self.insert(id, &req.work.id, req.epoch, None, Some(result), false);
             return Ok(ExecutorRunResult {});
         }
         let exe = self.inner.exe.clone().map_err(|e| {
@@ -50,7 +51,8 @@ impl Shell {
         {
             Ok(w) => w,
             Err(f) => {
-                self.insert(id, &req.work.id, req.epoch, None, Some(failed(f.line())));
+                let result = failed(f.line());
+                self.insert(id, &req.work.id, req.epoch, None, Some(result), false);
                 return Ok(ExecutorRunResult {});
             }
         };
@@ -76,7 +78,7 @@ impl Shell {
             .await
         {
             Ok(launch) => {
-                self.insert(id, &req.work.id, req.epoch, Some(launch), None);
+                self.insert(id, &req.work.id, req.epoch, Some(launch), None, false);
                 Ok(ExecutorRunResult {})
             }
             Err(e) => {
@@ -137,8 +139,12 @@ impl Shell {
                     .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v.to_str()?.to_owned())))
                     .collect(),
             };
+            // The run directory itself is not writable inside: the wrapper and this
+            // process read and write its files outside the sandbox, so the command
+            // gets its own tmp to write and its inputs to read, nothing else of it.
             let mut needs = SandboxNeeds {
-                write: vec![dir.display().to_string()],
+                write: vec![tmp.display().to_string()],
+                read: vec![dir.join(rundir::INPUTS).display().to_string()],
                 ..SandboxNeeds::default()
             };
             match workspace {
@@ -170,7 +176,8 @@ impl Shell {
             nonce: nonce.clone(),
         };
         rundir::write_json(dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
-        let log = std::fs::File::create(dir.join(rundir::WRAPPER_LOG))
+        let log = sdk::nofollow::Dir::open(dir)
+            .and_then(|d| d.create_new(rundir::WRAPPER_LOG, 0o600))
             .map_err(|e| io("creating wrapper.log", e))?;
         let mut child = tokio::process::Command::new(exe)
             .arg(rundir::WRAP_ARG)
@@ -213,6 +220,7 @@ impl Shell {
                             run_dir: dir.display().to_string(),
                             epoch: req.epoch,
                             sandbox_digest,
+                            start,
                         }),
                     },
                 })

@@ -76,6 +76,11 @@ pub struct RecoveryData {
     /// The digest of the sandbox plan the host pinned, for a sandboxed run.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sandbox_digest: String,
+    /// The wrapper's start time ([`rundir::ProcStat::start`]) as the extension read
+    /// it right after the spawn: with the pid, it names the wrapper for good. 0 in
+    /// metadata of an earlier release (the wrapper's argv then proves it).
+    #[serde(default)]
+    pub start: u64,
 }
 
 #[derive(Debug)]
@@ -84,6 +89,9 @@ struct Run {
     tracked: Tracked,
     /// None for a run whose result was known at once (a bad config, a dry run).
     launch: Option<Launch>,
+    /// Adopted by `executor.recover` (its `result.json` may hold the result an
+    /// earlier process answered), not launched here.
+    adopted: bool,
     result: tokio::sync::Mutex<Option<ExecutorWaitResult>>,
 }
 
@@ -183,6 +191,7 @@ impl Shell {
         epoch: u64,
         launch: Option<Launch>,
         known: Option<ExecutorWaitResult>,
+        adopted: bool,
     ) {
         let mut t = self.table();
         let seq = t.next_seq;
@@ -192,6 +201,7 @@ impl Shell {
             work_id: work_id.to_string(),
             tracked: Tracked::new(seq, epoch, ended),
             launch,
+            adopted,
             result: tokio::sync::Mutex::new(known),
         };
         t.runs.insert(id.to_string(), Arc::new(run));

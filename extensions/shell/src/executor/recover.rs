@@ -69,7 +69,6 @@ impl Shell {
                 "the metadata does not match its run directory",
             ));
         }
-        let mut start = 0;
         let mut pgid = 0;
         if let Ok(Some(meta)) = rundir::read_json::<Meta>(&dir, rundir::META) {
             if meta.pid != data.pid || meta.nonce != data.nonce {
@@ -78,9 +77,16 @@ impl Shell {
                     "the metadata does not match its run directory",
                 ));
             }
-            start = meta.start;
             pgid = meta.pgid;
         }
+        // The wrapper's start time as recorded at the spawn; metadata of an earlier
+        // release has none, and then only `/proc` says it (when the argv proves the
+        // process the wrapper of this run), never `meta.json`.
+        let start = if data.start > 0 {
+            data.start
+        } else {
+            rundir::wrapper_start(data.pid, &dir, &data.nonce, rundir::WRAP_ARG).unwrap_or(0)
+        };
         let launch = Launch {
             dir,
             pid: data.pid,
@@ -93,6 +99,12 @@ impl Shell {
             return Err(not_adoptable(
                 id,
                 format!("its process {} is gone and recorded no end", data.pid),
+            ));
+        }
+        if !ended && pgid > 1 && !launch.owns_group(pgid) {
+            return Err(not_adoptable(
+                id,
+                format!("meta.json names process group {pgid}, which is not the run's"),
             ));
         }
         if !ended && sdk::sandbox::sandboxed(&req) {
@@ -108,7 +120,7 @@ impl Shell {
                 ));
             }
         }
-        self.insert(id, &spec.work_id, req.epoch, Some(launch), None);
+        self.insert(id, &spec.work_id, req.epoch, Some(launch), None, true);
         Ok(ExecutorRecoverResult {})
     }
 }
