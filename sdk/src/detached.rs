@@ -1,7 +1,8 @@
-//! A detached run's directory and what the extension and its wrapper write in it,
-//! plus the `/proc` reads that tell whether a run's processes are still there: the
-//! shared part of the executors that run a command detached from their own process
-//! (the shell and claude-code executors), each of which adds its own files.
+//! A detached run's directory and what the extension and its wrapper write in it:
+//! the shared part of the executors that run a command detached from their own
+//! process (the shell and claude-code executors), each of which adds its own files.
+//! The `/proc` reads that tell whether a run's processes are still there are in
+//! [`crate::procs`] (re-exported here).
 //!
 //! | file | written by | when |
 //! | --- | --- | --- |
@@ -26,6 +27,9 @@
 //! `tmp`), and a `result.json` older than the `status` is not the extension's.
 
 use crate::nofollow::Dir;
+pub use crate::procs::{
+    group_members, proc_stat, session_members, start_time, wrapper_alive, wrapper_start, ProcStat,
+};
 use protocol::wire::ExecutorStopResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -222,6 +226,71 @@ pub fn recorded_result<T: DeserializeOwned>(dir: &Path) -> Option<T> {
     read_json(dir, RESULT).ok().flatten()
 }
 
+/// How the run in `dir` ended, as its `status` says; a missing or unreadable
+/// `status` reads as an error naming the launch `unit` (`run`, `segment`).
+pub fn read_status(dir: &Path, unit: &str) -> Status {
+    match read_json::<Status>(dir, STATUS) {
+        Ok(Some(s)) => s,
+        Ok(None) => Status {
+            error: format!("the {unit}'s status is missing"),
+            ..Status::default()
+        },
+        Err(e) => Status {
+            error: format!("the {unit}'s status does not read: {e}"),
+            ..Status::default()
+        },
+    }
+}
+
+/// A run's two outputs, read bounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outputs {
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+    /// Why an output was not read, one line each (`the run's stdout was not read:
+    /// ...`): an output that is not a regular file of the run directory (a symlink
+    /// put there) is never read, and reads as empty.
+    pub refusals: Vec<String>,
+}
+
+/// Reads the outputs `stdout` and `stderr` (file names in `dir`) of the launch
+/// `unit` (`run`, `segment`), each bounded to `max` bytes
+/// ([`crate::runs::read_bounded`]), off the async runtime. Fails only when a read
+/// task is lost, saying which file (`reading <name>: ...`).
+pub async fn read_outputs(
+    dir: &Path,
+    unit: &str,
+    stdout: &'static str,
+    stderr: &'static str,
+    max: u64,
+) -> Result<Outputs, String> {
+    let read = |name: &'static str| {
+        let path = dir.join(name);
+        async move {
+            tokio::task::spawn_blocking(move || crate::runs::read_bounded(&path, max))
+                .await
+                .map_err(|e| format!("reading {name}: {e}"))
+        }
+    };
+    let mut refusals = Vec::new();
+    let mut output = |name: &str, got: io::Result<Vec<u8>>| match got {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            refusals.push(format!("the {unit}'s {name} was not read: {e}"));
+            Vec::new()
+        }
+    };
+    let stdout = output(stdout, read(stdout).await?);
+    let stderr = output(stderr, read(stderr).await?);
+    Ok(Outputs {
+        stdout,
+        stderr,
+        refusals,
+    })
+}
+
 /// A fresh nonce: 128 random bits from the kernel, in hex.
 pub fn nonce() -> io::Result<String> {
     let mut bytes = [0u8; 16];
@@ -258,155 +327,6 @@ pub fn now_rfc3339() -> String {
         (rem / 60) % 60,
         rem % 60
     )
-}
-
-/// One process, as `/proc/<pid>/stat` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    /// Its pid.
-    pub pid: i32,
-    /// Its state letter (`R`, `S`, `Z`, ...).
-    pub state: char,
-    /// Its parent.
-    pub ppid: i32,
-    /// Its process group.
-    pub pgrp: i32,
-    /// Its session.
-    pub session: i32,
-    /// When it started, in clock ticks since boot: set at fork and never changed,
-    /// so a pid and its start time name one process for good.
-    pub start: u64,
-    /// Its kernel flags (`PF_*`).
-    pub flags: u64,
-}
-
-impl ProcStat {
-    /// Neither a zombie nor dead.
-    pub fn live(&self) -> bool {
-        self.state != 'Z' && self.state != 'X'
-    }
-
-    /// Whether it is exiting (`PF_EXITING`, set first thing in `do_exit`): it runs
-    /// nothing any more, and may already have dropped its namespaces while its
-    /// state still says running.
-    pub fn exiting(&self) -> bool {
-        const PF_EXITING: u64 = 0x4;
-        self.flags & PF_EXITING != 0
-    }
-}
-
-/// Reads `/proc/<pid>/stat`: `None` when there is no such process.
-pub fn proc_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
-    // cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
-    // ...`; comm may hold spaces and parentheses.
-    let after = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let ppid = fields.get(1)?.parse().ok()?;
-    let pgrp = fields.get(2)?.parse().ok()?;
-    let session = fields.get(3)?.parse().ok()?;
-    let flags = fields.get(6)?.parse().ok()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some(ProcStat {
-        pid,
-        state,
-        ppid,
-        pgrp,
-        session,
-        start,
-        flags,
-    })
-}
-
-/// The start time of `pid` ([`ProcStat::start`]), or 0 when it cannot be read.
-/// Read right after the spawn, before the child is reaped, it cannot race: the
-/// process exists (alive or a zombie) until its parent waits for it.
-pub fn start_time(pid: i32) -> u64 {
-    proc_stat(pid).map_or(0, |s| s.start)
-}
-
-fn live_processes() -> Vec<ProcStat> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(proc_stat)
-        .filter(ProcStat::live)
-        .collect()
-}
-
-/// The live (not zombie) processes whose process group is `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
-    if pgid <= 1 {
-        return Vec::new();
-    }
-    let mut pids: Vec<i32> = live_processes()
-        .into_iter()
-        .filter(|s| s.pgrp == pgid)
-        .map(|s| s.pid)
-        .collect();
-    pids.sort_unstable();
-    pids
-}
-
-/// The live processes of session `sid` that started no earlier than `since` (start
-/// ticks), `sid` itself excepted.
-pub fn session_members(sid: i32, since: u64) -> Vec<i32> {
-    if sid <= 1 {
-        return Vec::new();
-    }
-    let mut pids: Vec<i32> = live_processes()
-        .into_iter()
-        .filter(|s| s.session == sid && s.pid != sid && s.start >= since)
-        .map(|s| s.pid)
-        .collect();
-    pids.sort_unstable();
-    pids
-}
-
-/// True when `pid` is alive (not a zombie) and is the wrapper that was started:
-/// with a recorded start time (`start` > 0), the process with that pid started then
-/// (a recycled pid has another); without one (metadata of an earlier release), its
-/// argv is `<exe> <wrap_arg> <run dir> <nonce>`.
-pub fn wrapper_alive(pid: i32, start: u64, nonce: &str, wrap_arg: &str) -> bool {
-    if pid <= 1 {
-        return false;
-    }
-    let stat = match proc_stat(pid) {
-        Some(s) if s.live() => s,
-        _ => return false,
-    };
-    if start > 0 {
-        return stat.start == start;
-    }
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.get(1) == Some(&wrap_arg.as_bytes()) && args.get(3) == Some(&nonce.as_bytes())
-}
-
-/// The start time of `pid` when it is alive and its argv proves it the wrapper of
-/// the run directory `dir` with `nonce` (`<exe> <wrap_arg> <dir> <nonce>`): what
-/// `/proc` shows, never what a file of the run says. `None` otherwise.
-pub fn wrapper_start(pid: i32, dir: &Path, nonce: &str, wrap_arg: &str) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    if pid <= 1 {
-        return None;
-    }
-    let before = proc_stat(pid).filter(ProcStat::live)?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    let ours = args.get(1) == Some(&wrap_arg.as_bytes())
-        && args.get(2) == Some(&dir.as_os_str().as_bytes())
-        && args.get(3) == Some(&nonce.as_bytes());
-    // The same process before and after the argv was read (not a pid recycled
-    // meanwhile).
-    let after = proc_stat(pid).filter(ProcStat::live)?;
-    (ours && before.start == after.start).then_some(before.start)
 }
 
 /// How often a stop looks again at what is left.
@@ -493,13 +413,7 @@ impl Launch {
     /// no earlier than the wrapper. A `meta.json` forged to name another group, a
     /// host process's, fails this, and that group is never signalled.
     pub fn owns_group(&self, pgid: i32) -> bool {
-        if pgid <= 1 || self.pid <= 1 {
-            return false;
-        }
-        live_processes()
-            .into_iter()
-            .filter(|s| s.pgrp == pgid)
-            .all(|s| s.session == self.pid && s.start >= self.start)
+        crate::procs::group_in_session(pgid, self.pid, self.start)
     }
 
     /// The processes of the run left besides the wrapper: the command's group when
@@ -532,9 +446,7 @@ impl Launch {
         }
         for pid in members {
             // Each is the wrapper's session's still, or it is left alone.
-            let ours = proc_stat(*pid)
-                .is_some_and(|s| s.live() && s.session == self.pid && s.start >= self.start);
-            if ours {
+            if crate::procs::in_session(*pid, self.pid, self.start) {
                 let _ = nix::sys::signal::kill(Pid::from_raw(*pid), signal);
             }
         }
@@ -577,6 +489,39 @@ impl Launch {
             .flatten()
             .map_or(words.default_grace_s, |s| s.grace_s)
             .min(MAX_GRACE_S)
+    }
+
+    /// The result the ended run answers: for an `adopted` run (one an earlier
+    /// process may have answered), the one recorded in `result.json` when it may be
+    /// answered again ([`recorded_result`]); else the one `build` makes, recorded
+    /// there (a failure to record it is only complained about, naming execution
+    /// `id`). `build` runs only when nothing recorded is answered.
+    pub async fn answer_once<T, E>(
+        &self,
+        adopted: bool,
+        words: Words,
+        id: &str,
+        build: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        let recorded = if adopted {
+            recorded_result::<T>(&self.dir)
+        } else {
+            None
+        };
+        if let Some(r) = recorded {
+            return Ok(r);
+        }
+        let r = build.await?;
+        if let Err(e) = write_json(&self.dir, RESULT, &r) {
+            eprintln!(
+                "{}: execution {id}: cannot record the result: {e}",
+                words.label
+            );
+        }
+        Ok(r)
     }
 
     /// Waits until the run's end is recorded. A wrapper that is gone without
@@ -776,27 +721,6 @@ mod tests {
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
         assert!(t.as_str() > "2024-01-01T00:00:00Z", "{t}");
     }
-
-    #[test]
-    fn proc_reads_this_process() {
-        let me = std::process::id() as i32;
-        let s = proc_stat(me).unwrap();
-        assert_eq!(s.pid, me);
-        assert!(s.start > 0);
-        // Without a start time, the argv must say it is the wrapper: it does not.
-        assert!(!wrapper_alive(
-            me,
-            0,
-            "00000000000000000000000000000000",
-            "__wrap"
-        ));
-        // With one, the start time alone tells: right, and a recycled pid's wrong.
-        assert!(wrapper_alive(me, s.start, "", "__wrap"));
-        assert!(!wrapper_alive(me, s.start + 1, "", "__wrap"));
-        assert!(!wrapper_alive(0, 0, "", "__wrap"));
-        assert!(group_members(s.pgrp).contains(&me));
-        assert_eq!(session_members(s.session, u64::MAX), Vec::<i32>::new());
-    }
 }
 
 #[cfg(test)]
@@ -959,6 +883,38 @@ mod trust {
         assert!(!launch.wrapper_alive());
         assert!(!launch.owns_group(me.pgrp));
         assert!(launch.members(me.pgrp).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_ended_run_reads_whole_or_says_what_was_not_read() {
+        let s = Scratch::new("ended");
+        assert_eq!(
+            read_status(&s.0, "segment").error,
+            "the segment's status is missing"
+        );
+        std::fs::write(s.0.join(STATUS), b"not json").unwrap();
+        assert!(read_status(&s.0, "run")
+            .error
+            .starts_with("the run's status does not read: "));
+        write_json(&s.0, STATUS, &Status::default()).unwrap();
+        assert_eq!(read_status(&s.0, "run"), Status::default());
+        // A symlink in place of an output is never read; a missing one is empty.
+        std::fs::write(s.0.join("secret"), b"secret").unwrap();
+        std::os::unix::fs::symlink(s.0.join("secret"), s.0.join("out")).unwrap();
+        std::fs::write(s.0.join("err"), b"complaint").unwrap();
+        let got = read_outputs(&s.0, "run", "out", "err", 1024).await.unwrap();
+        assert_eq!(got.stdout, b"");
+        assert_eq!(got.stderr, b"complaint");
+        assert_eq!(got.refusals.len(), 1, "{:?}", got.refusals);
+        assert!(
+            got.refusals[0].starts_with("the run's out was not read: "),
+            "{:?}",
+            got.refusals
+        );
+        let got = read_outputs(&s.0, "run", "none", "err", 1024)
+            .await
+            .unwrap();
+        assert!(got.stdout.is_empty() && got.refusals.is_empty(), "{got:?}");
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub mod config;
 pub mod detached;
 pub mod dirs;
 pub mod nofollow;
+/// What `/proc` shows of processes: stat lines, group and session members, the
+/// wrapper's identity, the session/group trust checks of [`detached::Launch`].
+pub mod procs;
 pub mod runs;
 pub mod sandbox;
 pub mod signals;

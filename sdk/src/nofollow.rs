@@ -98,6 +98,18 @@ fn refused(path: &Path, kind: Kind) -> io::Error {
     )
 }
 
+/// The refusal of `path` where a directory was wanted: it is `kind`.
+fn not_a_directory(path: &Path, kind: Kind) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} is {}, not a directory: refused",
+            path.display(),
+            kind.words()
+        ),
+    )
+}
+
 fn errno(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
@@ -155,14 +167,7 @@ impl Dir {
                 let kind = std::fs::symlink_metadata(path)
                     .map(|m| Kind::of(m.mode()))
                     .unwrap_or(Kind::Other);
-                Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{} is {}, not a directory: refused",
-                        path.display(),
-                        kind.words()
-                    ),
-                ))
+                Err(not_a_directory(path, kind))
             }
             Err(e) => Err(errno(e)),
         }
@@ -230,14 +235,7 @@ impl Dir {
             }),
             Err(Errno::ELOOP | Errno::ENOTDIR) => {
                 let kind = self.kind(name)?.unwrap_or(Kind::Other);
-                Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{} is {}, not a directory: refused",
-                        self.at(name).display(),
-                        kind.words()
-                    ),
-                ))
+                Err(not_a_directory(&self.at(name), kind))
             }
             Err(e) => Err(errno(e)),
         }
@@ -262,7 +260,14 @@ impl Dir {
             | OFlag::O_NONBLOCK
             | OFlag::O_NOCTTY
             | OFlag::O_CLOEXEC;
-        let file = match openat(self.fd.as_fd(), name, flags, Mode::empty()) {
+        self.open_regular(name, flags, Mode::empty())
+    }
+
+    /// Opens `name` with `flags` (which hold `O_NOFOLLOW`) and `mode`: the file when
+    /// it is a regular file, `None` when nothing is there (`ENOENT`); a symlink or
+    /// anything else there is refused, naming what it is.
+    fn open_regular(&self, name: &str, flags: OFlag, mode: Mode) -> io::Result<Option<File>> {
+        let file = match openat(self.fd.as_fd(), name, flags, mode) {
             Ok(fd) => File::from(fd),
             Err(Errno::ENOENT) => return Ok(None),
             Err(Errno::ELOOP) => return Err(refused(&self.at(name), Kind::Symlink)),
@@ -362,21 +367,9 @@ impl Dir {
             | OFlag::O_NONBLOCK
             | OFlag::O_NOCTTY
             | OFlag::O_CLOEXEC;
-        let file = match openat(self.fd.as_fd(), name, flags, Mode::from_bits_truncate(mode)) {
-            Ok(fd) => File::from(fd),
-            Err(Errno::ELOOP) => return Err(refused(&self.at(name), Kind::Symlink)),
-            Err(e) => {
-                return match self.kind(name) {
-                    Ok(Some(kind)) if kind != Kind::File => Err(refused(&self.at(name), kind)),
-                    _ => Err(errno(e)),
-                }
-            }
-        };
-        let kind = Kind::of(file.metadata()?.mode());
-        if kind != Kind::File {
-            return Err(refused(&self.at(name), kind));
-        }
-        Ok(file)
+        // O_CREAT: nothing there only when the directory itself is gone.
+        self.open_regular(name, flags, Mode::from_bits_truncate(mode))?
+            .ok_or_else(|| errno(Errno::ENOENT))
     }
 
     /// Writes `bytes` to `name` whole (mode 0600): a fresh temporary file

@@ -129,15 +129,7 @@ impl Hostile {
                 attack.display()
             ),
         );
-        let tbdir = suite.dir.join("toolbelt");
-        script(
-            &tbdir.join("open-conduit"),
-            &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
-        );
-        suite.set_args(
-            Daemon::Schedulerd,
-            &["--toolbelt-dir", tbdir.to_str().unwrap()],
-        );
+        with_toolbelt(&suite);
         // The workspace sweep's timer every second, with no grace.
         suite.set_env(Daemon::Extrunner, "OC_TEST_SWEEP_INTERVAL_S", "1");
         let claude_config = suite.dir.join("claude-config");

@@ -48,17 +48,6 @@ fn executions(suite: &Suite, work_id: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn artifact(suite: &Suite, id: &str) -> String {
-    let r = suite
-        .call(
-            "store.artifact_read",
-            json!({"artifact_id": id, "offset": 0, "length": 65536}),
-        )
-        .unwrap();
-    let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
-    String::from_utf8(data).unwrap()
-}
-
 fn started_with(name: &str, binding: Value) -> Suite {
     let suite = started(name);
     let config = with_binding(&suite, binding);
@@ -93,7 +82,7 @@ fn a_shell_binding_runs_and_its_output_is_kept() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| artifact(&suite, a.as_str().unwrap()))
+        .map(|a| artifact_text(&suite, a.as_str().unwrap()))
         .collect();
     assert!(
         artifacts.iter().any(|a| a == "the build is green\n"),

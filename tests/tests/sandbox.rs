@@ -302,15 +302,7 @@ fn claude_suite(name: &str, srt: bool) -> ClaudeSuite {
         &claude,
         &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
     );
-    let tbdir = suite.dir.join("toolbelt");
-    script(
-        &tbdir.join("open-conduit"),
-        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
-    );
-    suite.set_args(
-        Daemon::Schedulerd,
-        &["--toolbelt-dir", tbdir.to_str().unwrap()],
-    );
+    with_toolbelt(&suite);
     suite.start_all().unwrap();
     let work_dir = suite.dir.join("work");
     let config_dir = suite.dir.join("claude-config");

@@ -1,5 +1,6 @@
-//! A segment's directory, `<runs>/<execution_id>/<segment>/`: the shared files and
-//! `/proc` reads of [`sdk::detached`], plus this executor's own files.
+//! A segment's directory, `<runs>/<execution_id>/<segment>/`: the shared files of
+//! [`sdk::detached`] and its `/proc` reads ([`sdk::procs`]), plus this executor's
+//! own files.
 //!
 //! | file | written by | when |
 //! | --- | --- | --- |

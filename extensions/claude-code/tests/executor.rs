@@ -298,6 +298,26 @@ impl Ext {
         r
     }
 
+    /// `executor.interrupt` of `id` at epoch 1, giving `reason`.
+    async fn interrupt(&self, id: &str, reason: &str) {
+        self.call(
+            "executor.interrupt",
+            json!({"executor": "claude-code", "execution_id": id, "epoch": 1, "reason": reason}),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// `executor.stop` of `id` at epoch 1: its answer.
+    async fn stop(&self, id: &str) -> Value {
+        self.call(
+            "executor.stop",
+            json!({"executor": "claude-code", "execution_id": id, "epoch": 1}),
+        )
+        .await
+        .unwrap()
+    }
+
     async fn wait_raw(&self, id: &str) -> Result<Value, CallError> {
         self.call(
             "executor.wait",
@@ -894,12 +914,7 @@ async fn an_injection_is_consumed_only_when_echoed() {
     ext.inject("ex-i2", 1, event("ev-lost", "lost"))
         .await
         .unwrap();
-    ext.call(
-        "executor.interrupt",
-        json!({"executor": "claude-code", "execution_id": "ex-i2", "epoch": 1, "reason": "test"}),
-    )
-    .await
-    .unwrap();
+    ext.interrupt("ex-i2", "test").await;
     let r = ext.wait("ex-i2").await;
     assert_eq!(r.outcome, Outcome::Failed);
     assert!(r.consumed_inputs.is_empty(), "{r:?}");
@@ -1083,9 +1098,7 @@ async fn failures_an_interrupt_and_a_missing_binary() {
             .contains("\"assistant\"")
     })
     .await;
-    ext.call("executor.interrupt", json!({"executor": "claude-code", "execution_id": "ex-hang", "epoch": 1, "reason": "operator"}))
-        .await
-        .unwrap();
+    ext.interrupt("ex-hang", "operator").await;
     let r = ext.wait("ex-hang").await;
     failed(&r, "interrupted (operator): killed by signal 15 (SIGTERM)");
     let meta: Value =
@@ -1097,13 +1110,7 @@ async fn failures_an_interrupt_and_a_missing_binary() {
 
     // Stop with evidence, then forget.
     ext.run(request("ex-stop", 1, "w-s", &hang)).await.unwrap();
-    let stopped = ext
-        .call(
-            "executor.stop",
-            json!({"executor": "claude-code", "execution_id": "ex-stop", "epoch": 1}),
-        )
-        .await
-        .unwrap();
+    let stopped = ext.stop("ex-stop").await;
     assert_eq!(stopped["stopped"], true, "{stopped}");
     failed(&ext.wait("ex-stop").await, "stopped: ");
     ext.call(
@@ -1346,6 +1353,17 @@ fn hostile(s: &Scratch, body: &str) -> Value {
     json!({"binary": script})
 }
 
+/// No artifact holds the secret or the other Work's file of [`outside`].
+fn assert_no_leak(h: &Host) {
+    for (name, bytes) in h.artifacts.lock().unwrap().values() {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !text.contains("the secret") && !text.contains("another Work"),
+            "{name}"
+        );
+    }
+}
+
 /// A process group of the test's own, which no segment may signal.
 struct Bystander(std::process::Child);
 
@@ -1403,12 +1421,7 @@ touch "$D/ready"; exec sleep 300"#,
     ext.inject("ex-tmp", 1, event("ev-x", "more"))
         .await
         .unwrap();
-    ext.call(
-        "executor.interrupt",
-        json!({"executor": "claude-code", "execution_id": "ex-tmp", "epoch": 1, "reason": "test"}),
-    )
-    .await
-    .unwrap();
+    ext.interrupt("ex-tmp", "test").await;
     let r = ext.wait("ex-tmp").await;
     assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
     assert!(r.error.starts_with("interrupted (test): "), "{r:?}");
@@ -1446,13 +1459,7 @@ async fn outputs_planted_before_the_start_are_refused_and_claude_never_runs() {
         std::fs::read_to_string(&other).unwrap(),
         "another Work's file\n"
     );
-    for (name, bytes) in h.artifacts.lock().unwrap().values() {
-        let text = String::from_utf8_lossy(bytes);
-        assert!(
-            !text.contains("the secret") && !text.contains("another Work"),
-            "{name}"
-        );
-    }
+    assert_no_leak(&h);
 }
 
 #[tokio::test]
@@ -1483,12 +1490,7 @@ ln -s '{}' "$D/out.jsonl"; ln -s '{}' "$D/err.log""#,
         "{r:?}"
     );
     assert!(!r.summary.contains("secret"), "{r:?}");
-    for (name, bytes) in h.artifacts.lock().unwrap().values() {
-        assert!(
-            !String::from_utf8_lossy(bytes).contains("the secret"),
-            "{name}"
-        );
-    }
+    assert_no_leak(&h);
 }
 
 #[tokio::test]
@@ -1532,13 +1534,7 @@ exec sleep 300"#,
         .trim()
         .parse()
         .unwrap();
-    let stopped = ext
-        .call(
-            "executor.stop",
-            json!({"executor": "claude-code", "execution_id": "ex-fg", "epoch": 1}),
-        )
-        .await
-        .unwrap();
+    let stopped = ext.stop("ex-fg").await;
     assert!(
         alive(bystander.pid()),
         "the bystander's group was signalled"

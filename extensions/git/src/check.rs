@@ -4,7 +4,8 @@
 //! configs' `min_free_mb`. Read-only: it makes no cache, no directory and no note.
 
 use crate::config::{self, Config};
-use crate::git::{self, Cause, Git, Repo};
+use crate::git::{self, Cause, Git};
+use crate::neutral::Repo;
 use crate::provider::{free_bytes, Provider, RESOURCE};
 use protocol::wire::{CheckRunParams, CheckRunResult};
 use std::collections::BTreeMap;

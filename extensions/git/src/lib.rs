@@ -23,7 +23,8 @@
 //! resource names for its branches and holds the free disk space against
 //! `min_free_mb`.
 //!
-//! Modules: [`config`] the resource config, [`git`] running git, [`provider`] the
+//! Modules: [`config`] the resource config, [`git`] running git, [`neutral`] what
+//! keeps a command a run planted in its workspace from running, [`provider`] the
 //! methods, [`spare`] the spare worktrees a new Work's workspace is made from,
 //! [`check`] the doctor check.
 
@@ -33,6 +34,7 @@ pub mod check;
 pub mod config;
 pub mod fault;
 pub mod git;
+pub mod neutral;
 pub mod provider;
 pub mod spare;
 

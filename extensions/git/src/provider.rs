@@ -18,7 +18,8 @@
 //! are never lost with a broken checkout.
 
 use crate::config::{self, Config, Mode};
-use crate::git::{self, Cause, Failure, Git, Repo};
+use crate::git::{self, Cause, Failure, Git};
+use crate::neutral::Repo;
 use protocol::wire::{
     owner_status, validate_kind, Diagnostic, OwnerStatus, ProvidedResource, ProviderAcquireParams,
     ProviderLookupParams, ProviderOwnerStatusParams, ProviderReconcileParams,
@@ -1210,14 +1211,7 @@ async fn resource(
     dir: &Path,
     env: &BTreeMap<String, String>,
 ) -> ProvidedResource {
-    let head = match workspace_repo(mode, cache, dir) {
-        Ok(repo) => git
-            .run(&repo, &["rev-parse", "HEAD"])
-            .await
-            .map(|o| o.stdout.trim().to_string())
-            .unwrap_or_default(),
-        Err(_) => String::new(),
-    };
+    let head = git.head(workspace_repo(mode, cache, dir)).await;
     ProvidedResource {
         reference: rec.reference.clone(),
         owner: rec.owner.clone(),

@@ -18,7 +18,8 @@
 //! spare without a `ready` record or a workspace whose record is `creating`, which
 //! [`reconcile`] and the workspace's own repair remove.
 
-use crate::git::{Git, Repo};
+use crate::git::Git;
+use crate::neutral::Repo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,14 +203,7 @@ pub async fn make(
         remove(git, cache, &dir).await;
         return Err(format!("git worktree add --detach: {}", f.detail()));
     }
-    rec.commit = match Repo::worktree(cache, &dir) {
-        Ok(repo) => git
-            .run(&repo, &["rev-parse", "HEAD"])
-            .await
-            .map(|o| o.stdout.trim().to_string())
-            .unwrap_or_default(),
-        Err(_) => String::new(),
-    };
+    rec.commit = git.head(Repo::worktree(cache, &dir)).await;
     rec.state = READY.into();
     write(&rec_path, &rec).map_err(|e| format!("writing {}: {e}", rec_path.display()))
 }

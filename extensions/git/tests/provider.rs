@@ -1663,31 +1663,77 @@ async fn nothing_planted_runs(
     assert!(!dir_of(dirty).exists());
 }
 
+/// A provider and what a hostile run's test needs around it, dropped provider
+/// first (its scratch last); `None`, so the test passes vacuously, without git.
+struct Hostile {
+    ext: Ext,
+    host: Arc<HostState>,
+    marks: PathBuf,
+    origin: PathBuf,
+    s: Scratch,
+}
+
+impl Hostile {
+    async fn start(name: &str) -> Option<Hostile> {
+        if !have_git() {
+            return None;
+        }
+        let s = Scratch::new(name);
+        let origin = make_origin(&s.0, &[]);
+        let marks = markers(&s);
+        let host = Arc::new(HostState::default());
+        let ext = Ext::start(&s, &host, &[]).await;
+        Some(Hostile {
+            ext,
+            host,
+            marks,
+            origin,
+            s,
+        })
+    }
+
+    /// Two workspaces in `mode`: `w-clean`, and `w-dirty` whose tracked `a.txt` the
+    /// run changed.
+    async fn clean_and_dirty(&self, mode: &str, config: &Value) -> (Value, Value) {
+        let clean = self
+            .ext
+            .acquire("w-clean", mode, config.clone(), Value::Null)
+            .await
+            .unwrap();
+        let dirty = self
+            .ext
+            .acquire("w-dirty", mode, config.clone(), Value::Null)
+            .await
+            .unwrap();
+        std::fs::write(dir_of(&dirty).join("a.txt"), "changed by the run\n").unwrap();
+        (clean, dirty)
+    }
+}
+
+/// What a run does to a worktree whose gitdir (the cache's) it cannot write: makes a
+/// gitdir of its own in the workspace `dir` (`.evil`, the files tracked), points
+/// `.git` at it and [`plant`]s there.
+fn repoint_and_plant(dir: &Path, marks: &Path) {
+    let evil = dir.join(".evil");
+    git(dir, &["init", "-q", "--bare", evil.to_str().unwrap()]);
+    set_config(&evil.join("config"), "core.bare", "false");
+    git_in(&evil, dir, &["add", "a.txt", "dir/b.txt"]);
+    std::fs::write(dir.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+    plant(dir, &evil, marks);
+}
+
 #[tokio::test]
 async fn planted_git_config_in_a_fresh_clone_never_runs_outside() {
-    if !have_git() {
+    let Some(h) = Hostile::start("hostile-fresh").await else {
         return;
-    }
-    let s = Scratch::new("hostile-fresh");
-    let origin = make_origin(&s.0, &[]);
-    let marks = markers(&s);
-    let host = Arc::new(HostState::default());
-    let ext = Ext::start(&s, &host, &[]).await;
-    let config = json!({"repository": file_url(&origin), "mode": "fresh"});
-    let clean = ext
-        .acquire("w-clean", "fresh", config.clone(), Value::Null)
-        .await
-        .unwrap();
-    let dirty = ext
-        .acquire("w-dirty", "fresh", config.clone(), Value::Null)
-        .await
-        .unwrap();
-    // The dirty one: a changed tracked file, and a submodule the run staged (a
-    // gitlink and its .gitmodules, whose `update` is a command).
+    };
+    let config = json!({"repository": file_url(&h.origin), "mode": "fresh"});
+    let (clean, dirty) = h.clean_and_dirty("fresh", &config).await;
+    // The dirty one's submodule, which the run staged (a gitlink and its
+    // .gitmodules, whose `update` is a command).
     let d = dir_of(&dirty);
-    std::fs::write(d.join("a.txt"), "changed by the run\n").unwrap();
     let sub_head = {
-        let sub = s.0.join("subsrc");
+        let sub = h.s.0.join("subsrc");
         std::fs::create_dir_all(&sub).unwrap();
         git(&sub, &["init", "-q"]);
         git(&sub, &["commit", "-q", "--allow-empty", "-m", "s"]);
@@ -1707,118 +1753,93 @@ async fn planted_git_config_in_a_fresh_clone_never_runs_outside() {
         d.join(".gitmodules"),
         format!(
             "[submodule \"module\"]\n\tpath = module\n\turl = ./module\n\tignore = none\n\tupdate = !touch {}/submodule-update\n",
-            marks.display()
+            h.marks.display()
         ),
     )
     .unwrap();
     for w in [&clean, &dirty] {
         let dir = dir_of(w);
-        plant(&dir, &dir.join(".git"), &marks);
+        plant(&dir, &dir.join(".git"), &h.marks);
     }
     hide_untracked(&dir_of(&clean));
-    nothing_planted_runs(&ext, &host, "fresh", &config, &clean, &dirty, &marks).await;
+    nothing_planted_runs(&h.ext, &h.host, "fresh", &config, &clean, &dirty, &h.marks).await;
 }
 
 #[tokio::test]
 async fn planted_git_config_behind_a_repointed_worktree_git_file_never_runs_outside() {
-    if !have_git() {
+    let Some(h) = Hostile::start("hostile-work").await else {
         return;
-    }
-    let s = Scratch::new("hostile-work");
-    let origin = make_origin(&s.0, &[]);
-    let marks = markers(&s);
-    let host = Arc::new(HostState::default());
-    let ext = Ext::start(&s, &host, &[]).await;
-    let config = json!({"repository": file_url(&origin), "spares": 0});
-    let clean = ext
-        .acquire("w-clean", "work", config.clone(), Value::Null)
-        .await
-        .unwrap();
-    let dirty = ext
-        .acquire("w-dirty", "work", config.clone(), Value::Null)
-        .await
-        .unwrap();
-    std::fs::write(dir_of(&dirty).join("a.txt"), "changed by the run\n").unwrap();
+    };
+    let config = json!({"repository": file_url(&h.origin), "spares": 0});
+    let (clean, dirty) = h.clean_and_dirty("work", &config).await;
     for w in [&clean, &dirty] {
         // The worktree's own gitdir is the cache's, which the run cannot write: it
         // makes one of its own in the workspace, with the files tracked, and points
         // `.git` at it.
-        let dir = dir_of(w);
-        let evil = dir.join(".evil");
-        git(&dir, &["init", "-q", "--bare", evil.to_str().unwrap()]);
-        set_config(&evil.join("config"), "core.bare", "false");
-        git_in(&evil, &dir, &["add", "a.txt", "dir/b.txt"]);
-        std::fs::write(dir.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
-        plant(&dir, &evil, &marks);
+        repoint_and_plant(&dir_of(w), &h.marks);
     }
     hide_untracked(&dir_of(&clean));
-    nothing_planted_runs(&ext, &host, "work", &config, &clean, &dirty, &marks).await;
+    nothing_planted_runs(&h.ext, &h.host, "work", &config, &clean, &dirty, &h.marks).await;
     // The cache's worktree entries are gone with them.
-    assert_eq!(worktrees(&s.root()), Vec::<String>::new());
+    assert_eq!(worktrees(&h.s.root()), Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn a_workspace_whose_repository_the_provider_cannot_name_is_kept_and_nothing_runs() {
-    if !have_git() {
+    let Some(h) = Hostile::start("hostile-unnamed").await else {
         return;
-    }
-    let s = Scratch::new("hostile-unnamed");
-    let origin = make_origin(&s.0, &[]);
-    let marks = markers(&s);
-    let host = Arc::new(HostState::default());
-    let ext = Ext::start(&s, &host, &[]).await;
-    let config = json!({"repository": file_url(&origin), "spares": 0});
+    };
+    let config = json!({"repository": file_url(&h.origin), "spares": 0});
     // A fresh clone whose `.git` the run replaced by a symlink to a planted gitdir.
-    let fresh = ext
+    let fresh = h
+        .ext
         .acquire("w-fresh", "fresh", config.clone(), Value::Null)
         .await
         .unwrap();
     let fd = dir_of(&fresh);
     std::fs::rename(fd.join(".git"), fd.join(".evil")).unwrap();
     std::os::unix::fs::symlink(fd.join(".evil"), fd.join(".git")).unwrap();
-    plant(&fd, &fd.join(".evil"), &marks);
+    plant(&fd, &fd.join(".evil"), &h.marks);
     // A worktree whose entry in the cache is gone (pruned), its `.git` file pointing
     // at a planted gitdir: nothing names its repository but that file.
-    let work = ext
+    let work = h
+        .ext
         .acquire("w-work", "work", config.clone(), Value::Null)
         .await
         .unwrap();
     let wd = dir_of(&work);
     let (key, slug) = reference_parts(&work);
-    let entry = s
-        .root()
-        .join("cache")
-        .join(format!("{key}.git"))
-        .join("worktrees")
-        .join(&slug);
+    let entry =
+        h.s.root()
+            .join("cache")
+            .join(format!("{key}.git"))
+            .join("worktrees")
+            .join(&slug);
     assert!(entry.join("gitdir").is_file(), "{}", entry.display());
     std::fs::remove_dir_all(&entry).unwrap();
-    let evil = wd.join(".evil");
-    git(&wd, &["init", "-q", "--bare", evil.to_str().unwrap()]);
-    set_config(&evil.join("config"), "core.bare", "false");
-    git_in(&evil, &wd, &["add", "a.txt", "dir/b.txt"]);
-    std::fs::write(wd.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
-    plant(&wd, &evil, &marks);
+    repoint_and_plant(&wd, &h.marks);
     // A fresh clone whose config git cannot read (so cannot be listed): planted, then
     // broken.
-    let broken = ext
+    let broken = h
+        .ext
         .acquire("w-broken", "fresh", config.clone(), Value::Null)
         .await
         .unwrap();
     let bd = dir_of(&broken);
-    plant(&bd, &bd.join(".git"), &marks);
+    plant(&bd, &bd.join(".git"), &h.marks);
     let mut text = std::fs::read_to_string(bd.join(".git/config")).unwrap();
     text.push_str("[core\n\tbroken\n");
     std::fs::write(bd.join(".git/config"), text).unwrap();
 
     {
-        let mut st = host.statuses.lock().unwrap();
+        let mut st = h.host.statuses.lock().unwrap();
         for owner in ["w-fresh", "w-work", "w-broken"] {
             st.insert(owner.into(), ("closed".into(), String::new()));
         }
     }
     for remove_dirty in [false, true] {
-        let r = ext
+        let r = h
+            .ext
             .call(
                 "provider.sweep",
                 json!({"type": "git", "pass_id": format!("s-{remove_dirty}"),
@@ -1827,7 +1848,7 @@ async fn a_workspace_whose_repository_the_provider_cannot_name_is_kept_and_nothi
             .await
             .unwrap();
         assert_eq!(
-            ran(&marks),
+            ran(&h.marks),
             Vec::<String>::new(),
             "remove_dirty {remove_dirty}"
         );
@@ -1845,15 +1866,17 @@ async fn a_workspace_whose_repository_the_provider_cannot_name_is_kept_and_nothi
         assert!(fd.exists() && wd.exists() && bd.exists());
     }
     for w in [&fresh, &work, &broken] {
-        let e = ext
+        let e = h
+            .ext
             .call("provider.lookup", json!({"type": "git", "ref": w["ref"]}))
             .await
             .unwrap_err();
         assert_eq!(code_of(&e).0, "resource_not_found");
     }
-    assert_eq!(ran(&marks), Vec::<String>::new(), "lookup");
+    assert_eq!(ran(&h.marks), Vec::<String>::new(), "lookup");
     // The next reconcile removes them as broken, running nothing there either.
-    let r = ext
+    let r = h
+        .ext
         .call(
             "provider.reconcile",
             json!({"type": "git", "pass_id": "r-1"}),
@@ -1862,5 +1885,5 @@ async fn a_workspace_whose_repository_the_provider_cannot_name_is_kept_and_nothi
         .unwrap();
     assert_eq!(r["removed"].as_array().unwrap().len(), 3, "{r}");
     assert!(!fd.exists() && !wd.exists() && !bd.exists());
-    assert_eq!(ran(&marks), Vec::<String>::new());
+    assert_eq!(ran(&h.marks), Vec::<String>::new());
 }

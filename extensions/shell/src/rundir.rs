@@ -1,5 +1,6 @@
-//! A run's directory, `<runs>/<execution_id>/`: the shared files and `/proc` reads
-//! of [`sdk::detached`], plus the shell executor's own files.
+//! A run's directory, `<runs>/<execution_id>/`: the shared files of
+//! [`sdk::detached`] and its `/proc` reads ([`sdk::procs`]), plus the shell
+//! executor's own files.
 //!
 //! | file | written by | when |
 //! | --- | --- | --- |

@@ -206,6 +206,43 @@ impl Ext {
         serde_json::from_value(v).unwrap()
     }
 
+    /// `executor.recover` of `id` at `epoch`, running `script`, with `recovery`.
+    async fn recover(
+        &self,
+        id: &str,
+        epoch: u64,
+        script: &str,
+        recovery: &Value,
+    ) -> Result<Value, CallError> {
+        self.call(
+            "executor.recover",
+            json!({"run": run_request(id, epoch, json!({"script": script})), "recovery": recovery}),
+        )
+        .await
+    }
+
+    /// `executor.interrupt` of `id` at epoch 1, giving `reason`.
+    async fn interrupt(&self, id: &str, reason: &str) {
+        self.call(
+            "executor.interrupt",
+            json!({"executor": "shell", "execution_id": id, "epoch": 1, "reason": reason}),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// `executor.stop` of `id` at epoch 1.
+    async fn stop(&self, id: &str) -> ExecutorStopResult {
+        let v = self
+            .call(
+                "executor.stop",
+                json!({"executor": "shell", "execution_id": id, "epoch": 1}),
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
     async fn wait_raw(&self, id: &str) -> Result<Value, CallError> {
         self.call(
             "executor.wait",
@@ -492,12 +529,7 @@ async fn interrupt_kills_the_group_grandchildren_too() {
     let pgid = meta(&dir)["pgid"].as_i64().unwrap();
     assert!(group_alive(pgid).contains(&grandchild));
 
-    ext.call(
-        "executor.interrupt",
-        json!({"executor": "shell", "execution_id": "ex-int", "epoch": 1, "reason": "operator"}),
-    )
-    .await
-    .unwrap();
+    ext.interrupt("ex-int", "operator").await;
     let r = ext.wait("ex-int").await;
     assert_eq!(r.outcome, Outcome::Failed);
     assert_eq!(
@@ -573,15 +605,7 @@ async fn stop_answers_with_evidence_and_forget_cleans_up() {
         .unwrap_err();
     assert_eq!(running.code(), Some("conflict"));
 
-    let stopped: ExecutorStopResult = serde_json::from_value(
-        ext.call(
-            "executor.stop",
-            json!({"executor": "shell", "execution_id": "ex-stop", "epoch": 1}),
-        )
-        .await
-        .unwrap(),
-    )
-    .unwrap();
+    let stopped = ext.stop("ex-stop").await;
     assert!(stopped.stopped, "{stopped:?}");
     assert!(
         stopped.detail.contains(&format!("group {pgid}")),
@@ -604,15 +628,7 @@ async fn stop_answers_with_evidence_and_forget_cleans_up() {
     assert_eq!(unknown.code(), Some("not_found"));
 
     // Stopping what never ran here is stopped, with nothing to do.
-    let nothing: ExecutorStopResult = serde_json::from_value(
-        ext.call(
-            "executor.stop",
-            json!({"executor": "shell", "execution_id": "ex-never", "epoch": 1}),
-        )
-        .await
-        .unwrap(),
-    )
-    .unwrap();
+    let nothing = ext.stop("ex-never").await;
     assert!(nothing.stopped);
 }
 
@@ -636,10 +652,7 @@ async fn a_run_survives_the_extension_and_is_recovered_once() {
     let unknown = second.wait_raw("ex-rec").await.unwrap_err();
     assert_eq!(unknown.code(), Some("not_found"));
     second
-        .call(
-            "executor.recover",
-            json!({"run": run_request("ex-rec", 2, json!({"script": script})), "recovery": recovery}),
-        )
+        .recover("ex-rec", 2, &script, &recovery)
         .await
         .unwrap();
     let r = second.wait("ex-rec").await;
@@ -650,10 +663,7 @@ async fn a_run_survives_the_extension_and_is_recovered_once() {
 
     // A lower epoch than the adoption's is refused.
     let lower = second
-        .call(
-            "executor.recover",
-            json!({"run": run_request("ex-rec", 1, json!({"script": script})), "recovery": recovery}),
-        )
+        .recover("ex-rec", 1, &script, &recovery)
         .await
         .unwrap_err();
     assert_eq!(lower.code(), Some("not_adoptable"));
@@ -662,10 +672,7 @@ async fn a_run_survives_the_extension_and_is_recovered_once() {
     second.crash().await;
     let third = Ext::start(&rec, &s.state()).await;
     third
-        .call(
-            "executor.recover",
-            json!({"run": run_request("ex-rec", 3, json!({"script": script})), "recovery": recovery}),
-        )
+        .recover("ex-rec", 3, &script, &recovery)
         .await
         .unwrap();
     assert_eq!(third.wait("ex-rec").await, r);
@@ -859,12 +866,7 @@ echo planted; touch "$OS_RUN_DIR/ready"; sleep 300"#,
         .unwrap();
     let dir = s.run_dir("ex-tmp");
     until("the symlinks to be planted", || dir.join("ready").exists()).await;
-    ext.call(
-        "executor.interrupt",
-        json!({"executor": "shell", "execution_id": "ex-tmp", "epoch": 1, "reason": "test"}),
-    )
-    .await
-    .unwrap();
+    ext.interrupt("ex-tmp", "test").await;
     let r = ext.wait("ex-tmp").await;
     assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
     assert!(r.error.starts_with("interrupted (test): "), "{r:?}");
@@ -872,6 +874,15 @@ echo planted; touch "$OS_RUN_DIR/ready"; sleep 300"#,
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
     for f in ["status", "meta.json", "result.json", "kill"] {
         assert!(is_regular(&dir.join(f)), "{f} is not a file of its own");
+    }
+}
+
+/// No artifact holds the secret or the other Work's file of [`outside`].
+fn assert_no_leak(rec: &Recorded) {
+    for a in rec.artifacts.lock().unwrap().values() {
+        let text = String::from_utf8_lossy(&a.bytes);
+        assert!(!text.contains("the secret"), "{a:?}");
+        assert!(!text.contains("another Work"), "{a:?}");
     }
 }
 
@@ -905,16 +916,7 @@ async fn outputs_planted_before_the_start_are_refused_and_nothing_runs() {
         std::fs::read_to_string(&other).unwrap(),
         "another Work's file\n"
     );
-    for a in rec.artifacts.lock().unwrap().values() {
-        assert!(
-            !String::from_utf8_lossy(&a.bytes).contains("the secret"),
-            "{a:?}"
-        );
-        assert!(
-            !String::from_utf8_lossy(&a.bytes).contains("another Work"),
-            "{a:?}"
-        );
-    }
+    assert_no_leak(&rec);
 }
 
 #[tokio::test]
@@ -939,16 +941,7 @@ ln -s '{}' "$OS_RUN_DIR/stdout"; ln -s '{}' "$OS_RUN_DIR/stderr""#,
         "{r:?}"
     );
     assert!(!r.summary.contains("secret"), "{r:?}");
-    for a in rec.artifacts.lock().unwrap().values() {
-        assert!(
-            !String::from_utf8_lossy(&a.bytes).contains("the secret"),
-            "{a:?}"
-        );
-        assert!(
-            !String::from_utf8_lossy(&a.bytes).contains("another Work"),
-            "{a:?}"
-        );
-    }
+    assert_no_leak(&rec);
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the secret\n");
 }
 
@@ -966,37 +959,44 @@ sleep 300"#
     )
 }
 
-#[tokio::test]
-async fn a_forged_process_group_is_never_signalled_by_interrupt() {
-    let s = Scratch::new("forgedint");
-    let rec = Arc::new(Recorded::default());
-    let ext = Ext::start(&rec, &s.state()).await;
-    let bystander = Bystander::start();
+/// Runs `id` with [`forging`] aimed at `bystander`'s group and waits until the
+/// forgery is done and the wrapper dead: the command's pid.
+async fn start_forged(
+    s: &Scratch,
+    rec: &Recorded,
+    ext: &Ext,
+    id: &str,
+    bystander: &Bystander,
+) -> i64 {
     ext.run(
-        "ex-fg",
+        id,
         json!({"script": forging(bystander.pid()), "grace_s": 1}),
     )
     .await
     .unwrap();
-    let dir = s.run_dir("ex-fg");
-    let wrapper = rec.persists_of("ex-fg")[0]["recovery"]["data"]["pid"]
+    let dir = s.run_dir(id);
+    let wrapper = rec.persists_of(id)[0]["recovery"]["data"]["pid"]
         .as_i64()
         .unwrap();
     until("the forgery and the wrapper's death", || {
         dir.join("forged").exists() && !alive(wrapper)
     })
     .await;
-    let command: i64 = std::fs::read_to_string(dir.join("cmd.pid"))
+    std::fs::read_to_string(dir.join("cmd.pid"))
         .unwrap()
         .trim()
         .parse()
-        .unwrap();
-    ext.call(
-        "executor.interrupt",
-        json!({"executor": "shell", "execution_id": "ex-fg", "epoch": 1, "reason": "test"}),
-    )
-    .await
-    .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_forged_process_group_is_never_signalled_by_interrupt() {
+    let s = Scratch::new("forgedint");
+    let rec = Arc::new(Recorded::default());
+    let ext = Ext::start(&rec, &s.state()).await;
+    let bystander = Bystander::start();
+    let command = start_forged(&s, &rec, &ext, "ex-fg", &bystander).await;
+    ext.interrupt("ex-fg", "test").await;
     let r = ext.wait("ex-fg").await;
     assert!(
         alive(bystander.pid()),
@@ -1018,34 +1018,8 @@ async fn a_forged_process_group_is_never_signalled_by_stop() {
     let rec = Arc::new(Recorded::default());
     let ext = Ext::start(&rec, &s.state()).await;
     let bystander = Bystander::start();
-    ext.run(
-        "ex-fs",
-        json!({"script": forging(bystander.pid()), "grace_s": 1}),
-    )
-    .await
-    .unwrap();
-    let dir = s.run_dir("ex-fs");
-    let wrapper = rec.persists_of("ex-fs")[0]["recovery"]["data"]["pid"]
-        .as_i64()
-        .unwrap();
-    until("the forgery and the wrapper's death", || {
-        dir.join("forged").exists() && !alive(wrapper)
-    })
-    .await;
-    let command: i64 = std::fs::read_to_string(dir.join("cmd.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let stopped: ExecutorStopResult = serde_json::from_value(
-        ext.call(
-            "executor.stop",
-            json!({"executor": "shell", "execution_id": "ex-fs", "epoch": 1}),
-        )
-        .await
-        .unwrap(),
-    )
-    .unwrap();
+    let command = start_forged(&s, &rec, &ext, "ex-fs", &bystander).await;
+    let stopped = ext.stop("ex-fs").await;
     assert!(
         alive(bystander.pid()),
         "the bystander's group was signalled"
@@ -1088,10 +1062,7 @@ echo the real line; exit 3"#
     std::fs::write(dir.join("go"), "").unwrap();
     let second = Ext::start(&rec, &s.state()).await;
     second
-        .call(
-            "executor.recover",
-            json!({"run": run_request("ex-fr2", 2, json!({"script": script})), "recovery": recovery}),
-        )
+        .recover("ex-fr2", 2, &script, &recovery)
         .await
         .unwrap();
     let r = second.wait("ex-fr2").await;

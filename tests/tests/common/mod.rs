@@ -118,6 +118,32 @@ pub fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Gives schedulerd (from its next start) a toolbelt directory whose `open-conduit`
+/// is the suite's binary, as the package installs it for agents.
+pub fn with_toolbelt(suite: &Suite) {
+    let tbdir = suite.dir.join("toolbelt");
+    script(
+        &tbdir.join("open-conduit"),
+        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
+    );
+    suite.set_args(
+        Daemon::Schedulerd,
+        &["--toolbelt-dir", tbdir.to_str().unwrap()],
+    );
+}
+
+/// The text of artifact `id` (its first 64 KiB).
+pub fn artifact_text(suite: &Suite, id: &str) -> String {
+    let r = suite
+        .call(
+            "store.artifact_read",
+            json!({"artifact_id": id, "offset": 0, "length": 65536}),
+        )
+        .unwrap();
+    let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
+    String::from_utf8_lossy(&data).into_owned()
+}
+
 /// `open-conduit ARGS…` on the suite's bus: (status, stdout + stderr).
 pub fn cli(suite: &Suite, args: &[&str]) -> (i32, String) {
     let out = Command::new(BIN)
@@ -153,15 +179,7 @@ pub fn agent_suite(name: &str) -> (Suite, std::path::PathBuf) {
         &claude,
         &format!("#!/bin/sh\nexec '{BIN}' fake-claude \"$@\"\n"),
     );
-    let tbdir = suite.dir.join("toolbelt");
-    script(
-        &tbdir.join("open-conduit"),
-        &format!("#!/bin/sh\nexec '{BIN}' \"$@\"\n"),
-    );
-    suite.set_args(
-        Daemon::Schedulerd,
-        &["--toolbelt-dir", tbdir.to_str().unwrap()],
-    );
+    with_toolbelt(&suite);
     suite.start_all().unwrap();
     (suite, claude)
 }

@@ -2,7 +2,7 @@
 //! confine a command here, the packages with the srt provider, and reading a shell
 //! run's Work, executions and output.
 
-use super::{deliver, wait_for};
+use super::{artifact_text, deliver, wait_for};
 use oc_systest::{Package, Suite};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -134,16 +134,7 @@ pub fn artifacts(suite: &Suite, execution: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(|id| {
-            let r = suite
-                .call(
-                    "store.artifact_read",
-                    json!({"artifact_id": id, "offset": 0, "length": 65536}),
-                )
-                .unwrap();
-            let data: Vec<u8> = protocol::b64::decode(r["data"].as_str().unwrap()).unwrap();
-            String::from_utf8_lossy(&data).into_owned()
-        })
+        .map(|id| artifact_text(suite, id))
         .collect()
 }
 

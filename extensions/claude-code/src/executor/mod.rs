@@ -22,7 +22,7 @@ use crate::config::{self, ClaudeConfig};
 use crate::continuity::{self, Continuity, Decision, Kind, TurnEnd, TurnUsage};
 use crate::env::{self as envs, ToolbeltClient};
 use crate::prompt::{self, Shape};
-use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use crate::rundir::{self, Cause, KillRequest, Meta, Spec};
 use crate::stream;
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, CheckRunParams, CheckRunResult, Diagnostic,

@@ -38,21 +38,9 @@ impl ClaudeCode {
         run.stdin.lock().await.take();
         // Only an adopted segment may have been answered before (by an earlier
         // process); a `result.json` older than its status is none of the extension's.
-        let recorded = if run.adopted {
-            rundir::recorded_result::<ExecutorWaitResult>(&launch.dir)
-        } else {
-            None
-        };
-        let result = match recorded {
-            Some(r) => r,
-            None => {
-                let r = self.build_result(host, id, &launch).await?;
-                if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
-                    eprintln!("claude-code: execution {id}: cannot record the result: {e}");
-                }
-                r
-            }
-        };
+        let result = launch
+            .answer_once(run.adopted, WORDS, id, self.build_result(host, id, &launch))
+            .await?;
         *cached = Some(result.clone());
         drop(cached);
         run.tracked.set_ended();
@@ -67,17 +55,7 @@ impl ClaudeCode {
         launch: &Launch,
     ) -> Result<ExecutorWaitResult, RpcError> {
         let dir = launch.dir.clone();
-        let status = match rundir::read_json::<Status>(&dir, rundir::STATUS) {
-            Ok(Some(s)) => s,
-            Ok(None) => Status {
-                error: "the segment's status is missing".into(),
-                ..Status::default()
-            },
-            Err(e) => Status {
-                error: format!("the segment's status does not read: {e}"),
-                ..Status::default()
-            },
-        };
+        let status = rundir::read_status(&dir, WORDS.unit);
         let info: SegmentInfo = rundir::read_json(&dir, rundir::SEGMENT)
             .ok()
             .flatten()
@@ -87,27 +65,22 @@ impl ClaudeCode {
             .as_ref()
             .map_or(RESULT_SCHEMA.to_string(), |c| c.status_schema.clone());
         let structured = cfg.as_ref().is_none_or(|c| c.structured);
-        let read = |name: &'static str| {
-            let path = dir.join(name);
-            async move {
-                tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
-                    .await
-                    .map_err(|e| internal(format!("reading {name}: {e}")))
-            }
-        };
         // An output that is not a regular file of the segment directory (a symlink
         // put there) is never read: the turn reads as having no output, and fails
         // saying so.
-        let mut refusals = Vec::new();
-        let mut output = |name: &str, got: std::io::Result<Vec<u8>>| match got {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                refusals.push(format!("the segment's {name} was not read: {e}"));
-                Vec::new()
-            }
-        };
-        let out = output(rundir::STDOUT, read(rundir::STDOUT).await?);
-        let err = output(rundir::STDERR, read(rundir::STDERR).await?);
+        let rundir::Outputs {
+            stdout: out,
+            stderr: err,
+            refusals,
+        } = rundir::read_outputs(
+            &dir,
+            WORDS.unit,
+            rundir::STDOUT,
+            rundir::STDERR,
+            MAX_OUTPUT_BYTES,
+        )
+        .await
+        .map_err(internal)?;
         let now = protocol::time::now_ms();
         let turn = stream::parse(
             &String::from_utf8_lossy(&out),

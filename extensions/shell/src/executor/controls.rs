@@ -38,21 +38,9 @@ impl Shell {
         }
         // Only an adopted run may have been answered before (by an earlier process);
         // a `result.json` older than its status is none of the extension's.
-        let recorded = if run.adopted {
-            rundir::recorded_result::<ExecutorWaitResult>(&launch.dir)
-        } else {
-            None
-        };
-        let result = match recorded {
-            Some(r) => r,
-            None => {
-                let r = build_result(host, id, &launch).await?;
-                if let Err(e) = rundir::write_json(&launch.dir, rundir::RESULT, &r) {
-                    eprintln!("shell: execution {id}: cannot record the result: {e}");
-                }
-                r
-            }
-        };
+        let result = launch
+            .answer_once(run.adopted, WORDS, id, build_result(host, id, &launch))
+            .await?;
         *cached = Some(result.clone());
         drop(cached);
         run.tracked.set_ended();
@@ -211,35 +199,20 @@ async fn build_result(
     launch: &Launch,
 ) -> Result<ExecutorWaitResult, RpcError> {
     let dir = launch.dir.clone();
-    let status = match rundir::read_json::<Status>(&dir, rundir::STATUS) {
-        Ok(Some(s)) => s,
-        Ok(None) => Status {
-            error: "the run's status is missing".into(),
-            ..Status::default()
-        },
-        Err(e) => Status {
-            error: format!("the run's status does not read: {e}"),
-            ..Status::default()
-        },
-    };
-    let read = |name: &'static str| {
-        let path = dir.join(name);
-        async move {
-            tokio::task::spawn_blocking(move || read_bounded(&path, MAX_OUTPUT_BYTES))
-                .await
-                .map_err(|e| internal(format!("reading {name}: {e}")))
-        }
-    };
-    let mut refusals = Vec::new();
-    let mut output = |name: &str, got: std::io::Result<Vec<u8>>| match got {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            refusals.push(format!("the run's {name} was not read: {e}"));
-            Vec::new()
-        }
-    };
-    let stdout = output(rundir::STDOUT, read(rundir::STDOUT).await?);
-    let stderr = output(rundir::STDERR, read(rundir::STDERR).await?);
+    let status = rundir::read_status(&dir, WORDS.unit);
+    let rundir::Outputs {
+        stdout,
+        stderr,
+        refusals,
+    } = rundir::read_outputs(
+        &dir,
+        WORDS.unit,
+        rundir::STDOUT,
+        rundir::STDERR,
+        MAX_OUTPUT_BYTES,
+    )
+    .await
+    .map_err(internal)?;
     let mut result = match (status.failure(), refusals.is_empty()) {
         (None, true) => ExecutorWaitResult::new(Outcome::Completed),
         (None, false) => failed(refusals.join("; ")),

@@ -16,7 +16,7 @@ mod launch;
 mod recover;
 
 use crate::config::{self, ShellConfig};
-use crate::rundir::{self, Cause, KillRequest, Meta, Spec, Status};
+use crate::rundir::{self, Cause, KillRequest, Meta, Spec};
 use protocol::sandbox::{SandboxLaunch, SandboxNeeds};
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
