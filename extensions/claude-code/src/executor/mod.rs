@@ -289,9 +289,11 @@ pub fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// `check.run` for the check `claude-code` (doctor): warns, with the fix, when
-/// this executor runs as root, where the default `permission_mode` fails every turn
-/// (a binding with `IS_SANDBOX=1` in its env, or another mode, is fine).
+/// `check.run` for the check `claude-code` (doctor): as root, reads the bindings of
+/// the configuration view that run this executor and warns, naming them and the
+/// fix, about those whose turns would all fail (`bypassPermissions` without
+/// `IS_SANDBOX=1` in their env); a binding with `IS_SANDBOX=1`, or another mode, is
+/// fine. Without any such binding in the view, as root it warns in general.
 pub fn check(p: &CheckRunParams, root: bool) -> CheckRunResult {
     if p.check != EXECUTOR {
         return CheckRunResult {
@@ -302,10 +304,42 @@ pub fn check(p: &CheckRunParams, root: bool) -> CheckRunResult {
         };
     }
     if root {
+        let mut ours = 0usize;
+        let mut failing = Vec::new();
+        for scope in &p.config.scopes {
+            for b in scope.bindings.iter().filter(|b| b.executor == EXECUTOR) {
+                ours += 1;
+                // A config that does not parse is config check's to report.
+                let fails = config::parse(&b.config)
+                    .ok()
+                    .and_then(|c| c.root_problem(true))
+                    .is_some();
+                if fails {
+                    failing.push(format!("{}.{}", scope.id, b.name));
+                }
+            }
+        }
+        if ours > 0 && failing.is_empty() {
+            return CheckRunResult {
+                status: "ok".into(),
+                detail: format!(
+                    "the executor runs as root; each of its {ours} binding(s) sets IS_SANDBOX=1 or a permission mode that works as root"
+                ),
+                ..CheckRunResult::default()
+            };
+        }
+        let whom = if failing.is_empty() {
+            "the executor runs as root".to_string()
+        } else {
+            format!(
+                "the executor runs as root and binding(s) {} would fail every turn",
+                failing.join(", ")
+            )
+        };
         return CheckRunResult {
             status: "warn".into(),
             code: "root_bypass_permissions".into(),
-            detail: format!("the executor runs as root: {}", config::ROOT_BYPASS),
+            detail: format!("{whom}: {}", config::ROOT_BYPASS),
             ..CheckRunResult::default()
         };
     }
@@ -624,6 +658,42 @@ mod tests {
             c.detail
         );
         assert_eq!(check(&p, false).status, "ok");
+        // As root, the bindings decide: IS_SANDBOX=1 or another mode is fine; a
+        // binding that would fail is named.
+        let binding = |name: &str, config: Value| protocol::wire::Binding {
+            name: name.into(),
+            executor: EXECUTOR.into(),
+            config,
+            ..protocol::wire::Binding::default()
+        };
+        let view = |bindings: Vec<protocol::wire::Binding>| CheckRunParams {
+            check: "claude-code".into(),
+            config: protocol::wire::CheckConfig {
+                scopes: vec![protocol::wire::CheckScope {
+                    id: "s".into(),
+                    bindings,
+                    ..protocol::wire::CheckScope::default()
+                }],
+                ..protocol::wire::CheckConfig::default()
+            },
+            ..CheckRunParams::default()
+        };
+        let fine = view(vec![
+            binding("a", json!({"env": {"IS_SANDBOX": "1"}})),
+            binding("b", json!({"permission_mode": "acceptEdits"})),
+        ]);
+        assert_eq!(check(&fine, true).status, "ok", "{:?}", check(&fine, true));
+        let one_bad = view(vec![
+            binding("a", json!({"env": {"IS_SANDBOX": "1"}})),
+            binding("bad", json!({})),
+        ]);
+        let c = check(&one_bad, true);
+        assert_eq!(c.status, "warn");
+        assert!(
+            c.detail.contains("s.bad") && !c.detail.contains("s.a"),
+            "{}",
+            c.detail
+        );
     }
 
     #[test]
