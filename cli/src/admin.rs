@@ -680,6 +680,27 @@ fn cancel_said(id: &str, r: &Value) -> String {
     }
 }
 
+/// `work retry ID`: `sched.retry`: a failed or cancelled Work is reopened with the
+/// inputs it ended with, an idle or completed one gets a new turn on its latest
+/// input; one that runs, waits or is queued already is refused (`conflict`).
+pub fn work_retry(bus: &Path, id: &str, reason: &str) -> Out {
+    let id = &resolve_work(bus, id)?;
+    let r = call(bus, "sched.retry", json!({"work_id": id, "reason": reason}))?;
+    let inputs: Vec<String> = r["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(ToString::to_string)
+        .collect();
+    println!(
+        "{id}: {} (was {}); its next attempt takes event {}",
+        text(&r, "state"),
+        text(&r, "was"),
+        inputs.join(", ")
+    );
+    Ok(())
+}
+
 /// `work interrupt ID`.
 pub fn work_interrupt(bus: &Path, id: &str, reason: &str) -> Out {
     let id = &resolve_work(bus, id)?;

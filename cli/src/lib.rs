@@ -8,6 +8,7 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod gitcred;
 pub mod man;
 pub mod mcp;
 pub mod reach;
@@ -175,6 +176,15 @@ pub enum WorkCommand {
         #[arg(long, default_value = "cancelled by the operator")]
         reason: String,
     },
+    /// Run a failed, cancelled, idle or completed Work again (a failed or cancelled
+    /// one is reopened with the inputs it ended with).
+    Retry {
+        /// The Work.
+        id: String,
+        /// Why, for the record.
+        #[arg(long, default_value = "retried by the operator")]
+        reason: String,
+    },
     /// Interrupt the Work's running attempt.
     Interrupt {
         /// The Work.
@@ -243,6 +253,14 @@ pub enum Command {
     /// The agents' toolbelt as an MCP server on stdio (for an agent executor: it reads
     /// OS_ENDPOINT and the token file OS_TOKEN_FILE names).
     Mcp,
+    /// git's credential helper for a run's own git (named by an extension's run
+    /// environment; reads git's request on stdin and asks the run's toolbelt).
+    GitCredential {
+        /// The extension whose run environment named the helper.
+        extension: String,
+        /// git's operation: get, store or erase.
+        operation: String,
+    },
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -530,10 +548,15 @@ pub fn main(args: Vec<String>) -> i32 {
         }) => store::import(&state, config_dir.as_deref(), &file, json_out),
         Command::Work(WorkCommand::Log { id }) => admin::work_log(&bus, &id),
         Command::Work(WorkCommand::Cancel { id, reason }) => admin::work_cancel(&bus, &id, &reason),
+        Command::Work(WorkCommand::Retry { id, reason }) => admin::work_retry(&bus, &id, &reason),
         Command::Work(WorkCommand::Interrupt { id, reason }) => {
             admin::work_interrupt(&bus, &id, &reason)
         }
         Command::Mcp => return mcp::main(),
+        Command::GitCredential {
+            extension,
+            operation,
+        } => return gitcred::main(&extension, &operation),
         // Reached only behind a global option (`--json extension-run NAME`).
         Command::ExtensionRun { name } => return run_extension(Some(&name)),
         Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),

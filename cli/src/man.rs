@@ -211,7 +211,8 @@ fn extra(page: &str) -> Option<Extra> {
                  command, an agent), run in attempts. work list shows it newest first, by \
                  scope and state; work show its display, attempts, waits and why each event \
                  went to it; work log the output of its last attempt; work cancel and work \
-                 interrupt stop it, for the reason given.",
+                 interrupt stop it, for the reason given; work retry runs a failed, \
+                 cancelled, idle or completed one again.",
                 "An ID may be shortened to its start (at least 4 characters, with or without \
                  work_) when that names one Work, as git takes a commit's.",
             ],

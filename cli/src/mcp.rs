@@ -149,6 +149,17 @@ impl Client {
         self.request(tb::METHOD_CALL, params)
     }
 
+    /// `toolbelt.git_credential`: a credential for the run's own git.
+    pub fn git_credential(
+        &self,
+        mut params: tb::GitCredentialParams,
+    ) -> Result<protocol::wire::RunCredentialResult, Failure> {
+        params.token = self.token()?;
+        let params = serde_json::to_value(params).map_err(|e| Failure::Setup(e.to_string()))?;
+        let v = self.request(tb::METHOD_GIT_CREDENTIAL, params)?;
+        serde_json::from_value(v).map_err(|e| Failure::Broken(format!("git_credential: {e}")))
+    }
+
     /// `toolbelt.guidance`.
     pub fn guidance(&self) -> Result<Guidance, Failure> {
         let params = serde_json::to_value(GuidanceParams {

@@ -147,6 +147,60 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// The playbooks a bundled package ships, each by its path inside the manifest's
+/// `playbooks` directory, with its text (none for a package without playbooks).
+pub fn bundled_playbooks(name: &str) -> &'static [(&'static str, &'static str)] {
+    match name {
+        "github" => oc_github::playbooks::PLAYBOOKS,
+        _ => &[],
+    }
+}
+
+/// Write the playbooks of the bundled package `name` under `dir` (its package
+/// directory), in the directory its `manifest` declares (`playbooks`), replacing what
+/// an earlier release left there. Made as the manifest is (this process's umask:
+/// 0644 and 0755 for the Debian package, private to the user under `up`). Nothing
+/// for a package without playbooks.
+pub fn write_playbooks(dir: &Path, name: &str, manifest: &Value) -> Result<(), String> {
+    let files = bundled_playbooks(name);
+    if files.is_empty() {
+        return Ok(());
+    }
+    let sub = manifest["playbooks"].as_str().ok_or_else(|| {
+        format!("{name}: ships playbooks but its manifest declares no `playbooks` directory")
+    })?;
+    let inside = |p: &str| {
+        !p.is_empty()
+            && Path::new(p)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+    };
+    if !inside(sub) {
+        return Err(format!(
+            "{name}: `playbooks` {sub:?} is not a path inside the package"
+        ));
+    }
+    let root = dir.join(sub);
+    match std::fs::remove_dir_all(&root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", root.display())),
+    }
+    for (rel, text) in files {
+        if !inside(rel) {
+            return Err(format!(
+                "{name}: the playbook file {rel:?} is not a path inside its directory"
+            ));
+        }
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
@@ -161,9 +215,10 @@ fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
     Ok(root)
 }
 
-/// Write each bundled package under `root` (`root/<name>/open-conduit-extension.json`
-/// and its program, a script that runs `exe` as the extension): `up`'s layout, and the
-/// package's `/usr/lib/open-conduit/extensions`.
+/// Write each bundled package under `root` (`root/<name>/open-conduit-extension.json`,
+/// its program, a script that runs `exe` as the extension, and its playbooks,
+/// [`write_playbooks`]): `up`'s layout, and the package's
+/// `/usr/lib/open-conduit/extensions`.
 pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
     write_bundled_with(root, exe, 0o755)
 }
@@ -189,6 +244,7 @@ fn write_bundled_with(root: &Path, exe: &Path, mode: u32) -> Result<(), String> 
         std::fs::write(&script, text).map_err(|e| format!("{}: {e}", script.display()))?;
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .map_err(|e| format!("{}: {e}", script.display()))?;
+        write_playbooks(&dir, name, &m)?;
     }
     Ok(())
 }

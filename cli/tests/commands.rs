@@ -389,6 +389,91 @@ fn config_check_checks_workspaces_and_warns_of_an_overridden_mode() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A binding names its GitHub connection and, in `connections`, the model's key's:
+/// claude-code's `secret_env` takes each secret from its own connection, and config
+/// check refuses a secret name the connection's type does not declare, or a
+/// connection the binding does not name, each at its pointer.
+#[test]
+fn config_check_refuses_a_secret_the_connection_type_does_not_declare() {
+    let dir = std::env::temp_dir().join(format!("oc-check-secrets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let etc = dir.join("etc");
+    let doc = |secret_env: serde_json::Value| {
+        serde_json::json!({
+            "connections": [
+                {"name": "gh", "type": "github", "secret_refs": {"token": "env:GH_TOKEN"}},
+                {"name": "anthropic", "type": "claude-code",
+                 "secret_refs": {"api_key": "env:ANTHROPIC_KEY"}}],
+            "scopes": [{"id": "a", "bindings": [
+                {"name": "plain", "executor": "claude-code",
+                 "config": {"permission_mode": "acceptEdits"}},
+                {"name": "agent", "executor": "claude-code", "connection": "gh",
+                 "connections": ["anthropic"],
+                 "config": {"permission_mode": "acceptEdits", "secret_env": secret_env}}]}]})
+    };
+    let check = |name: &str, v: serde_json::Value| {
+        let f = dir.join(name);
+        std::fs::write(&f, v.to_string()).unwrap();
+        run(&[
+            "config",
+            "check",
+            f.to_str().unwrap(),
+            "--config-dir",
+            etc.to_str().unwrap(),
+        ])
+    };
+    let (status, out, err) = check(
+        "good.json",
+        doc(serde_json::json!({
+            "ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_key"},
+            "GH_TOKEN": "token"})),
+    );
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(out.contains("ok (2 connections, 1 scopes)"), "{out}");
+    let (status, out, _) = check(
+        "misspelt.json",
+        doc(serde_json::json!({
+            "ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_kye"}})),
+    );
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains(
+            "/scopes/0/bindings/1/config/secret_env/ANTHROPIC_API_KEY: connection \"anthropic\" (type claude-code) has no secret \"api_kye\"; its secrets are api_key (undeclared_secret)"
+        ),
+        "{out}"
+    );
+    // The binding's own connection's type is judged by its own package's manifest.
+    let (status, out, _) = check("github.json", doc(serde_json::json!({"GH_TOKEN": "tokn"})));
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/scopes/0/bindings/1/config/secret_env/GH_TOKEN: connection \"gh\" (type github) has no secret \"tokn\"; its secrets are ")
+            && out.contains("token"),
+        "{out}"
+    );
+    let (status, out, _) = check(
+        "unbound.json",
+        doc(serde_json::json!({
+            "ANTHROPIC_API_KEY": {"connection": "elsewhere", "secret": "api_key"}})),
+    );
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/scopes/0/bindings/1/config/secret_env/ANTHROPIC_API_KEY: connection \"elsewhere\" is not one the binding names")
+            && out.contains("(unbound_connection)"),
+        "{out}"
+    );
+    // The binding's `connections` themselves are the document's: each must exist.
+    let mut gone = doc(serde_json::json!({}));
+    gone["scopes"][0]["bindings"][1]["connections"] = serde_json::json!(["anthropic", "nope"]);
+    let (status, out, _) = check("gone.json", gone);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("/scopes/0/bindings/1/connections/1: no connection is named \"nope\""),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The tunnel's config is checked by the package providing its type (`validate` kind
 /// `tunnel`), each problem with a pointer inside `settings.webhooks.tunnel.config`.
 #[test]

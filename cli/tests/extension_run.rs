@@ -126,6 +126,58 @@ fn the_bundled_packages_programs_run_extension_run() {
 }
 
 #[test]
+fn the_bundled_layout_ships_the_playbooks_and_extrunner_makes_the_agents_plugin_of_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("oc-bundle-playbooks-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bundle = || {
+        let out = Command::new(BIN)
+            .args(["__bundle", dir.to_str().unwrap(), BIN])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    bundle();
+    // A skill an earlier release shipped and this one does not is gone after the next.
+    let stale = dir.join("github/playbooks/retired/SKILL.md");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::write(&stale, "old").unwrap();
+    bundle();
+    assert!(!stale.exists());
+    let github = dir.join("github");
+    assert_eq!(
+        protocol::manifest::load_manifest(&github)
+            .unwrap()
+            .playbooks
+            .as_deref(),
+        Some("playbooks")
+    );
+    assert!(!oc_github::playbooks::PLAYBOOKS.is_empty());
+    // Made as the manifest beside them is (0644 in the Debian package).
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let manifest_mode = mode(&github.join("open-conduit-extension.json"));
+    for (rel, text) in oc_github::playbooks::PLAYBOOKS {
+        let path = github.join("playbooks").join(rel);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            *text,
+            "{}",
+            path.display()
+        );
+        assert_eq!(mode(&path), manifest_mode, "{}", path.display());
+    }
+    // extrunner, discovering this layout, writes both skills into the plugin.
+    let discovery = extrunner::discovery::discover(&dir.join("none"), Some(dir.as_path()));
+    let written =
+        extrunner::playbooks::write_plugin(&dir.join("state"), &discovery.packages).unwrap();
+    let skills: Vec<&str> = written.skills.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(skills, ["github-issue", "github-review"]);
+    assert!(written.left_out.is_empty(), "{:?}", written.left_out);
+    assert!(written.dir.join("skills/github-review/SKILL.md").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn an_unknown_or_missing_name_is_refused_clearly() {
     let out = Command::new(BIN)
         .args(["extension-run", "no-such-extension"])

@@ -65,6 +65,8 @@ pub struct Configuration {
     /// The tunnel's public URL, which wins over the configuration's `public_url`.
     tunnel_url: Mutex<Option<String>>,
     secret_refs: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// The configuration document in force (for `scope.authorize`).
+    document: Mutex<Option<std::sync::Arc<protocol::config::Config>>>,
     registered: watch::Sender<Registered>,
 }
 
@@ -83,6 +85,7 @@ impl Configuration {
             params: Mutex::new(ConfigureParams::default()),
             tunnel_url: Mutex::new(None),
             secret_refs: Mutex::new(BTreeMap::new()),
+            document: Mutex::new(None),
             registered: watch::channel(Registered::default()).0,
         }
     }
@@ -92,6 +95,24 @@ impl Configuration {
     pub fn set(&self, params: ConfigureParams, refs: BTreeMap<String, BTreeMap<String, String>>) {
         *lock(&self.params) = params;
         *lock(&self.secret_refs) = refs;
+    }
+
+    /// Keep the configuration document in force.
+    pub fn set_document(&self, doc: std::sync::Arc<protocol::config::Config>) {
+        *lock(&self.document) = Some(doc);
+    }
+
+    /// Whether Work of scope `from` may `access` scope `to`, by the document in force.
+    pub fn authorizes(
+        &self,
+        from: &str,
+        to: &str,
+        access: protocol::config::Access,
+    ) -> Result<(), String> {
+        match &*lock(&self.document) {
+            Some(doc) => doc.authorizes(from, to, access),
+            None => Err("no configuration is applied".into()),
+        }
     }
 
     /// What configure sends now (its `kv` is the caller's): the tunnel's public URL,

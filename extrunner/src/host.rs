@@ -18,6 +18,11 @@
 //! exist (`not_found`, or an empty page), so a read is never an existence
 //! oracle.
 //!
+//! `event.render_owned` renders an executor's Events through the extensions that own
+//! their families ([`crate::render`]).
+//!
+//! `action.submit` and `state.works` are served by [`crate::actions`].
+//!
 //! `secret.resolve` reads the references (`env:`/`file:`) of a connection bound to
 //! the extension's entries in a configured scope; `ingress.push` and
 //! `ingress.deliver` accept deliveries of the sources the last configure registered
@@ -25,7 +30,7 @@
 //!
 //! Not built yet (answered `unsupported` naming the method): `timer.arm` without `at` (it needs
 //! `recurrence.next`, which schedulerd serves), `work.cancel`, `state.work`,
-//! `state.works`, `state.executions`, `state.waits`, `state.scopes`,
+//! `state.executions`, `state.waits`, `state.scopes`,
 //! `state.scope` and every other catalogued extension-to-host method.
 //! Artifacts are forwarded as they are: the checks that bind them to a run the
 //! host opened for this process come with the execution host.
@@ -33,6 +38,7 @@
 use std::sync::{Arc, RwLock};
 
 use crate::configuration::Configuration;
+use crate::render::Owners;
 use crate::tunnels::TunnelRuns;
 use crate::workspaces::Workspaces;
 use daemon::bus::Bus;
@@ -160,6 +166,7 @@ pub struct ScopedHost {
     configuration: Arc<Configuration>,
     workspaces: Option<Arc<Workspaces>>,
     tunnels: Option<Arc<TunnelRuns>>,
+    owners: Option<Arc<Owners>>,
 }
 
 impl ScopedHost {
@@ -171,7 +178,15 @@ impl ScopedHost {
             configuration: Arc::new(Configuration::default()),
             workspaces: None,
             tunnels: None,
+            owners: None,
         }
+    }
+
+    /// The same host, serving `event.render_owned` through the extensions of `owners`
+    /// ([`crate::render`]).
+    pub fn with_owners(mut self, owners: Arc<Owners>) -> ScopedHost {
+        self.owners = Some(owners);
+        self
     }
 
     /// The same host, forwarding `tunnel.url` to tunneld for the runs in `tunnels`.
@@ -217,7 +232,14 @@ impl Handler for ScopedHost {
         let configuration = self.configuration.clone();
         let workspaces = self.workspaces.clone();
         let tunnels = self.tunnels.clone();
+        let owners = self.owners.clone();
         Box::pin(async move {
+            if request.method == "event.render_owned" {
+                admit(&identity.manifest, &request.method)?;
+                let p = request.params()?;
+                let r = crate::render::render_owned(&identity, &bus, owners.as_deref(), p).await?;
+                return protocol::reply(&r);
+            }
             if request.method == "tunnel.url" {
                 admit(&identity.manifest, &request.method)?;
                 return tunnel_url(&identity, &bus, tunnels.as_deref(), &request).await;
@@ -379,6 +401,12 @@ async fn serve(
         "state.work_events" => protocol::reply(&host.state_work_events(request.params()?).await?),
         "state.sequence" => protocol::reply(&host.state_sequence().await?),
         "state.timers" => protocol::reply(&host.state_timers(request.params()?).await?),
+        "state.works" => {
+            protocol::reply(&crate::actions::state_works(identity, bus, request.params()?).await?)
+        }
+        "action.submit" => {
+            protocol::reply(&crate::actions::submit(identity, bus, request.params()?).await?)
+        }
         "timer.arm" => protocol::reply(&host.timer_arm(request.params()?).await?),
         "wait.progress" => protocol::reply(&host.wait_progress(request.params()?).await?),
         "timer.cancel" => protocol::reply(&host.timer_cancel(request.params()?).await?),
@@ -387,6 +415,7 @@ async fn serve(
         "artifact.commit" => protocol::reply(&host.artifact_commit(request.params()?).await?),
         "artifact.abort" => protocol::reply(&host.artifact_abort(request.params()?).await?),
         "secret.resolve" => protocol::reply(&host.secret_resolve(request.params()?)?),
+        "scope.authorize" => protocol::reply(&host.scope_authorize(request.params()?)?),
         "resource.acquire" | "resource.lookup" | "provider.owner_status" => {
             let Some(ws) = workspaces else {
                 return Err(RpcError::new(
@@ -656,6 +685,22 @@ impl From<StoredEvent> for wire::Event {
 #[derive(Deserialize)]
 struct StoredEventAnswer {
     event: StoredEvent,
+}
+
+/// The Event `id` as accepted, read from the store in `scopes` (`not_found` outside
+/// them, as for an absent one).
+pub(crate) async fn read_event(
+    bus: &Bus,
+    id: &str,
+    scopes: &[String],
+) -> Result<wire::Event, RpcError> {
+    let answer = bus
+        .call("store.event", &json!({"id": id, "scopes": scopes}))
+        .await
+        .map_err(|e| store_error("store.event", e))?;
+    let read: StoredEventAnswer = serde_json::from_value(answer)
+        .map_err(|e| RpcError::unauthored(format_args!("the answer to store.event: {e}")))?;
+    Ok(read.event.into())
 }
 
 #[derive(Deserialize)]
@@ -1160,6 +1205,45 @@ impl Scoped<'_> {
             )
             .await?;
         Ok(ArtifactAbortResult {})
+    }
+
+    /// `scope.authorize`: asked only about one of the package's own scopes; answered
+    /// from the configuration in force (`authorization.read_scopes`/`file_scopes`).
+    fn scope_authorize(
+        &self,
+        p: protocol::wire::ScopeAuthorizeParams,
+    ) -> Result<protocol::wire::ScopeAuthorizeResult, RpcError> {
+        if !self.identity.in_scope(&p.scope_id) {
+            return Err(RpcError::new(
+                Code::Unauthorized,
+                format!(
+                    "scope {:?} is not one whose configuration uses {:?}",
+                    p.scope_id,
+                    self.name()
+                ),
+            ));
+        }
+        let Some(access) = protocol::config::Access::parse(&p.access) else {
+            return Err(RpcError::invalid_params(format!(
+                "access is {:?}: read or file",
+                p.access
+            )));
+        };
+        Ok(
+            match self
+                .configuration
+                .authorizes(&p.scope_id, &p.target_scope_id, access)
+            {
+                Ok(()) => protocol::wire::ScopeAuthorizeResult {
+                    allowed: true,
+                    reason: String::new(),
+                },
+                Err(why) => protocol::wire::ScopeAuthorizeResult {
+                    allowed: false,
+                    reason: why,
+                },
+            },
+        )
     }
 
     fn secret_resolve(&self, p: SecretResolveParams) -> Result<SecretResolveResult, RpcError> {

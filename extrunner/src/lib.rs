@@ -9,9 +9,13 @@
 //! scoped host that checks every extension-to-host call against the identity
 //! bound at start before it reaches storaged ([`host`]), what each package is
 //! configured with and registered ([`configuration`]), and webhook and ingress
-//! acceptance ([`ingress`]), and the tunnel runs held for tunneld
-//! ([`tunnels`]).
+//! acceptance ([`ingress`]), the tunnel runs held for tunneld
+//! ([`tunnels`]), and the prompt renderings an executor asks of the Events' owners
+//! ([`render`]), the agents' plugin written from every package's playbooks
+//! ([`playbooks`]), and the host's actions a package invokes for a person
+//! (`action.submit`) with the Work read it finds their Work with ([`actions`]).
 
+pub mod actions;
 pub mod cli;
 pub mod configuration;
 pub mod conflicts;
@@ -19,7 +23,9 @@ pub mod discovery;
 pub mod host;
 pub mod ingress;
 pub mod offline;
+pub mod playbooks;
 pub mod process;
+pub mod render;
 pub mod runner;
 pub mod service;
 pub mod tunnels;

@@ -11,13 +11,20 @@
 //! and a 15 s start timeout. It is stopped once its objects are checked. A package
 //! that cannot start refuses its objects with `extension_unavailable`; an object whose
 //! type no package declares is `unknown_type`.
+//!
+//! Each binding's executor is also asked which connection secrets its config resolves
+//! (kind `executor_secrets`), and each is held against the binding and the packages'
+//! manifests here, where both are known: the connection must be one the binding names
+//! (`connection` or one of `connections`), its type must declare the secret
+//! (`provides.connections[].fields[]` with `secret: true`), and its `secret_refs` must
+//! set it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use protocol::config::Config;
-use protocol::wire::{validate_kind, KvLayout, ValidateParams, ValidateResult};
+use protocol::wire::{validate_kind, KvLayout, SecretUse, ValidateParams, ValidateResult};
 use protocol::{CallOptions, Handler};
 use serde_json::Value;
 
@@ -52,6 +59,9 @@ enum Role {
     ResourceMode(String),
     /// The mode the binding's executor config requests (kind `executor_mode`).
     ExecutorMode(String),
+    /// The connection secrets the binding's executor config resolves (kind
+    /// `executor_secrets`), by the binding's pointer.
+    ExecutorSecrets(String),
 }
 
 /// One object a package validates.
@@ -92,6 +102,8 @@ fn objects(
         }
         for e in &pv.executors {
             owners.insert((validate_kind::EXECUTOR, &e.name), &p.name);
+            // Asked of every executor: one that does not know the kind names none.
+            owners.insert((validate_kind::EXECUTOR_SECRETS, &e.name), &p.name);
             if e.resource_mode {
                 owners.insert((validate_kind::EXECUTOR_MODE, &e.name), &p.name);
             }
@@ -201,6 +213,12 @@ fn objects(
                 params(validate_kind::EXECUTOR, executor, name, exec_config),
                 Role::Check,
             );
+            add(
+                format!("{at}/executor"),
+                "executor",
+                params(validate_kind::EXECUTOR_SECRETS, executor, name, exec_config),
+                Role::ExecutorSecrets(at.clone()),
+            );
             if let Some(sandbox) = b.get("sandbox") {
                 match sandbox.get("type").and_then(Value::as_str) {
                     Some(stype) => add(
@@ -304,6 +322,8 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
     let mut warnings = 0;
     // Each binding's (resource mode, executor mode), by the binding's pointer.
     let mut modes: BTreeMap<String, (String, String)> = BTreeMap::new();
+    // The secrets each binding's executor config resolves, by the binding's pointer.
+    let mut secrets: Vec<(String, Vec<SecretUse>)> = Vec::new();
     for (name, objects) in by_package {
         let Some(package) = discovery.package(&name) else {
             continue;
@@ -321,8 +341,16 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
                         (Role::ExecutorMode(at), Ok(r)) => {
                             modes.entry(at.clone()).or_default().1 = r.mode.unwrap_or_default();
                         }
-                        // A failed mode call names no mode.
-                        (Role::ResourceMode(_) | Role::ExecutorMode(_), Err(_)) => {}
+                        (Role::ExecutorSecrets(at), Ok(r)) => {
+                            secrets.push((at.clone(), r.secrets));
+                        }
+                        // A failed mode or secrets call names none.
+                        (
+                            Role::ResourceMode(_)
+                            | Role::ExecutorMode(_)
+                            | Role::ExecutorSecrets(_),
+                            Err(_),
+                        ) => {}
                         (Role::Check, Ok(r)) => {
                             for d in r.diagnostics {
                                 findings.push(Finding {
@@ -366,6 +394,9 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
             }
         }
     }
+    for (at, uses) in secrets {
+        findings.extend(secret_findings(config, discovery, &at, &uses));
+    }
     for (at, (resource, executor)) in modes {
         if let Some(message) = sandbox_workspace(config, &at, &resource, &executor) {
             findings.push(Finding {
@@ -388,6 +419,107 @@ pub async fn validate(config: &Config, discovery: &Discovery, scratch: &Path) ->
         }
     }
     findings
+}
+
+/// What is wrong with the secrets `uses` the executor config of the binding at `at`
+/// resolves: a connection the binding does not name, one not defined, a secret its
+/// type does not declare, or one its `secret_refs` do not set. A connection whose
+/// type no package declares is left to that connection's own `unknown_type`.
+fn secret_findings(
+    config: &Config,
+    discovery: &Discovery,
+    at: &str,
+    uses: &[SecretUse],
+) -> Vec<Finding> {
+    let Some(binding) = binding_at(config, at) else {
+        return Vec::new();
+    };
+    let own = binding
+        .get("connection")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let more = protocol::config::binding_connections(binding).unwrap_or_default();
+    let mut out = Vec::new();
+    for u in uses {
+        let mut refuse = |code: &str, message: String| {
+            out.push(Finding {
+                pointer: format!("{at}/config{}", u.path),
+                code: code.into(),
+                message,
+                warning: false,
+            })
+        };
+        let name = if u.connection.is_empty() {
+            own
+        } else {
+            u.connection.as_str()
+        };
+        if name.is_empty() {
+            refuse(
+                "unbound_connection",
+                format!(
+                    "the secret {:?} is taken from the binding's connection, and the binding names none",
+                    u.secret
+                ),
+            );
+            continue;
+        }
+        if name != own && !more.iter().any(|c| c == name) {
+            refuse(
+                "unbound_connection",
+                format!(
+                    "connection {name:?} is not one the binding names (its connection or connections)"
+                ),
+            );
+            continue;
+        }
+        let Some(c) = config.connection(name) else {
+            refuse(
+                "unbound_connection",
+                format!("no connection is named {name:?}"),
+            );
+            continue;
+        };
+        let ctype = &c.connection_type;
+        let Some(declared) = discovery.packages.iter().find_map(|p| {
+            p.manifest
+                .provides
+                .connections
+                .iter()
+                .find(|t| &t.type_name == ctype)
+        }) else {
+            continue;
+        };
+        let names: Vec<&str> = declared
+            .fields
+            .iter()
+            .filter(|f| f.secret)
+            .map(|f| f.name.as_str())
+            .collect();
+        if !names.contains(&u.secret.as_str()) {
+            let its = if names.is_empty() {
+                "its type declares no secrets".to_owned()
+            } else {
+                format!("its secrets are {}", names.join(", "))
+            };
+            refuse(
+                "undeclared_secret",
+                format!(
+                    "connection {name:?} (type {ctype}) has no secret {:?}; {its}",
+                    u.secret
+                ),
+            );
+        } else if !c.secret_refs.contains_key(&u.secret) {
+            refuse(
+                "missing_secret_ref",
+                format!(
+                    "connection {name:?} sets no secret_refs.{} (`env:NAME` or `file:/path`), so no run can resolve it",
+                    u.secret
+                ),
+            );
+        }
+    }
+    out
 }
 
 /// A sandboxed binding (at `at`) whose workspace mode shares writable state with
@@ -520,6 +652,93 @@ mod tests {
         assert_eq!(mode_warning("fresh", "clone"), None);
         let w = mode_warning("shared", "work").unwrap_or_default();
         assert!(w.contains("\"shared\"") && w.contains("\"work\""), "{w}");
+    }
+
+    #[test]
+    fn a_secret_must_be_declared_by_a_connection_the_binding_names() {
+        #![allow(clippy::unwrap_used)]
+        let manifest = |json: &str| {
+            let m = protocol::manifest::parse_manifest(json.as_bytes()).unwrap();
+            crate::discovery::Package {
+                name: m.name.clone(),
+                dir: PathBuf::from("/x"),
+                origin: crate::discovery::Origin::Bundled,
+                manifest: m,
+                manifest_json: serde_json::from_str(json).unwrap(),
+            }
+        };
+        let discovery = Discovery {
+            packages: vec![manifest(
+                r#"{"protocol":[1],"name":"cc","version":"1","command":["x"],
+                "provides":{"connections":[{"type":"cc","fields":[
+                    {"name":"api_key","secret":true},{"name":"region"}]}],
+                    "executors":[{"name":"cc"}]}}"#,
+            )],
+            reports: Vec::new(),
+        };
+        let config = Config::parse(&serde_json::json!({
+            "connections": [
+                {"name": "key", "type": "cc", "secret_refs": {"api_key": "env:K"}},
+                {"name": "bare", "type": "cc"},
+                {"name": "gh", "type": "github", "secret_refs": {"token": "env:T"}}],
+            "scopes": [{"id": "a", "bindings": [
+                {"name": "b", "executor": "cc", "connection": "gh", "connections": ["key", "bare"]},
+                {"name": "alone", "executor": "cc"}]}]}))
+        .unwrap();
+        let secret = |path: &str, connection: &str, secret: &str| SecretUse {
+            path: path.into(),
+            connection: connection.into(),
+            secret: secret.into(),
+        };
+        let uses = [
+            secret("/secret_env/OK", "key", "api_key"),
+            secret("/secret_env/TYPO", "key", "api_kye"),
+            secret("/secret_env/CONFIG", "key", "region"),
+            secret("/secret_env/UNSET", "bare", "api_key"),
+            secret("/secret_env/OTHER", "elsewhere", "api_key"),
+            // The github type is no package's here: its secrets are not judged.
+            secret("/secret_env/GH", "", "whatever"),
+        ];
+        let found = secret_findings(&config, &discovery, "/scopes/0/bindings/0", &uses);
+        let got: Vec<(&str, &str, &str)> = found
+            .iter()
+            .map(|f| (f.pointer.as_str(), f.code.as_str(), f.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/scopes/0/bindings/0/config/secret_env/TYPO",
+                    "undeclared_secret",
+                    "connection \"key\" (type cc) has no secret \"api_kye\"; its secrets are api_key"
+                ),
+                (
+                    "/scopes/0/bindings/0/config/secret_env/CONFIG",
+                    "undeclared_secret",
+                    "connection \"key\" (type cc) has no secret \"region\"; its secrets are api_key"
+                ),
+                (
+                    "/scopes/0/bindings/0/config/secret_env/UNSET",
+                    "missing_secret_ref",
+                    "connection \"bare\" sets no secret_refs.api_key (`env:NAME` or `file:/path`), so no run can resolve it"
+                ),
+                (
+                    "/scopes/0/bindings/0/config/secret_env/OTHER",
+                    "unbound_connection",
+                    "connection \"elsewhere\" is not one the binding names (its connection or connections)"
+                ),
+            ]
+        );
+        assert!(found.iter().all(|f| !f.warning));
+        // A plain name on a binding with no connection.
+        let found = secret_findings(
+            &config,
+            &discovery,
+            "/scopes/0/bindings/1",
+            &[secret("/secret_env/K", "", "api_key")],
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].code, "unbound_connection");
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   max_bytes}, timeout_ms}`: one reconcile page, accepted before the answer
 //!   ([`Runner::reconcile`]);
 //! - `ext.registrations {}`: every package's registered ingress sources and webhook
-//!   paths (and whether every first handshake is done, so the list is complete).
+//!   paths (and whether every first handshake is done, so the list is complete), and
+//!   `playbook_dir`, the agents' plugin runs are given ([`crate::playbooks`]).
 //!
 //! The service also takes the `config.applied` notification (storaged publishes it on
 //! a new generation) and wakes whoever follows the configuration ([`Service::config_changed`]).
@@ -244,9 +245,22 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
+            // The surfaces schedulerd calls around a run, and where.
+            let surfaces = manifest
+                .map(|m| {
+                    serde_json::json!({
+                        "run_environment": m.provides.run_environment,
+                        "segment_end": m.provides.segment_end,
+                        "dependency_filter": m.provides.dependency_filter,
+                        "annotations": m.provides.annotations,
+                    })
+                })
+                .unwrap_or_default();
             serde_json::json!({
                 "name": name,
                 "state": state,
+                "scopes": runner.scopes_of(&name),
+                "surfaces": surfaces,
                 "handlers": handlers,
                 "operations": operations,
                 "types": types,
@@ -261,7 +275,8 @@ fn registrations(runner: &Runner, complete: bool) -> Value {
             })
         })
         .collect();
-    serde_json::json!({ "complete": complete, "extensions": extensions })
+    serde_json::json!({ "complete": complete, "playbook_dir": runner.playbook_dir(),
+                        "extensions": extensions })
 }
 
 async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Reply, RpcError> {

@@ -464,6 +464,7 @@ pub static METHODS: &[Method] = &[
     ),
     // Run environment, annotations, actions and panels.
     m("run.environment", H2E, Surface::RunEnvironment, "GH"),
+    m("run.credential", H2E, Surface::RunEnvironment, "GH"),
     m("work.annotate", H2E, Surface::Annotations, "GH"),
     m("work.actions", H2E, Surface::Actions, "GH SL HU"),
     m("work.act", H2E, Surface::Actions, "GH SL HU"),

@@ -40,6 +40,21 @@ pub fn allowed_unconfined(binding: &Value) -> Result<Vec<String>, String> {
     }
 }
 
+/// The binding field naming further connections a binding's executor may resolve
+/// secrets of, besides its `connection` (which stays what operations act as).
+pub const BINDING_CONNECTIONS: &str = "connections";
+
+/// The further connections `binding` (one of a scope's `bindings`, raw) names
+/// ([`BINDING_CONNECTIONS`]): none when the field is absent or `null`; `Err` when it
+/// is not an array of strings.
+pub fn binding_connections(binding: &Value) -> Result<Vec<String>, String> {
+    match binding.get(BINDING_CONNECTIONS) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
+            .map_err(|e| format!("an array of connection names: {e}")),
+    }
+}
+
 /// The whole document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Config {
@@ -244,9 +259,53 @@ pub struct ScopeConfig {
     /// Its bindings.
     #[serde(default)]
     pub bindings: Vec<Value>,
+    /// The other scopes its Work may read or file in (`scope.authorize`).
+    #[serde(default, skip_serializing_if = "Authorization::is_empty")]
+    pub authorization: Authorization,
     /// Fields this release does not read.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// A scope's cross-scope authority (spec, "Cross-scope authority"): the scopes whose
+/// resources its Work may read, and those it may file in (write: comment, label,
+/// open a pull request). Filing implies reading.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorization {
+    /// Scopes whose resources this scope's Work may read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_scopes: Vec<String>,
+    /// Scopes this scope's Work may file in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_scopes: Vec<String>,
+}
+
+impl Authorization {
+    /// True when it grants nothing.
+    pub fn is_empty(&self) -> bool {
+        self.read_scopes.is_empty() && self.file_scopes.is_empty()
+    }
+}
+
+/// What `scope.authorize` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read another scope's resources.
+    Read,
+    /// File in another scope (write).
+    File,
+}
+
+impl Access {
+    /// `read` or `file`.
+    pub fn parse(s: &str) -> Option<Access> {
+        match s {
+            "read" => Some(Access::Read),
+            "file" => Some(Access::File),
+            _ => None,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -353,6 +412,7 @@ impl Config {
             "routes",
             "bindings",
             "unmatched",
+            "authorization",
         ];
         const ENTRY: &[&str] = &["type", "name", "connection", "config"];
         const ROUTE: &[&str] = &["handler", "binding", "config"];
@@ -363,6 +423,7 @@ impl Config {
             "operations",
             "grants",
             "connection",
+            BINDING_CONNECTIONS,
             "resource",
             "sandbox",
             "container",
@@ -506,6 +567,23 @@ impl Config {
                     );
                 }
             }
+            let ids: BTreeSet<&str> = self.scopes.iter().map(|x| x.id.as_str()).collect();
+            for (field, list) in [
+                ("read_scopes", &s.authorization.read_scopes),
+                ("file_scopes", &s.authorization.file_scopes),
+            ] {
+                for (k, other) in list.iter().enumerate() {
+                    let at = format!("{at}/authorization/{field}/{k}");
+                    if other == &s.id {
+                        problem(
+                            at,
+                            format!("scope {other:?} needs no authority over itself"),
+                        );
+                    } else if !ids.contains(other.as_str()) {
+                        problem(at, format!("no scope is named {other:?}"));
+                    }
+                }
+            }
             let mut bindings = BTreeSet::new();
             let names: BTreeSet<&str> = s
                 .bindings
@@ -551,6 +629,26 @@ impl Config {
                         "a binding needs an executor".into(),
                     );
                 }
+                let own = b.get("connection").and_then(Value::as_str).unwrap_or("");
+                match binding_connections(&Value::Object(b.clone())) {
+                    Ok(more) => {
+                        let mut seen = BTreeSet::new();
+                        for (k, name) in more.iter().enumerate() {
+                            let at = format!("{at}/{BINDING_CONNECTIONS}/{k}");
+                            if !connections.contains(name.as_str()) {
+                                problem(at, format!("no connection is named {name:?}"));
+                            } else if name == own {
+                                problem(
+                                    at,
+                                    format!("{name:?} is already the binding's connection"),
+                                );
+                            } else if !seen.insert(name.as_str()) {
+                                problem(at, format!("connection {name:?} is named twice"));
+                            }
+                        }
+                    }
+                    Err(e) => problem(format!("{at}/{BINDING_CONNECTIONS}"), e),
+                }
             }
             for (j, r) in s.routes.iter().enumerate() {
                 if r.handler.is_empty() {
@@ -568,6 +666,33 @@ impl Config {
             }
         }
         out
+    }
+
+    /// Whether Work of scope `from` may `access` scope `to` (`scope.authorize`): `Ok`,
+    /// or why not, naming the field that would allow it.
+    pub fn authorizes(&self, from: &str, to: &str, access: Access) -> Result<(), String> {
+        let Some(scope) = self.scope(from) else {
+            return Err(format!("no scope is named {from:?}"));
+        };
+        if from == to {
+            return Ok(());
+        }
+        if self.scope(to).is_none() {
+            return Err(format!("no scope is named {to:?}"));
+        }
+        let a = &scope.authorization;
+        let files = a.file_scopes.iter().any(|s| s == to);
+        let reads = files || a.read_scopes.iter().any(|s| s == to);
+        match access {
+            Access::File if files => Ok(()),
+            Access::Read if reads => Ok(()),
+            Access::File => Err(format!(
+                "scope {from:?} may not file in scope {to:?}: its authorization.file_scopes does not name it"
+            )),
+            Access::Read => Err(format!(
+                "scope {from:?} may not read scope {to:?}: neither its authorization.read_scopes nor its file_scopes names it"
+            )),
+        }
     }
 
     /// The connection named `name`.
@@ -742,9 +867,10 @@ impl Config {
                 }
             }
         }
-        // An executor's bindings: the connection each names (whatever its type: the
-        // operator named it for this binding, e.g. for claude-code's `secret_env`), in
-        // an enabled scope, so the executor may resolve its secrets (docs/decisions.md).
+        // An executor's bindings: the connection each names and its further
+        // `connections` (whatever their type: the operator named them for this
+        // binding, e.g. for claude-code's `secret_env`), in an enabled scope, so the
+        // executor may resolve their secrets (docs/decisions.md).
         let executors: BTreeSet<&str> = manifest
             .provides
             .executors
@@ -756,13 +882,19 @@ impl Config {
                 let ours = b["executor"]
                     .as_str()
                     .is_some_and(|x| executors.contains(x));
-                let connection = b["connection"].as_str().unwrap_or_default();
-                if !ours || connection.is_empty() || self.connection(connection).is_none() {
+                if !ours {
                     continue;
                 }
-                named.insert(connection.to_owned());
-                if !out.scopes.contains(&scope.id) {
-                    out.scopes.push(scope.id.clone());
+                let connection = b["connection"].as_str().unwrap_or_default();
+                let more = binding_connections(b).unwrap_or_default();
+                for name in std::iter::once(connection).chain(more.iter().map(String::as_str)) {
+                    if name.is_empty() || self.connection(name).is_none() {
+                        continue;
+                    }
+                    named.insert(name.to_owned());
+                    if !out.scopes.contains(&scope.id) {
+                        out.scopes.push(scope.id.clone());
+                    }
                 }
             }
         }
@@ -870,6 +1002,43 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_scope_reads_or_files_in_another_only_as_its_authorization_says() {
+        let doc = json!({"scopes": [
+            {"id": "a", "authorization": {"read_scopes": ["b"], "file_scopes": ["c"]}},
+            {"id": "b"}, {"id": "c"}, {"id": "d"}
+        ]});
+        let config = Config::parse(&doc).unwrap();
+        assert!(config.authorizes("a", "b", Access::Read).is_ok());
+        let why = config.authorizes("a", "b", Access::File).unwrap_err();
+        assert!(why.contains("authorization.file_scopes"), "{why}");
+        assert!(config.authorizes("a", "c", Access::File).is_ok());
+        assert!(
+            config.authorizes("a", "c", Access::Read).is_ok(),
+            "filing implies reading"
+        );
+        assert!(config.authorizes("a", "d", Access::Read).is_err());
+        assert!(
+            config.authorizes("b", "a", Access::Read).is_err(),
+            "not symmetric"
+        );
+        assert!(config.authorizes("a", "a", Access::File).is_ok());
+        // Unknown and self-naming scopes are refused with their pointers.
+        let bad = json!({"scopes": [
+            {"id": "a", "authorization": {"read_scopes": ["nope"], "file_scopes": ["a"]}}
+        ]});
+        let problems = Config::parse(&bad).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert!(
+            pointers.contains(&"/scopes/0/authorization/read_scopes/0"),
+            "{problems:?}"
+        );
+        assert!(
+            pointers.contains(&"/scopes/0/authorization/file_scopes/0"),
+            "{problems:?}"
+        );
+    }
 
     #[test]
     fn a_check_sees_the_scopes_that_use_its_package() {
@@ -1017,6 +1186,70 @@ mod tests {
         // Before: an executor had no entries, so nothing at all.
         let e = c.for_extension(&manifest(), "g1");
         assert_eq!(e.connections, vec!["c1".to_owned()]);
+        // A binding's further `connections` are the executor's to resolve too,
+        // whatever their type; another executor's binding's are not.
+        d["scopes"][0]["bindings"] = json!([
+            {"name": "agent", "executor": "cc", "connection": "gh", "connections": ["key"]},
+            {"name": "other", "executor": "shell", "connection": "gh", "connections": ["c1"]}
+        ]);
+        let c = Config::parse(&d).unwrap();
+        assert!(Config::unknown_fields(&d).is_empty());
+        let e = c.for_extension(&m, "g1");
+        assert_eq!(e.connections, vec!["gh".to_owned(), "key".to_owned()]);
+        assert_eq!(e.scopes, vec!["a".to_owned()]);
+        // The check view's binding carries them.
+        let view = c.check_view(&m, "");
+        assert_eq!(view.scopes[0].bindings[0].connection, "gh");
+        assert_eq!(
+            view.scopes[0].bindings[0].connections,
+            vec!["key".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_bindings_connections_exist_once_and_apart_from_its_connection() {
+        let mut d = doc();
+        d["scopes"][0]["bindings"] = json!([
+            {"name": "ok", "executor": "cc", "connection": "gh", "connections": ["c1"]},
+            {"name": "bad", "executor": "cc", "connection": "gh",
+             "connections": ["c1", "gone", "gh", "c1"]},
+            {"name": "none", "executor": "cc", "connections": null}
+        ]);
+        let p = Config::parse(&d).unwrap_err();
+        let got: Vec<(&str, &str)> = p
+            .iter()
+            .map(|p| (p.pointer.as_str(), p.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/scopes/0/bindings/1/connections/1",
+                    "no connection is named \"gone\""
+                ),
+                (
+                    "/scopes/0/bindings/1/connections/2",
+                    "\"gh\" is already the binding's connection"
+                ),
+                (
+                    "/scopes/0/bindings/1/connections/3",
+                    "connection \"c1\" is named twice"
+                ),
+            ],
+            "{p:?}"
+        );
+        assert!(p
+            .iter()
+            .all(|p| !p.pointer.starts_with("/scopes/0/bindings/0")));
+        let typed = &Config::parse(&json!({"scopes": [{"id": "a", "bindings": [
+            {"name": "typed", "executor": "cc", "connections": "c1"}]}]}))
+        .unwrap_err()[0];
+        assert_eq!(typed.pointer, "/scopes/0/bindings/0/connections");
+        assert!(
+            typed.message.contains("an array of connection names"),
+            "{}",
+            typed.message
+        );
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub const METHOD_CALL: &str = "toolbelt.call";
 /// The granted operations, with their guidance.
 pub const METHOD_GUIDANCE: &str = "toolbelt.guidance";
 
+/// A credential for the run's own git (`open-conduit git-credential`), from the
+/// extension whose `run.environment` layer named the helper.
+pub const METHOD_GIT_CREDENTIAL: &str = "toolbelt.git_credential";
+
 /// How long one call may take, end to end (the operation may still finish after; a
 /// retry with the same request ID never runs it twice).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -159,6 +163,22 @@ pub struct CallParams {
     /// answer without running anything again. Empty for no replay.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub request_id: String,
+}
+
+/// `toolbelt.git_credential` params: git's credential request, for one extension.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitCredentialParams {
+    /// The execution's token.
+    pub token: String,
+    /// The extension the helper names (the one whose layer set it up).
+    pub extension: String,
+    /// `https` or `http`.
+    pub protocol: String,
+    /// The host, with `:port` when git sends one.
+    pub host: String,
+    /// The repository's path (git sends it with `credential.useHttpPath`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
 }
 
 /// `toolbelt.guidance` params.

@@ -27,6 +27,17 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+mod actions;
+mod annotate;
+mod authorize;
+mod render;
+mod run;
+pub use actions::*;
+pub use annotate::*;
+pub use authorize::*;
+pub use render::*;
+pub use run::*;
+
 // ---------------------------------------------------------------------------------------
 // Limits
 // ---------------------------------------------------------------------------------------
@@ -118,7 +129,7 @@ pub fn check_page_limit(limit: u32) -> Result<(), WireError> {
 // serde helpers
 // ---------------------------------------------------------------------------------------
 
-fn is_false(v: &bool) -> bool {
+pub(crate) fn is_false(v: &bool) -> bool {
     !*v
 }
 
@@ -703,9 +714,14 @@ pub struct Binding {
     /// The optional grants a Work may opt into.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
-    /// The connection it names.
+    /// The connection it names: what its runs' operations act as (the authority).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub connection: String,
+    /// Further connections it names (any type, none repeating `connection`): its
+    /// executor may resolve their secrets too (claude-code's `secret_env`), but
+    /// operations still act as `connection` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<String>,
     /// Its resource provider and config, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<ResourceBinding>,
@@ -1096,7 +1112,8 @@ pub struct StateWorkResult {
     pub work: Work,
 }
 
-/// `state.works` (E→H): a page of Works in the extension's scopes and of its own kinds.
+/// `state.works` (E→H): a page of Works in the extension's scopes (of any kind: the Work
+/// its own routes make is of kind `work` unless a route names one; docs/decisions.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateWorksParams {
     /// Only this scope.
@@ -1589,6 +1606,11 @@ pub struct RouteMatchResult {
     /// The binding grants Work the match creates opts into.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
+    /// Close the open Work the Event reaches, as `completed` or `cancelled` (a merged or
+    /// closed pull request), instead of running a turn on it; an Event that reaches no
+    /// open Work then creates none. Not the spec's (docs/decisions.md).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub close: String,
 }
 
 /// `route.samples` (H→E): named sample Events for a route trace, as of the host's `now`.
@@ -1943,6 +1965,10 @@ pub struct RunRequest {
     /// The environment layers merged for the run.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The network hosts the run layer needs (`run.environment`'s `hosts`), for a
+    /// sandboxed run's network needs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// The daemon's values of the variables the binding's pass_env names, those set.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub host_env: BTreeMap<String, String>,
@@ -2573,6 +2599,10 @@ pub mod validate_kind {
     pub const EXECUTOR_PLAYBOOK: &str = "executor_playbook";
     /// An executor config adapted to an included folder (answered `config`).
     pub const EXECUTOR_FOLDER: &str = "executor_folder";
+    /// The connection secrets an executor config resolves (answered `secrets`), which
+    /// config check holds against the binding's connections and their types' declared
+    /// secret fields.
+    pub const EXECUTOR_SECRETS: &str = "executor_secrets";
     /// Every kind.
     pub const ALL: &[&str] = &[
         CONNECTION,
@@ -2589,6 +2619,7 @@ pub mod validate_kind {
         EXECUTOR_MODE,
         EXECUTOR_PLAYBOOK,
         EXECUTOR_FOLDER,
+        EXECUTOR_SECRETS,
     ];
 }
 
@@ -2659,6 +2690,23 @@ pub struct ValidateResult {
     /// Warnings about a valid executor config.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The connection secrets the config resolves, for kind `executor_secrets`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretUse>,
+}
+
+/// One connection secret an executor config resolves (`validate` kind
+/// `executor_secrets`): where the config names it, the connection (empty for the
+/// binding's own `connection`) and the secret's name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretUse {
+    /// A JSON pointer into the executor config.
+    pub path: String,
+    /// The connection, one the binding names; empty for the binding's `connection`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub connection: String,
+    /// The secret's name (a key of the connection's `secret_refs`).
+    pub secret: String,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2979,6 +3027,14 @@ calls! {
     RecurrenceNextParams => RecurrenceNextResult: "recurrence.next";
     WorkKindTriggerParams => WorkKindTriggerResult: "work_kind.trigger";
     DependencyFilterParams => DependencyFilterResult: "dependency.filter";
+    EventRenderParams => EventRenderResult: "event.render";
+    EventRenderOwnedParams => EventRenderOwnedResult: "event.render_owned";
+    RunEnvironmentParams => RunEnvironmentResult: "run.environment";
+    RunCredentialParams => RunCredentialResult: "run.credential";
+    SegmentEndedParams => SegmentEndedResult: "segment.ended";
+    WorkAnnotateParams => WorkAnnotateResult: "work.annotate";
+    ScopeAuthorizeParams => ScopeAuthorizeResult: "scope.authorize";
+    ActionSubmitParams => ActionSubmitResult: "action.submit";
     EmitCommitParams => EmitCommitResult: "emit.commit";
     TimerArmParams => TimerArmResult: "timer.arm";
     TimerCancelParams => TimerCancelResult: "timer.cancel";

@@ -89,6 +89,7 @@ fn binding() -> Binding {
         operations: vec!["notes.read".into()],
         grants: vec!["push".into()],
         connection: "gh-bot".into(),
+        connections: vec!["anthropic".into()],
         resource: Some(ResourceBinding {
             resource_type: "git".into(),
             config: json!({"repository": "acme/api"}),
@@ -168,6 +169,7 @@ fn run_request() -> RunRequest {
         inputs: vec![event()],
         toolbelt: toolbelt(),
         env: BTreeMap::from([("A".into(), "1".into())]),
+        hosts: vec!["github.com".into()],
         host_env: BTreeMap::from([("HTTPS_PROXY".into(), "http://proxy".into())]),
         workspace: Some(json!({"path": "/w"})),
         playbook_dir: "/p".into(),
@@ -559,6 +561,7 @@ fn every_typed_method_round_trips() {
             display: Some(display()),
             context: Some(json!({"model": "opus"})),
             grants: vec!["push".into()],
+            close: "completed".into(),
         },
     ));
     add(round_trip(
@@ -935,6 +938,11 @@ fn every_typed_method_round_trips() {
             playbook: Some("work-issue".into()),
             config: Some(json!({"model": "opus", "dir": "services/api"})),
             warnings: vec!["retries is ignored".into()],
+            secrets: vec![SecretUse {
+                path: "/secret_env/ANTHROPIC_API_KEY".into(),
+                connection: "anthropic".into(),
+                secret: "api_key".into(),
+            }],
         },
     ));
 
@@ -1054,6 +1062,137 @@ fn every_typed_method_round_trips() {
             url: "https://x.ngrok.app".into(),
         },
         TunnelUrlResult {},
+    ));
+
+    // Rendering, run environment and credential, segment end.
+    let ev = Event {
+        id: "ev-1".into(),
+        event_type: "github.issue.opened".into(),
+        ..Event::default()
+    };
+    add(round_trip(
+        EventRenderParams {
+            event: ev.clone(),
+            work_id: "w-1".into(),
+            connection: "gh".into(),
+            max_bytes: 4096,
+        },
+        EventRenderResult {
+            text: "## Issue #1".into(),
+            truncated: true,
+        },
+    ));
+    add(round_trip(
+        EventRenderOwnedParams {
+            events: vec![ev],
+            work_id: "w-1".into(),
+            connection: String::new(),
+            max_bytes: 4096,
+        },
+        EventRenderOwnedResult {
+            events: vec![RenderedEvent {
+                id: "ev-1".into(),
+                text: "x".into(),
+                truncated: false,
+                rendered_by: "github".into(),
+            }],
+        },
+    ));
+    let authority = Authority {
+        scope_id: "s".into(),
+        work_id: "w-1".into(),
+        execution_id: "x-1".into(),
+        epoch: 2,
+        binding: "agent".into(),
+        connection: "gh".into(),
+    };
+    add(round_trip(
+        RunEnvironmentParams {
+            authority: authority.clone(),
+            connections: vec!["gh".into(), "model".into()],
+            executor: "claude-code".into(),
+            resource: Some(ResourceBinding {
+                resource_type: "git".into(),
+                config: json!({"repository": "https://github.com/o/r.git"}),
+            }),
+            toolbelt_dir: "/usr/bin".into(),
+        },
+        RunEnvironmentResult {
+            env: [("GIT_CONFIG_COUNT".to_string(), "1".to_string())].into(),
+            hosts: vec!["github.com".into()],
+        },
+    ));
+    add(round_trip(
+        RunCredentialParams {
+            authority: authority.clone(),
+            connections: vec!["gh".into()],
+            resource: None,
+            protocol: "https".into(),
+            host: "github.com".into(),
+            path: "o/r.git".into(),
+        },
+        RunCredentialResult {
+            username: "x-access-token".into(),
+            password: "t".into(),
+            expires_at: "2026-12-03T13:00:00Z".into(),
+        },
+    ));
+    add(round_trip(
+        SegmentEndedParams {
+            authority,
+            outcome: "completed".into(),
+        },
+        SegmentEndedResult {},
+    ));
+
+    add(round_trip(
+        WorkAnnotateParams {
+            work: Work {
+                id: "w-1".into(),
+                state: "running".into(),
+                ..Work::default()
+            },
+            version: 7,
+            attempt: Some(AnnotatedAttempt {
+                execution_id: "x-1".into(),
+                attempt: 1,
+                state: "running".into(),
+                summary: String::new(),
+                error: String::new(),
+            }),
+            waiting_for: "a review on PR #2".into(),
+            progress: "1 of 2 checks finished".into(),
+        },
+        WorkAnnotateResult {},
+    ));
+
+    add(round_trip(
+        ActionSubmitParams {
+            scope_id: "acme".into(),
+            work_id: "w-1".into(),
+            provider: CORE_PROVIDER.into(),
+            action: ACTION_STOP.into(),
+            input: json!({"comment": 7}),
+            caller: "octocat".into(),
+            key: "comment/7".into(),
+        },
+        ActionSubmitResult {
+            event: "evt_1".into(),
+            added: true,
+            message: "stopped Work w-1".into(),
+        },
+    ));
+
+    add(round_trip(
+        ScopeAuthorizeParams {
+            scope_id: "demo".into(),
+            target_scope_id: "side".into(),
+            access: "file".into(),
+        },
+        ScopeAuthorizeResult {
+            allowed: false,
+            reason: "no".into(),
+        },
     ));
 
     let typed: BTreeSet<&str> = TYPED_METHODS.iter().copied().collect();
@@ -1538,6 +1677,8 @@ const SPEC_METHODS: &[&str] = &[
     "action.list",
     "view.render",
     "setup.run",
+    // Not the spec's: a run's git credential over its toolbelt (docs/decisions.md).
+    "run.credential",
 ];
 
 #[test]
@@ -1744,4 +1885,29 @@ fn display_link_count_limit() {
     let err = d(9).validate().unwrap_err();
     assert_eq!(err.field, "links");
     assert!(err.reason.contains('8'));
+}
+
+#[test]
+fn action_submit_has_the_specs_shape() {
+    // The spec's `{scope_id, work_id?, provider?, action, input?, caller, key}`: the
+    // optional fields may be absent, and are left out when empty.
+    let p: ActionSubmitParams = serde_json::from_value(
+        json!({"scope_id": "acme", "action": "retry", "caller": "octocat", "key": "k"}),
+    )
+    .unwrap();
+    assert_eq!(p.provider, "");
+    assert_eq!(p.work_id, "");
+    assert!(p.input.is_null());
+    assert_eq!(
+        serde_json::to_value(&p).unwrap(),
+        json!({"scope_id": "acme", "action": "retry", "caller": "octocat", "key": "k"})
+    );
+    // `{event, added, message?}`.
+    let r: ActionSubmitResult = serde_json::from_value(json!({"event": "evt_1"})).unwrap();
+    assert!(!r.added);
+    assert_eq!(
+        serde_json::to_value(&r).unwrap(),
+        json!({"event": "evt_1", "added": false})
+    );
+    assert_eq!(<ActionSubmitParams as Call>::METHOD, "action.submit");
 }

@@ -9,6 +9,7 @@
 //! ([`timers`]); extension tasks at their intervals ([`tasks`]); the agents' toolbelt
 //! ([`toolbelt`]); this host among the hosts sharing one database ([`host`]).
 
+pub mod annotate;
 pub mod cli;
 pub mod host;
 pub mod router;

@@ -12,6 +12,10 @@
 //!   answers what became of the attempt (`attempt: {execution_id, host, stopped,
 //!   detail}`, `null` when none ran): an attempt of another host, or one its executor
 //!   could not stop, may still be running, and the Work is cancelled all the same;
+//! - `sched.retry {work_id, reason?, seq?}`: run the Work again (`store.work_retry`):
+//!   a failed or cancelled one is reopened with the inputs it ended with, an idle or
+//!   completed one gets a new turn on the input `seq` (an action's Event) or its
+//!   latest; `conflict` for one that is running, waiting or queued already;
 //! - `sched.status {}`: what the router has done (routed, created, unmatched, the last
 //!   event, and why it is held up, if it is), the configuration generation it routes
 //!   by, and the route handlers it knows.
@@ -79,6 +83,16 @@ struct CancelParams {
     work_id: String,
     #[serde(default)]
     reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryParams {
+    work_id: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    seq: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +179,13 @@ impl Handler for Service {
                         return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
                     };
                     reply(&starter.cancel(&p.work_id, &p.reason).await?)
+                }
+                "sched.retry" => {
+                    let p: RetryParams = request.params()?;
+                    let Some(starter) = this.starter.get() else {
+                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
+                    };
+                    reply(&starter.retry(&p.work_id, &p.reason, p.seq).await?)
                 }
                 "sched.interrupt" | "sched.stop" | "sched.inject" => {
                     let p: ControlParams = request.params()?;

@@ -46,8 +46,11 @@ use crate::toolbelt::Toolbelt;
 
 mod adopt;
 mod cancel;
+mod layers;
+mod retry;
 use adopt::{refused_before_launch, Recovery};
 pub use cancel::{CANCEL_STOP_WAIT, MAX_CANCEL_REASON_BYTES};
+pub use layers::binding_connections;
 
 /// The most inputs one `sched.inject` injects.
 pub const MAX_INJECT_INPUTS: usize = 100;
@@ -324,6 +327,12 @@ impl Starter {
                 .get()
                 .map(|tb| tb.for_run(work["id"].as_str().unwrap_or_default(), execution_id, epoch))
                 .unwrap_or_default(),
+            playbook_dir: self
+                .router
+                .knowledge()
+                .read()
+                .map(|k| k.playbook_dir.clone())
+                .unwrap_or_default(),
             ..RunRequest::default()
         }
     }
@@ -363,7 +372,7 @@ impl Starter {
         );
         tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, epoch, executor = %binding.executor, "attempt started");
         let resumed = start["resumed"] == true;
-        let a = Attempt {
+        let mut a = Attempt {
             work_id,
             execution_id,
             epoch,
@@ -384,6 +393,22 @@ impl Starter {
             )
             .await
         } else {
+            let authority = layers::authority(&work, &binding, &a.execution_id, a.epoch);
+            match self.run_environment(&authority, &binding).await {
+                Ok((env, hosts)) => {
+                    a.run.env = env;
+                    a.run.hosts = hosts;
+                }
+                Err(e) => {
+                    // Nothing was launched: the run fails before it starts.
+                    tracing::warn!(OC_EXECUTION_ID = %a.execution_id, error = %e, "the run's environment could not be made");
+                    let mut failed = ExecutorWaitResult::new(Outcome::Failed);
+                    failed.error = e;
+                    self.settle(&a, failed, work["failures"].as_i64().unwrap_or(0))
+                        .await;
+                    return;
+                }
+            }
             self.ext_call(
                 &a.extension,
                 "executor.run",
@@ -399,7 +424,10 @@ impl Starter {
             "executor.run"
         };
         match started {
-            Ok(_) => self.observe(a, failures, None).await,
+            Ok(_) => {
+                self.router.annotate(&a.work_id);
+                self.observe(a, failures, None).await
+            }
             Err(e) if refused_before_launch(&e) => {
                 // The executor refused the launch itself: nothing runs.
                 let mut failed = ExecutorWaitResult::new(Outcome::Failed);
@@ -479,9 +507,25 @@ impl Starter {
                 });
             }
         }
+        self.segment_ended(
+            wire::Authority {
+                scope_id: a.run.work.scope_id.clone(),
+                work_id: a.work_id.clone(),
+                execution_id: a.execution_id.clone(),
+                epoch: u64::try_from(a.epoch).unwrap_or(0),
+                binding: a.run.binding.name.clone(),
+                connection: a.run.binding.connection.clone(),
+            },
+            serde_json::to_value(r.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+                .as_str(),
+        );
         match self.bus.call("store.attempt_settle", &req).await {
             Ok(s) => {
                 tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s["work_state"], "attempt settled");
+                self.router.annotate(&a.work_id);
                 if declared.is_some() {
                     crate::toolbelt::clear(&self.bus, &a.execution_id).await;
                 }

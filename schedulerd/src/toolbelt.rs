@@ -38,6 +38,7 @@
 //! spec's contract for operation handlers).
 
 mod confine;
+mod credential;
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -252,6 +253,11 @@ impl Toolbelt {
         let mut m = HmacSha256::new_from_slice(&self.inner.key).ok()?;
         m.update(body.as_bytes());
         Some(m)
+    }
+
+    /// Where the `open-conduit` program is, as runs are told (empty: on their PATH).
+    pub fn dir(&self) -> &str {
+        &self.inner.dir
     }
 
     /// The token of `execution_id` at `epoch`.
@@ -891,6 +897,10 @@ impl Handler for Toolbelt {
                 tb::METHOD_GUIDANCE => {
                     let p: GuidanceParams = request.params()?;
                     reply(&this.guidance(p).await?)
+                }
+                tb::METHOD_GIT_CREDENTIAL => {
+                    let p: tb::GitCredentialParams = request.params()?;
+                    reply(&this.git_credential(p).await?)
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

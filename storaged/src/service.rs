@@ -69,6 +69,7 @@ const WORK_CHANGING: &[&str] = &[
     "store.attempt_settle",
     "store.wait_wake",
     "store.work_cancel",
+    "store.work_retry",
 ];
 
 /// Methods whose answer may say events were added (`added_any`).
@@ -76,6 +77,7 @@ const ACCEPTING: &[&str] = &[
     "store.events_accept",
     "store.event_accept_derived",
     "store.kv_commit",
+    "store.action_accept",
 ];
 
 /// The bus handler of storaged.

@@ -1004,6 +1004,73 @@ async fn decisions_in_one_write_are_recorded_whole_or_not_at_all(b: Backend) {
     t.close();
 }
 
+fn closing(seq: i64, keys: &[&str], close: &str) -> RouteDecideRequest {
+    req(json!({
+        "seq": seq, "scope_id": "s1",
+        "records": [{"handler": "gh", "binding": "b1", "matched": true, "reason": "closed"}],
+        "outcome": {"type": "create", "kind": "gh/issue", "binding": "b1", "keys": keys,
+                    "close": close}
+    }))
+}
+
+async fn an_event_that_closes_completes_or_cancels_its_work_and_fences_the_run(b: Backend) {
+    let t = TestStore::new(b, "close");
+    let s = &t.store;
+    for seq in 1..=5 {
+        t.event(seq, "s1", "x", &["pr:7"]).await;
+    }
+    // Nothing open to close: no Work is made.
+    let r = s
+        .route_decide(closing(1, &["pr:7"], "completed"))
+        .await
+        .unwrap();
+    assert_eq!(r.work_id, None);
+    assert_eq!(
+        t.rows("SELECT seq, disposition FROM routed ORDER BY seq")
+            .await,
+        ["1|unmatched:closes_nothing"]
+    );
+    // A Work with a running attempt: the close completes it and fences the run.
+    let w = s
+        .route_decide(create(2, &["pr:7"]))
+        .await
+        .unwrap()
+        .work_id
+        .unwrap();
+    let a = s.attempt_start(start(&w, 60_000)).await.unwrap();
+    let r = s
+        .route_decide(closing(3, &["pr:7"], "completed"))
+        .await
+        .unwrap();
+    assert_eq!(r.work_id.as_deref(), Some(w.as_str()));
+    assert_eq!(r.work_state.as_deref(), Some("completed"));
+    let work = s.work_get(req(json!({"id": w}))).await.unwrap().work;
+    assert_eq!(work.state, "completed");
+    is_conflict(
+        s.attempt_settle(settle(&a.execution_id, a.epoch, "completed"))
+            .await,
+    );
+    assert_eq!(
+        t.rows("SELECT seq, state FROM work_inputs ORDER BY seq")
+            .await,
+        ["2|done", "3|done"]
+    );
+    // A completed Work reopens on the next event, and a closed-unmerged one cancels it.
+    s.route_decide(create(4, &["pr:7"])).await.unwrap();
+    let r = s
+        .route_decide(closing(5, &["pr:7"], "cancelled"))
+        .await
+        .unwrap();
+    assert_eq!(r.work_state.as_deref(), Some("cancelled"));
+    // Only completed or cancelled.
+    t.event(6, "s1", "x", &["pr:8"]).await;
+    assert!(matches!(
+        s.route_decide(closing(6, &["pr:8"], "failed")).await,
+        Err(StoreError::Invalid(_))
+    ));
+    t.close();
+}
+
 on_both!(
     create_then_a_key_attaches_the_next_event_and_routing_twice_conflicts,
     decisions_in_one_write_are_recorded_whole_or_not_at_all,
@@ -1018,4 +1085,5 @@ on_both!(
     cancel_fences_the_running_attempt,
     reads_are_paged_and_bounded,
     inputs_an_attempt_consumed_while_it_ran_are_done_with_it,
+    an_event_that_closes_completes_or_cancels_its_work_and_fences_the_run,
 );

@@ -25,9 +25,11 @@ use serde_json::{json, Value};
 pub mod agent;
 pub mod badtunnel;
 pub mod feed;
+pub mod githttp;
 pub mod github;
 pub mod messages;
 pub mod pause;
+pub mod sieve;
 pub mod standins;
 
 /// How long anything here may take before a test calls it hung. Nothing measures time.
@@ -58,6 +60,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ext-feed" => feed::main_entry(),
         "ext-pause" => pause::main_entry(),
         "ext-agent" => agent::main_entry(),
+        "ext-sieve" => sieve::main_entry(),
         // What `open-conduit up` re-executes its own binary as: each daemon and each
         // bundled extension.
         "__daemon" | "extension-run" => cli::main(
@@ -73,6 +76,11 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         ),
         // The toolbelt's MCP server, as `open-conduit mcp`.
         "mcp" => cli::mcp::main(),
+        // A run's git credential helper, as `open-conduit git-credential EXT OP`.
+        "git-credential" => cli::gitcred::main(
+            args.get(1).map(String::as_str).unwrap_or_default(),
+            args.get(2).map(String::as_str).unwrap_or_default(),
+        ),
         "ext-webhook" => match oc_webhook::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
@@ -258,6 +266,8 @@ impl Suite {
                 pkg.join("open-conduit-extension.json"),
                 serde_json::to_vec_pretty(&manifest).map_err(|e| io_err(e.to_string()))?,
             )?;
+            // Its playbooks, as the package's layout ships them.
+            cli::up::write_playbooks(&pkg, &p.name, &manifest).map_err(io_err)?;
         }
         let bus = dir.join("run/bus.sock");
         let bus_listener = UnixListener::bind(&bus)?;

@@ -15,12 +15,12 @@
 //! (docs/claude-code.md).
 
 mod common;
+use common::claude::{files_containing, the_cli};
 use common::*;
 
 use oc_systest::messages::{MessagesApi, Reply, Request};
 use oc_systest::{Daemon, Package, Suite, HANG};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -28,39 +28,6 @@ use std::time::{Duration, Instant};
 
 /// The API key the bindings give claude (through `env`, or a secret).
 const API_KEY: &str = "sk-ant-test-0c0nduit-key-8f3a2b";
-
-/// The pinned CLI, or the one `OC_CLAUDE_CLI` names (to try another version).
-fn claude_cli() -> PathBuf {
-    match std::env::var_os("OC_CLAUDE_CLI") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("claude-cli/node_modules/.bin/claude"),
-    }
-}
-
-/// The installed CLI, or `None` after saying why (or a panic under
-/// `OC_REQUIRE_PEERS=1`).
-fn the_cli() -> Option<PathBuf> {
-    let cli = claude_cli();
-    let why = if !cli.exists() {
-        format!("{} is not installed", cli.display())
-    } else {
-        match std::process::Command::new(&cli).arg("--version").output() {
-            Ok(o) if o.status.success() => return Some(cli),
-            Ok(o) => format!(
-                "{} --version failed: {}",
-                cli.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-            Err(e) => format!("{} does not run: {e}", cli.display()),
-        }
-    };
-    let fix = "install Node.js and npm, then run `npm ci --prefix tests/claude-cli`";
-    if std::env::var_os("OC_REQUIRE_PEERS").is_some_and(|v| v == "1") {
-        panic!("claude_cli cannot run, and OC_REQUIRE_PEERS=1 requires it: {why} ({fix})");
-    }
-    let _ = writeln!(std::io::stderr(), "claude_cli: SKIPPED: {why} ({fix})");
-    None
-}
 
 fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + HANG * 2;
@@ -358,30 +325,6 @@ fn segments(suite: &Suite) -> Vec<Value> {
                 stack.push(p);
             } else if p.file_name().is_some_and(|n| n == "segment.json") {
                 out.push(serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap());
-            }
-        }
-    }
-    out
-}
-
-/// Everything under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            if meta.is_dir() {
-                stack.push(p);
-            } else if meta.is_file() {
-                if let Ok(bytes) = std::fs::read(&p) {
-                    if needle.is_empty() || bytes.windows(needle.len()).any(|w| w == needle) {
-                        out.push(p);
-                    }
-                }
             }
         }
     }

@@ -179,7 +179,9 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
                 .contains("post /repos/codertocat/hello-world/issues/1/comments")
         })
         .count();
-    assert_eq!(comments, 1, "one comment POST: {log:#?}");
+    // The agent's comment once (its repeated request ID made no second) and the
+    // package's status comment once (edited in place after: PATCH).
+    assert_eq!(comments, 2, "two comment POSTs: {log:#?}");
     for path in ["issues/1/labels", "/pulls"] {
         assert!(
             requests.iter().any(|l| l.to_lowercase().contains(&format!(
@@ -243,4 +245,78 @@ fn an_agent_comments_labels_and_opens_a_pull_request_through_the_toolbelt() {
         assert!(!suite.log(d).contains(TOKEN), "the token is in {d:?}'s log");
     }
     let _ = std::fs::remove_dir_all(&repos);
+}
+
+/// The agent's calls on another repository: a comment on Octo/Other#7, which a
+/// github entry of the scope `side` receives.
+const CROSS_CALLS: &str = r#"[
+ {"operation": "github.comment", "input": {"repository": "Octo/Other", "number": 7, "body": "Seen from demo."}, "request_id": "cross-{n}"}
+]"#;
+
+/// An operation on another scope's repository is refused without the configuration's
+/// authorization (`scope.authorize`: `authorization.file_scopes`), saying which field
+/// would allow it, and allowed with it: GitHub (Prism) gets the comment on Octo/Other.
+#[test]
+fn an_operation_on_another_scopes_repository_needs_the_configurations_authorization() {
+    let prism = match start_prism() {
+        Ok(p) => p,
+        Err(why) => {
+            assert!(
+                !oc_systest::github::required(),
+                "no Prism under OC_REQUIRE_PEERS=1: {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let (suite, claude) = agent_suite("github-cross");
+    let rec = suite.dir.join("claude.jsonl");
+    let mut doc = json!({
+        "connections": [github_connection(&suite, &prism.url, TOKEN)],
+        "scopes": [{
+            "id": "demo",
+            "entries": [{"type": "github", "name": "repo", "connection": "gh",
+                         "config": {"repository": REPO, "reconcile_interval_s": 0}}],
+            "routes": [{"handler": "github", "binding": "cc",
+                        "config": {"events": ["github.issue.opened"], "labels": ["agent"]}}],
+            "bindings": [{
+                "name": "cc", "executor": "claude-code", "connection": "gh",
+                "operations": ["github.comment"],
+                "config": {"binary": claude, "dir": suite.dir,
+                           "env": {"FAKE_CLAUDE_MODE": "calls", "FAKE_CLAUDE_RECORD": rec,
+                                   "FAKE_CLAUDE_CALLS": CROSS_CALLS.replace("{n}", "1"),
+                                   "CLAUDE_CONFIG_DIR": suite.dir.join("claude-config")}}
+            }]
+        }, {
+            "id": "side",
+            "entries": [{"type": "github", "name": "other", "connection": "gh",
+                         "config": {"repository": "Octo/Other", "reconcile_interval_s": 0}}]
+        }]
+    });
+    suite.apply_config(&doc, "/github/demo/repo").unwrap();
+    deliver_agent_issue(&suite, "cross-1", 1);
+    let refused = result_of(&exchange(&rec, 0), "tools/call github.comment");
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("not Octo/Other") && text.contains("authorization.file_scopes"),
+        "{text}"
+    );
+
+    // The operator authorizes demo's Work to file in side.
+    doc["scopes"][0]["authorization"] = json!({"file_scopes": ["side"]});
+    doc["scopes"][0]["bindings"][0]["config"]["env"]["FAKE_CLAUDE_CALLS"] =
+        json!(CROSS_CALLS.replace("{n}", "2"));
+    suite.apply_config(&doc, "/github/demo/repo").unwrap();
+    deliver_agent_issue(&suite, "cross-2", 2);
+    let allowed = result_of(&exchange(&rec, 1), "tools/call github.comment");
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    assert_eq!(allowed["structuredContent"]["repository"], "Octo/Other");
+    let log = prism.log.lock().unwrap().clone();
+    assert!(
+        log.iter().any(|l| l
+            .to_lowercase()
+            .contains("post /repos/octo/other/issues/7/comments")),
+        "{log:#?}"
+    );
 }

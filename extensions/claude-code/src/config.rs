@@ -9,6 +9,10 @@
 //!
 //! `handoff_share`, the removed experiment's setting, is accepted and ignored
 //! with a warning ([`ClaudeConfig::warnings`]).
+//!
+//! `secret_env` maps a variable to a secret: a name (a secret of the binding's
+//! `connection`) or `{"connection": "<name>", "secret": "<name>"}` (a secret of
+//! one of the connections the binding names, `connection` or one of `connections`).
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -93,6 +97,50 @@ pub enum ColdTurns {
     Resume,
 }
 
+/// One `secret_env` value as written: a secret of the binding's `connection`, or
+/// of a connection named with it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum RawSecret {
+    /// A secret of the binding's `connection`.
+    Name(String),
+    /// A secret of a named connection.
+    From(RawSecretFrom),
+}
+
+/// `{"connection": "<name>", "secret": "<name>"}` (strict).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecretFrom {
+    connection: String,
+    secret: String,
+}
+
+/// What a `secret_env` value may be, for its error.
+const SECRET_FORMS: &str =
+    "a secret name, or {\"connection\": \"<name>\", \"secret\": \"<name>\"} naming one of the binding's connections";
+
+/// Where one `secret_env` variable's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSource {
+    /// The connection: empty for the binding's `connection`, else a connection the
+    /// binding names (its `connection` or one of its `connections`).
+    pub connection: String,
+    /// The secret's name (a key of the connection's `secret_refs`).
+    pub secret: String,
+}
+
+impl SecretSource {
+    /// The connection it resolves from, `binding_connection` when it names none.
+    pub fn connection_or<'a>(&'a self, binding_connection: &'a str) -> &'a str {
+        if self.connection.is_empty() {
+            binding_connection
+        } else {
+            &self.connection
+        }
+    }
+}
+
 /// The config as written (strict).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,7 +163,7 @@ struct Raw {
     auto_compact_tokens: Option<u64>,
     env: Option<BTreeMap<String, String>>,
     pass_env: Option<Vec<String>>,
-    secret_env: Option<BTreeMap<String, String>>,
+    secret_env: Option<BTreeMap<String, RawSecret>>,
     extra_args: Option<Vec<String>>,
     builtin_tools: Option<Vec<String>>,
     strict_mcp: Option<bool>,
@@ -150,6 +198,9 @@ pub struct ClaudeConfig {
     pub branch: Option<String>,
     /// The workspace request's mode (`work` or `clone`; it wins over the resource's own).
     pub workspace_mode: String,
+    /// Whether the binding set `workspace_mode` (a sandboxed binding that did not gets
+    /// `clone`: see [`ClaudeConfig::mode_for`]).
+    pub workspace_mode_set: bool,
     /// The absolute folder sessions run in.
     pub dir: Option<String>,
     /// Minutes after a turn when the session is cold.
@@ -166,8 +217,8 @@ pub struct ClaudeConfig {
     pub env: BTreeMap<String, String>,
     /// This process's variables passed on.
     pub pass_env: Vec<String>,
-    /// Variables set from the binding connection's secrets.
-    pub secret_env: BTreeMap<String, String>,
+    /// Variables set from secrets of the connections the binding names.
+    pub secret_env: BTreeMap<String, SecretSource>,
     /// Extra arguments.
     pub extra_args: Vec<String>,
     /// `--tools`, when set.
@@ -183,6 +234,18 @@ pub struct ClaudeConfig {
 }
 
 impl ClaudeConfig {
+    /// The mode a workspace is requested in: `workspace_mode`, except that a sandboxed
+    /// binding that names none gets `clone`: a worktree's git directory is in the
+    /// provider's cache under the state directory, which a sandbox denies, so git in a
+    /// sandboxed worktree could not even read its branch.
+    pub fn mode_for(&self, sandboxed: bool) -> &str {
+        if sandboxed && !self.workspace_mode_set {
+            "clone"
+        } else {
+            &self.workspace_mode
+        }
+    }
+
     /// Fixed sentences about a valid config that should change.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -208,6 +271,19 @@ impl ClaudeConfig {
         let sandbox = self.env.get("IS_SANDBOX").is_some_and(|v| v == "1");
         (root && self.permission_mode == "bypassPermissions" && !sandbox)
             .then(|| ROOT_BYPASS.to_string())
+    }
+
+    /// The connection secrets `secret_env` resolves, each with its pointer into the
+    /// config (`validate` kind `executor_secrets`).
+    pub fn secret_uses(&self) -> Vec<protocol::wire::SecretUse> {
+        self.secret_env
+            .iter()
+            .map(|(var, s)| protocol::wire::SecretUse {
+                path: format!("/secret_env/{}", var.replace('~', "~0").replace('/', "~1")),
+                connection: s.connection.clone(),
+                secret: s.secret.clone(),
+            })
+            .collect()
     }
 
     /// One line saying what the config runs.
@@ -279,7 +355,7 @@ fn check_types(obj: &serde_json::Map<String, Value>) -> Result<(), ConfigError> 
                 field::<ColdTurns>(k, v, "handoff or resume")?;
             }
             "handoff_share" => {}
-            "env" | "secret_env" => {
+            "env" => {
                 let m = v
                     .as_object()
                     .ok_or_else(|| ConfigError::new(k, "must be an object of strings"))?;
@@ -287,6 +363,14 @@ fn check_types(obj: &serde_json::Map<String, Value>) -> Result<(), ConfigError> 
                     if !value.is_string() {
                         return Err(ConfigError::new(format!("{k}.{name}"), "must be a string"));
                     }
+                }
+            }
+            "secret_env" => {
+                let m = v.as_object().ok_or_else(|| {
+                    ConfigError::new(k, "must be an object of variables to secrets")
+                })?;
+                for (name, value) in m {
+                    field::<RawSecret>(&format!("{k}.{name}"), value, SECRET_FORMS)?;
                 }
             }
             "pass_env" | "extra_args" | "builtin_tools" | "models" => {
@@ -356,6 +440,7 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
         .status_schema
         .unwrap_or_else(|| DEFAULT_STATUS_SCHEMA.to_string());
     nonempty("status_schema", &status_schema)?;
+    let workspace_mode_set = raw.workspace_mode.is_some();
     let workspace_mode = raw.workspace_mode.unwrap_or_else(|| "work".to_string());
     if workspace_mode != "work" && workspace_mode != "clone" {
         return Err(ConfigError::new("workspace_mode", "must be work or clone"));
@@ -379,10 +464,30 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
     for (i, name) in pass_env.iter().enumerate() {
         var_name(&format!("pass_env[{i}]"), name)?;
     }
-    let secret_env = raw.secret_env.unwrap_or_default();
-    for (name, secret) in &secret_env {
-        var_name("secret_env", name)?;
-        nonempty(&format!("secret_env.{name}"), secret)?;
+    let mut secret_env = BTreeMap::new();
+    for (name, raw) in raw.secret_env.unwrap_or_default() {
+        var_name("secret_env", &name)?;
+        let at = format!("secret_env.{name}");
+        let source = match raw {
+            RawSecret::Name(secret) => SecretSource {
+                connection: String::new(),
+                secret,
+            },
+            RawSecret::From(f) => {
+                if f.connection.trim().is_empty() || f.connection.contains('\0') {
+                    return Err(ConfigError::new(
+                        at,
+                        "must name a connection (or be a plain secret name for the binding's connection)",
+                    ));
+                }
+                SecretSource {
+                    connection: f.connection,
+                    secret: f.secret,
+                }
+            }
+        };
+        nonempty(&at, &source.secret)?;
+        secret_env.insert(name, source);
     }
     let extra_args = raw.extra_args.unwrap_or_default();
     for (i, a) in extra_args.iter().enumerate() {
@@ -415,6 +520,7 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
         status_schema,
         branch: raw.branch,
         workspace_mode,
+        workspace_mode_set,
         dir: raw.dir,
         handoff_minutes: raw.handoff_minutes.unwrap_or(DEFAULT_HANDOFF_MINUTES),
         cold_turns: raw.cold_turns.unwrap_or_default(),
@@ -497,6 +603,57 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_comes_from_the_binding_connection_or_a_named_one() {
+        let c = parse(&json!({"secret_env": {
+            "GH_TOKEN": "token",
+            "ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_key"}}}))
+        .unwrap();
+        assert_eq!(
+            c.secret_env["GH_TOKEN"],
+            SecretSource {
+                connection: String::new(),
+                secret: "token".into()
+            }
+        );
+        assert_eq!(c.secret_env["GH_TOKEN"].connection_or("gh"), "gh");
+        let key = &c.secret_env["ANTHROPIC_API_KEY"];
+        assert_eq!(
+            (key.connection.as_str(), key.secret.as_str()),
+            ("anthropic", "api_key")
+        );
+        assert_eq!(key.connection_or("gh"), "anthropic");
+        let uses = c.secret_uses();
+        assert_eq!(uses.len(), 2);
+        assert_eq!(uses[0].path, "/secret_env/ANTHROPIC_API_KEY");
+        assert_eq!(
+            (uses[0].connection.as_str(), uses[0].secret.as_str()),
+            ("anthropic", "api_key")
+        );
+        assert_eq!(uses[1].path, "/secret_env/GH_TOKEN");
+        assert_eq!(uses[1].connection, "");
+        // Each malformed value is refused at its variable's pointer.
+        for bad in [
+            json!({"K": {"connection": "a"}}),
+            json!({"K": {"connection": "a", "secret": "s", "extra": 1}}),
+            json!({"K": {"connection": "", "secret": "s"}}),
+            json!({"K": {"connection": "a", "secret": ""}}),
+            json!({"K": {"connection": 1, "secret": "s"}}),
+            json!({"K": ""}),
+            json!({"K": 3}),
+            json!({"K": ["a"]}),
+        ] {
+            let e = parse(&json!({ "secret_env": bad })).unwrap_err();
+            assert_eq!(e.pointer(), "/secret_env/K", "{bad}: {e}");
+        }
+        let e = parse(&json!({"secret_env": {"K": {"secret": "s"}}})).unwrap_err();
+        assert!(e.reason.contains("{\"connection\""), "{e}");
+        let e = parse(&json!({"secret_env": ["K"]})).unwrap_err();
+        assert_eq!(e.pointer(), "/secret_env");
+        let e = parse(&json!({"secret_env": {"1K": "s"}})).unwrap_err();
+        assert_eq!(e.pointer(), "/secret_env");
+    }
+
+    #[test]
     fn the_removed_setting_warns() {
         let c = parse(&json!({"handoff_share": 0.5, "extra_args": ["--tools", "Bash"]})).unwrap();
         assert_eq!(c.warnings().len(), 1);
@@ -509,5 +666,13 @@ mod tests {
         assert_eq!(c.model_for(&json!({"model": "haiku"})), "haiku");
         assert_eq!(c.model_for(&json!({"model": "other"})), "opus");
         assert_eq!(c.model_for(&Value::Null), "opus");
+    }
+    #[test]
+    fn a_sandboxed_binding_without_a_mode_gets_a_clone() {
+        let unset = parse(&json!({})).unwrap();
+        assert_eq!(unset.mode_for(false), "work");
+        assert_eq!(unset.mode_for(true), "clone");
+        let set = parse(&json!({"workspace_mode": "work"})).unwrap();
+        assert_eq!(set.mode_for(true), "work", "the binding's own choice wins");
     }
 }

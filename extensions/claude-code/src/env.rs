@@ -133,20 +133,19 @@ pub fn build(
             cfg.auto_compact_tokens.to_string(),
         );
     }
-    // 2. The provider layer (the workspace's `GIT_*`; never `OS_*`).
-    for (k, v) in provider {
-        if valid(k, v) && !k.to_ascii_uppercase().starts_with("OS_") {
-            env.insert(k.clone(), v.clone());
-        }
-    }
-    // 3. The run layer.
-    let mut run_layer = false;
-    for (k, v) in &req.env {
-        if valid(k, v) && !k.to_ascii_uppercase().starts_with("OS_") {
-            env.insert(k.clone(), v.clone());
-            run_layer = true;
-        }
-    }
+    // 2. The provider layer (the workspace's `GIT_*`; never `OS_*`), then 3. the run
+    // layer (the extensions' `run.environment`): later wins, git's `GIT_CONFIG_*`
+    // pairs are appended.
+    let layer = |l: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        l.iter()
+            .filter(|(k, v)| valid(k, v) && !k.to_ascii_uppercase().starts_with("OS_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    protocol::wire::apply_env(&mut env, &layer(provider));
+    let run = layer(&req.env);
+    let run_layer = !run.is_empty();
+    protocol::wire::apply_env(&mut env, &run);
     if run_layer {
         if let Some(t) = toolbelt {
             env.insert("OS_ENDPOINT".into(), t.endpoint.clone());

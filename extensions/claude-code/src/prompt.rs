@@ -1,17 +1,39 @@
 //! The turn's prompt: the playbook skill and arguments, the body of its shape
 //! (a session's first turn, another turn, a handoff to a fresh session), the
-//! inputs rendered by the default renderer, and the stream-json user messages
-//! written to claude's stdin (the prompt, and each injected Event).
+//! inputs, and the stream-json user messages written to claude's stdin (the
+//! prompt, and each injected Event).
 //!
-//! The default renderer knows no service schema: it shows each Event's type,
-//! the common payload fields and the body or text.
+//! Each input is shown as the extension owning its family renders it
+//! (`event.render_owned`, [`owned_renderings`]: a review with its comments and their
+//! diff hunks), or, when it has no rendering, by the default renderer,
+//! which knows no service schema: each Event's type, the common payload fields and
+//! the body or text. The inputs together take at most [`MAX_INPUTS_BYTES`]; past it
+//! the prompt says what was cut. An injected Event is rendered by the default
+//! renderer.
 
-use protocol::wire::{Event, Work};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use protocol::wire::{
+    Event, EventRenderOwnedParams, RenderedEvent, RunRequest, Work, MAX_RENDERED_BYTES,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// The most bytes of one Event's body or text the renderer shows.
 pub const MAX_BODY_BYTES: usize = 20_000;
+/// The most bytes a turn's rendered inputs take together (64 KiB); past it the
+/// prompt says what was cut.
+pub const MAX_INPUTS_BYTES: usize = 64 * 1024;
+/// The most inputs asked of `event.render_owned` (its limit); the rest are rendered
+/// by the default renderer.
+pub const MAX_OWNED_EVENTS: usize = 100;
+/// How long a turn's start waits for the owners' renderings; past it every input
+/// is rendered by the default renderer.
+pub const RENDER_WAIT: Duration = Duration::from_secs(15);
+
+/// The renderings the Events' owners gave (`event.render_owned`), by Event ID.
+pub type Renderings = HashMap<String, RenderedEvent>;
 /// What an injected Event's message carries so its echo can be told apart.
 pub const EVENT_MARK: &str = "<!-- open-conduit event ";
 const MARK_END: &str = " -->";
@@ -113,16 +135,99 @@ pub fn render_event(e: &Event) -> String {
     out
 }
 
-/// The inputs, in acceptance order.
-pub fn render_inputs(inputs: &[Event]) -> String {
+/// One input: its owner's rendering under its type, or the default rendering.
+fn render_input(e: &Event, rendered: &Renderings) -> String {
+    match rendered.get(&e.id).filter(|r| !r.text.is_empty()) {
+        Some(r) => {
+            let mut out = format!("### {}\n\n{}\n", e.event_type, r.text.trim_end());
+            if r.truncated {
+                out.push_str("\n(this rendering was cut to its bound)\n");
+            }
+            out
+        }
+        None => render_event(e),
+    }
+}
+
+/// The inputs, in acceptance order, each as [`render_input`] shows it, at most
+/// [`MAX_INPUTS_BYTES`] together: the input that does not fit is shown in part, the
+/// later ones not at all, and a last line says so.
+pub fn render_inputs(inputs: &[Event], rendered: &Renderings) -> String {
     if inputs.is_empty() {
         return "(nothing new)\n".to_string();
     }
-    inputs
-        .iter()
-        .map(render_event)
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut out = String::new();
+    for (i, e) in inputs.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "\n" };
+        let block = render_input(e, rendered);
+        if out.len() + sep.len() + block.len() <= MAX_INPUTS_BYTES {
+            out.push_str(sep);
+            out.push_str(&block);
+            continue;
+        }
+        let room = MAX_INPUTS_BYTES.saturating_sub(out.len() + sep.len());
+        let part = clip(&block, room);
+        let later = inputs.len() - i - 1;
+        let more = |n: usize| match n {
+            1 => "1 more input is not shown".to_string(),
+            n => format!("{n} more inputs are not shown"),
+        };
+        let what = if part.is_empty() {
+            more(later + 1)
+        } else {
+            out.push_str(sep);
+            out.push_str(part);
+            format!("the input above is shown in part, and {}", more(later))
+        };
+        out.push_str(&format!(
+            "\n\n[cut: the inputs are shown in at most {MAX_INPUTS_BYTES} bytes; {what}]\n"
+        ));
+        break;
+    }
+    out
+}
+
+/// The renderings of `req`'s inputs by the extensions owning their families
+/// (`event.render_owned` with the Work and the binding's connection; the host reads
+/// the Events again by ID). Empty when the host answers anything else or not within
+/// [`RENDER_WAIT`]: every input then gets the default rendering.
+pub async fn owned_renderings(host: &sdk::Host, req: &RunRequest) -> Renderings {
+    if req.inputs.is_empty() {
+        return Renderings::new();
+    }
+    let params = EventRenderOwnedParams {
+        events: req
+            .inputs
+            .iter()
+            .take(MAX_OWNED_EVENTS)
+            .map(|e| Event {
+                id: e.id.clone(),
+                event_type: e.event_type.clone(),
+                scope_id: e.scope_id.clone(),
+                ..Event::default()
+            })
+            .collect(),
+        work_id: req.work.id.clone(),
+        connection: req.binding.connection.clone(),
+        max_bytes: u32::try_from(MAX_RENDERED_BYTES).unwrap_or(u32::MAX),
+    };
+    let why = match tokio::time::timeout(RENDER_WAIT, host.call_typed(&params)).await {
+        Ok(Ok(r)) => {
+            return r
+                .events
+                .into_iter()
+                .filter(|e| !e.text.is_empty())
+                .map(|e| (e.id.clone(), e))
+                .collect()
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {RENDER_WAIT:?}"),
+    };
+    eprintln!(
+        "claude-code: work {}: event.render_owned: {why}; the inputs get the default rendering",
+        req.work.id
+    );
+    Renderings::new()
 }
 
 /// The whole prompt of a turn.
@@ -132,6 +237,7 @@ pub fn prompt(
     shape: Shape,
     note: &str,
     inputs: &[Event],
+    rendered: &Renderings,
 ) -> String {
     let args = match shape {
         Shape::First => args.to_string(),
@@ -143,7 +249,7 @@ pub fn prompt(
         Some(p) => format!("/open-conduit:{p} {args}").trim_end().to_string(),
         None => args,
     };
-    let rendered = render_inputs(inputs);
+    let rendered = render_inputs(inputs, rendered);
     let body = match shape {
         Shape::First => format!("## Already waiting\n\n{rendered}"),
         Shape::Events => format!("## Since your last turn\n\n{rendered}"),
@@ -233,15 +339,79 @@ mod tests {
             Shape::First,
             "",
             std::slice::from_ref(&e),
+            &Renderings::new(),
         );
         assert!(p.starts_with("/open-conduit:work 7\n\n## Already waiting\n\n### tracker.comment\nauthor: ann\nnumber: 7\nurl: https://x/7\n\nplease fix"), "{p}");
-        let p = prompt(None, "7", Shape::Events, "", &[]);
+        let p = prompt(None, "7", Shape::Events, "", &[], &Renderings::new());
         assert!(p.starts_with("7 events\n\n## Since your last turn"), "{p}");
-        let p = prompt(None, "7", Shape::Handoff, "the note", &[]);
+        let p = prompt(
+            None,
+            "7",
+            Shape::Handoff,
+            "the note",
+            &[],
+            &Renderings::new(),
+        );
         assert!(p.starts_with("7 handoff\n\n## Handoff from your last session\n\nthe note\n\n## Since your last turn"), "{p}");
         let t = inject_text(&e);
         assert!(t.starts_with("## Arrived during this turn"));
         assert_eq!(marked_ids(&t), ["ev-1"]);
         assert!(marked_ids("nothing").is_empty());
+    }
+
+    fn comment(id: &str, body: &str) -> Event {
+        Event {
+            id: id.into(),
+            event_type: "tracker.comment".into(),
+            payload: Payload {
+                schema: "x.v1".into(),
+                data: json!({"author": "ann", "body": body}),
+            },
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn an_owner_rendering_replaces_the_default_one() {
+        let inputs = [comment("ev-1", "generic"), comment("ev-2", "also generic")];
+        let rendered = Renderings::from([(
+            "ev-1".to_string(),
+            RenderedEvent {
+                id: "ev-1".into(),
+                text: "**ann** asked for changes\n```diff\n+x\n```".into(),
+                truncated: true,
+                rendered_by: "tracker".into(),
+            },
+        )]);
+        let text = render_inputs(&inputs, &rendered);
+        assert!(
+            text.starts_with("### tracker.comment\n\n**ann** asked for changes\n```diff\n+x\n```\n\n(this rendering was cut to its bound)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("\ngeneric\n"), "{text}");
+        // The one without a rendering keeps the default one.
+        assert!(
+            text.ends_with("### tracker.comment\nauthor: ann\n\nalso generic\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_inputs_are_bounded_together_and_the_cut_is_said() {
+        // Each body is cut to MAX_BODY_BYTES (20 kB) by the default renderer.
+        let body = "é".repeat(15_000);
+        let inputs: Vec<Event> = (0..5).map(|i| comment(&format!("ev-{i}"), &body)).collect();
+        let text = render_inputs(&inputs, &Renderings::new());
+        let (shown, note) = text.split_once("\n\n[cut: ").unwrap();
+        assert!(shown.len() <= MAX_INPUTS_BYTES, "{}", shown.len());
+        // Three whole inputs fit; the fourth is shown in part.
+        assert_eq!(shown.matches("### tracker.comment").count(), 4);
+        assert_eq!(
+            note,
+            format!("the inputs are shown in at most {MAX_INPUTS_BYTES} bytes; the input above is shown in part, and 1 more input is not shown]\n")
+        );
+        // Under the bound nothing is cut.
+        let small = render_inputs(&inputs[..3], &Renderings::new());
+        assert!(!small.contains("[cut:"));
     }
 }

@@ -126,6 +126,15 @@ struct Host {
     kv: Mutex<HashMap<String, (Value, u64)>>,
     kv_commits: AtomicUsize,
     next: AtomicUsize,
+    /// `event.render_owned`: the renderings it answers, by Event ID (text,
+    /// truncated); while empty it answers method-not-found, as a host without it.
+    renderings: Mutex<HashMap<String, (String, bool)>>,
+    /// The `event.render_owned` requests, in order.
+    render_requests: Mutex<Vec<Value>>,
+    /// `secret.resolve`'s answers: (connection, secret) → value.
+    secrets: Mutex<HashMap<(String, String), String>>,
+    /// `secret.resolve` calls, in order.
+    resolves: Mutex<Vec<Value>>,
 }
 
 impl Host {
@@ -204,6 +213,27 @@ async fn serve_host(h: Arc<Host>, request: Request) -> Result<Value, RpcError> {
             h.kv_commits.fetch_add(1, Ordering::SeqCst);
             Ok(json!({}))
         }
+        "event.render_owned" => {
+            let renderings = h.renderings.lock().unwrap().clone();
+            if renderings.is_empty() {
+                return Err(RpcError::method_not_found("event.render_owned"));
+            }
+            h.render_requests.lock().unwrap().push(p.clone());
+            let events: Vec<Value> = p["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let id = e["id"].as_str().unwrap();
+                    match renderings.get(id) {
+                        Some((text, cut)) => json!({"id": id, "text": text, "truncated": cut,
+                                                   "rendered_by": "tracker"}),
+                        None => json!({ "id": id }),
+                    }
+                })
+                .collect();
+            Ok(json!({ "events": events }))
+        }
         "artifact.create" => {
             let id = format!("art-{}", h.next.fetch_add(1, Ordering::SeqCst));
             h.artifacts.lock().unwrap().insert(
@@ -218,6 +248,23 @@ async fn serve_host(h: Arc<Host>, request: Request) -> Result<Value, RpcError> {
             let a = all.get_mut(&w.artifact_id).unwrap();
             a.1.extend_from_slice(&w.data);
             Ok(json!({"size": a.1.len()}))
+        }
+        "secret.resolve" => {
+            h.resolves.lock().unwrap().push(p.clone());
+            let connection = p["connection"].as_str().unwrap_or("");
+            let known = h.secrets.lock().unwrap();
+            let mut values = serde_json::Map::new();
+            for name in p["names"].as_array().cloned().unwrap_or_default() {
+                let name = name.as_str().unwrap_or("").to_string();
+                let Some(v) = known.get(&(connection.to_string(), name.clone())) else {
+                    return Err(RpcError::new(
+                        protocol::Code::NotFound,
+                        format!("connection {connection:?} has no secret {name:?} (test)"),
+                    ));
+                };
+                values.insert(name, json!(v));
+            }
+            Ok(json!({ "values": values }))
         }
         "artifact.commit" => {
             let id = p["artifact_id"].as_str().unwrap().to_string();
@@ -721,6 +768,76 @@ async fn resumed_and_fresh_sessions_report_per_turn_usage() {
     assert_ne!(other, session);
 }
 
+#[tokio::test]
+async fn the_prompt_shows_the_inputs_as_their_owners_render_them() {
+    let s = Scratch::new("render");
+    let h = Arc::new(Host::default());
+    let review =
+        "**ann** requested changes\n\n```diff\n@@ -1 +1 @@\n-slow()\n+fast()\n```\n> use the cache";
+    h.renderings.lock().unwrap().extend([
+        ("ex-r-in".to_string(), (review.to_string(), false)),
+        (
+            "ev-wake-r".to_string(),
+            ("**bob** approved".to_string(), true),
+        ),
+    ]);
+    let ext = Ext::start(&h, &s).await;
+    let config = s.config(json!({"auto_compact_tokens": 0}));
+    let mut req = request("ex-r", 1, "w-r", &config);
+    req["binding"]["connection"] = json!("gh-main");
+    req["inputs"]
+        .as_array_mut()
+        .unwrap()
+        .push(event("ex-r-plain", "no owner renders this one"));
+    let r = ext.turn(req).await;
+    assert_eq!(r.outcome, Outcome::Handoff, "{r:?}");
+    let launch = &s.launches()[0];
+    let session = arg_after(&launch["argv"], "--session-id").unwrap();
+    let cwd = launch["cwd"].as_str().unwrap().to_string();
+    // The owner's rendering under the Event's type; the other keeps the default one.
+    let p = first_prompt(&s, &cwd, &session);
+    assert!(
+        p.starts_with(&format!(
+            "42\n\n## Already waiting\n\n### tracker.comment\n\n{review}\n\n### tracker.comment\nauthor: ann\n"
+        )),
+        "{p}"
+    );
+    assert!(p.ends_with("\nno owner renders this one\n"), "{p}");
+    assert!(!p.contains("please make it faster"), "{p}");
+    // The host was asked once, with the Work, the binding's connection, the bound
+    // and the Events by ID (their payloads stay with the host).
+    let asked = h.render_requests.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["work_id"], "w-r");
+    assert_eq!(asked[0]["connection"], "gh-main");
+    assert_eq!(asked[0]["max_bytes"], 32 * 1024);
+    let ids: Vec<&str> = asked[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ex-r-in", "ex-r-plain"]);
+    assert_eq!(asked[0]["events"][0]["payload"], json!({}), "{asked:?}");
+
+    // A wake's prompt shows its inputs the same way, saying when one was cut.
+    ext.call(
+        "executor.resume",
+        json!({"executor": "claude-code", "execution_id": "ex-r", "epoch": 2,
+               "inputs": [event("ev-wake-r", "generic text of the wake")]}),
+    )
+    .await
+    .unwrap();
+    ext.wait("ex-r").await;
+    let texts = prompts(&s, &cwd, &session);
+    assert!(
+        texts[1].ends_with("## Since your last turn\n\n### tracker.comment\n\n**bob** approved\n\n(this rendering was cut to its bound)\n"),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(h.render_requests.lock().unwrap().len(), 2);
+}
+
 fn make_cold(h: &Host, work: &str) {
     let mut c = h.continuity(work);
     c["last_turn_end_ms"] = json!(protocol::time::now_ms() - 56 * 60_000);
@@ -1168,6 +1285,132 @@ async fn failures_an_interrupt_and_a_missing_binary() {
         .unwrap();
     assert!(v.get("diagnostics").is_none());
     assert!(v["warnings"][0].as_str().unwrap().contains("handoff_share"));
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() {
+            out.extend(files_containing(&path, needle));
+        } else if kind.is_file() {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// `secret_env` takes each secret from its own connection: the model's key from a
+/// second connection the binding names (`connections`) while its `connection` is a
+/// GitHub one, each connection through its own `secret.resolve`. The values reach
+/// claude's environment and no argument or file of the run; a connection the binding
+/// does not name is refused before anything is resolved or started.
+#[tokio::test]
+async fn secret_env_takes_each_secret_from_its_own_connection() {
+    let s = Scratch::new("secrets");
+    let h = Arc::new(Host::default());
+    {
+        let mut known = h.secrets.lock().unwrap();
+        known.insert(
+            ("gh-bot".into(), "token".into()),
+            "ghs-from-the-github-connection".into(),
+        );
+        known.insert(
+            ("anthropic".into(), "api_key".into()),
+            "sk-ant-from-its-own-connection".into(),
+        );
+    }
+    let ext = Ext::start(&h, &s).await;
+    let config = s.config(json!({"secret_env": {
+        "ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_key"},
+        "GH_TOKEN": "token"}}));
+    // What config check asks the executor: the secrets this config resolves.
+    let v = ext
+        .call(
+            "validate",
+            json!({"kind": "executor_secrets", "type": "claude-code", "config": config}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        v["secrets"],
+        json!([
+            {"path": "/secret_env/ANTHROPIC_API_KEY", "connection": "anthropic", "secret": "api_key"},
+            {"path": "/secret_env/GH_TOKEN", "secret": "token"}
+        ])
+    );
+    let mut req = request("ex-sec", 1, "w-sec", &config);
+    req["binding"]["connection"] = json!("gh-bot");
+    req["binding"]["connections"] = json!(["anthropic"]);
+    let r = ext.turn(req).await;
+    assert_ne!(r.outcome, Outcome::Failed, "{r:?}");
+    let launches = s.launches();
+    assert_eq!(launches.len(), 1);
+    let env = &launches[0]["env"];
+    assert_eq!(env["ANTHROPIC_API_KEY"], "sk-ant-from-its-own-connection");
+    assert_eq!(env["GH_TOKEN"], "ghs-from-the-github-connection");
+    // One call per connection, each asking only its own secrets.
+    let resolves = h.resolves.lock().unwrap().clone();
+    assert_eq!(
+        resolves,
+        vec![
+            json!({"scope_id": "scope-a", "connection": "anthropic", "names": ["api_key"]}),
+            json!({"scope_id": "scope-a", "connection": "gh-bot", "names": ["token"]}),
+        ]
+    );
+    for value in [
+        "sk-ant-from-its-own-connection",
+        "ghs-from-the-github-connection",
+    ] {
+        assert!(
+            !launches[0]["argv"].to_string().contains(value),
+            "{value} in argv"
+        );
+        assert_eq!(
+            files_containing(&s.state(), value.as_bytes()),
+            Vec::<PathBuf>::new(),
+            "{value} written under the state directory"
+        );
+    }
+
+    // A connection the binding does not name: refused, nothing resolved or started.
+    let stray = s.config(json!({"secret_env": {
+        "ANTHROPIC_API_KEY": {"connection": "someone-else", "secret": "api_key"}}}));
+    let mut req = request("ex-stray", 1, "w-stray", &stray);
+    req["binding"]["connection"] = json!("gh-bot");
+    req["binding"]["connections"] = json!(["anthropic"]);
+    let r = ext.turn(req).await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.starts_with(
+            "invalid_config: secret_env.ANTHROPIC_API_KEY names the connection \"someone-else\", which the binding does not name"
+        ),
+        "{}",
+        r.error
+    );
+    assert_eq!(r.data.unwrap().data["reason"], "invalid_config");
+    assert_eq!(h.resolves.lock().unwrap().len(), 2);
+    assert_eq!(s.launches().len(), 1);
+    // A secret its connection lacks fails the turn naming it, never a value.
+    let missing = s.config(json!({"secret_env": {
+        "ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_kye"}}}));
+    let mut req = request("ex-miss", 1, "w-miss", &missing);
+    req["binding"]["connection"] = json!("gh-bot");
+    req["binding"]["connections"] = json!(["anthropic"]);
+    let r = ext.turn(req).await;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(
+        r.error.contains("connection \"anthropic\"") && r.error.contains("api_kye"),
+        "{}",
+        r.error
+    );
+    assert_eq!(r.data.unwrap().data["reason"], "secret_unavailable");
+    assert_eq!(s.launches().len(), 1);
 }
 
 #[tokio::test]

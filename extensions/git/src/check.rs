@@ -1,7 +1,10 @@
 //! The doctor check `repositories` (`check.run`): every repository a binding's `git`
 //! resource names is asked for its branches (`git ls-remote --heads`, bounded, never
-//! prompting), and the free space under the resource directory is held against the
-//! configs' `min_free_mb`. Read-only: it makes no cache, no directory and no note.
+//! prompting), with the credential the provider fetches it with (the resource's
+//! `connection` secret, resolved through the host for the first binding's scope, as
+//! an acquisition does), and the free space under the resource directory is held
+//! against the configs' `min_free_mb`. Read-only: it makes no cache, no directory and
+//! no note.
 
 use crate::config::{self, Config};
 use crate::git::{self, Cause, Git};
@@ -27,6 +30,10 @@ const AT_ONCE: usize = 8;
 struct Target {
     cfg: Config,
     bindings: Vec<String>,
+    /// The scope of the first binding naming it (where its credential resolves).
+    scope_id: String,
+    /// Its credential's password, or why it could not be resolved.
+    password: Option<Result<String, String>>,
 }
 
 /// What asking one repository gave.
@@ -42,7 +49,7 @@ fn status(failed: bool) -> String {
 
 impl Provider {
     /// `check.run`.
-    pub async fn check(&self, p: &CheckRunParams) -> CheckRunResult {
+    pub async fn check(&self, host: Option<&sdk::Host>, p: &CheckRunParams) -> CheckRunResult {
         if p.check != CHECK {
             return CheckRunResult {
                 status: "warn".into(),
@@ -77,6 +84,8 @@ impl Provider {
                             .or_insert_with(|| Target {
                                 cfg,
                                 bindings: Vec::new(),
+                                scope_id: scope.id.clone(),
+                                password: None,
                             })
                             .bindings
                             .push(name);
@@ -85,7 +94,21 @@ impl Provider {
                 }
             }
         }
-        let answers = ask_all(targets.into_values().collect()).await;
+        let mut targets: Vec<Target> = targets.into_values().collect();
+        for t in &mut targets {
+            if let Some(c) = &t.cfg.credential {
+                let got = crate::provider::resolve_credential(
+                    host,
+                    &t.scope_id,
+                    c,
+                    &t.cfg.source.display,
+                )
+                .await
+                .map_err(|e| e.message);
+                t.password = Some(got);
+            }
+        }
+        let answers = ask_all(targets).await;
         let root = self.root();
         let disk = disk(&root, floor.unwrap_or(config::DEFAULT_MIN_FREE_MB));
         summarise(&answers, &invalid, &disk)
@@ -116,8 +139,19 @@ async fn ask_all(targets: Vec<Target>) -> Vec<Answer> {
 /// `git ls-remote --heads <repository>`: the number of branches, or why not.
 async fn ask(target: Target) -> Answer {
     let cfg = &target.cfg;
-    let git = Git::new(cfg.timeout.min(LS_REMOTE_BOUND), BTreeMap::new(), None);
+    let mut git = Git::new(cfg.timeout.min(LS_REMOTE_BOUND), BTreeMap::new(), None);
     let display = cfg.source.display.clone();
+    match (&cfg.credential, &target.password) {
+        (Some(c), Some(Ok(password))) => git = git.with_credential(&c.username, password),
+        (Some(_), Some(Err(why))) => {
+            return Answer {
+                display,
+                bindings: target.bindings,
+                result: Err(why.clone()),
+            }
+        }
+        _ => {}
+    }
     let result = match git
         .run(
             &Repo::none(),

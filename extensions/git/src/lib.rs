@@ -78,9 +78,9 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
             let pr = validate.clone();
             async move { Ok(pr.validate(&p)) }
         })
-        .on::<CheckRunParams, _, _>(move |_ctx, p| {
+        .on::<CheckRunParams, _, _>(move |ctx, p| {
             let pr = check.clone();
-            async move { Ok(pr.check(&p).await) }
+            async move { Ok(pr.check(Some(&ctx.host), &p).await) }
         })
         .on_initialize(move |params| init.record_initialize(params));
     if let Some(e) = ext.errors().first() {

@@ -870,7 +870,7 @@ fn check_disk(root: &Path, min_free_mb: u64) -> Result<(), RpcError> {
 /// The password of `credential`: its connection's secret, through the host's
 /// `secret.resolve` (the connection must be one the configuration binds to this
 /// package: a binding's resource config naming it).
-async fn resolve_credential(
+pub(crate) async fn resolve_credential(
     host: Option<&sdk::Host>,
     scope_id: &str,
     credential: &config::Credential,

@@ -335,6 +335,37 @@ impl Client {
         blocking(move || this.pages_blocking(&path, Some(field), max_pages)).await
     }
 
+    /// The login the client acts as: a token's user (`GET /user`), or an App's
+    /// bot user, `<slug>[bot]` (the slug from `GET /app`, asked with a fresh JWT).
+    pub async fn acting_login(&self) -> Result<String, ApiError> {
+        let this = self.clone();
+        blocking(move || this.acting_login_blocking()).await
+    }
+
+    fn acting_login_blocking(&self) -> Result<String, ApiError> {
+        let (path, field, suffix, body) = match &self.inner.credentials {
+            Credentials::Token(_) => (
+                "/user",
+                "login",
+                "",
+                self.send("GET", "/user", None, true)?.body,
+            ),
+            Credentials::App(app) => {
+                let jwt = app.jwt(protocol::time::now_ms() / 1000)?;
+                let url = self.url_of("/app")?;
+                let page = self.send_with("GET", &url, None, Some(format!("Bearer {jwt}")))?;
+                ("/app", "slug", "[bot]", page.body)
+            }
+        };
+        body[field]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("{s}{suffix}"))
+            .ok_or_else(|| {
+                ApiError::new(Code::Unavailable, format!("GET {path} answered no {field}"))
+            })
+    }
+
     /// [`Client::get_all`], blocking.
     pub fn get_all_blocking(
         &self,
@@ -442,6 +473,63 @@ impl Client {
             })?;
         *lock(&self.inner.app_token) = Some((token.to_string(), expires));
         Ok(token.to_string())
+    }
+
+    /// A fresh installation token limited to `repositories` (names in the
+    /// installation's account) and `permissions`, bought with a fresh JWT and never
+    /// cached here: the token and when it expires (ms since the epoch). A run's own
+    /// git gets one ([`crate::credential`]).
+    pub fn scoped_installation_token(
+        &self,
+        app: &AppCredentials,
+        repositories: &[String],
+        permissions: &Value,
+    ) -> Result<(String, i64), ApiError> {
+        let jwt = app.jwt(protocol::time::now_ms() / 1000)?;
+        let path = format!("/app/installations/{}/access_tokens", app.installation_id);
+        let url = self.url_of(&path)?;
+        let body = json!({"repositories": repositories, "permissions": permissions});
+        let page = self.send_with("POST", &url, Some(&body), Some(format!("Bearer {jwt}")))?;
+        let token = page.body["token"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::new(Code::Unavailable, format!("POST {path} answered no token"))
+            })?;
+        let expires = page.body["expires_at"]
+            .as_str()
+            .and_then(protocol::time::parse_rfc3339_ms)
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::Unavailable,
+                    format!("POST {path} answered no RFC 3339 expires_at"),
+                )
+            })?;
+        Ok((token.to_string(), expires))
+    }
+
+    /// Revoke an installation token (`DELETE /installation/token`, authenticated by
+    /// that token itself).
+    pub fn revoke_installation_token(&self, token: &str) -> Result<(), ApiError> {
+        let url = self.url_of("/installation/token")?;
+        self.send_with("DELETE", &url, None, Some(format!("Bearer {token}")))
+            .map(|_| ())
+    }
+
+    /// The App's credentials, when the client acts as an App installation.
+    pub fn app(&self) -> Option<Arc<AppCredentials>> {
+        match &self.inner.credentials {
+            Credentials::App(app) => Some(app.clone()),
+            Credentials::Token(_) => None,
+        }
+    }
+
+    /// The connection's token, when the client acts by token.
+    pub fn token(&self) -> Option<&str> {
+        match &self.inner.credentials {
+            Credentials::Token(t) => Some(t),
+            Credentials::App(_) => None,
+        }
     }
 
     fn send(
@@ -754,7 +842,7 @@ pub fn next_link(link: &str) -> Option<String> {
     })
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {

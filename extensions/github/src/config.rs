@@ -9,7 +9,7 @@
 //!
 //! `repository` is required; `path` defaults to `/github/<scope_id>/<entry>` and
 //! must stay under `/github`; `events` (the GitHub event names to accept)
-//! defaults to all five. `reconcile_interval_s` (default
+//! defaults to all seven. `reconcile_interval_s` (default
 //! [`DEFAULT_RECONCILE_INTERVAL_S`], 0 turns it off) is how often the webhook's
 //! recent deliveries are read back for the ones that failed ([`crate::reconcile`]);
 //! `manage_webhook` (default false) makes the `github.webhooks` task keep the
@@ -71,7 +71,9 @@ impl ParsedConfig {
     /// What the entry sets up, in one line.
     pub fn describe(&self) -> String {
         let events = match &self.events {
-            None => "issues, issue_comment, pull_request, pull_request_review and check_run".into(),
+            None => "issues, issue_comment, pull_request, pull_request_review, \
+                     pull_request_review_comment, check_run and check_suite"
+                .into(),
             Some(list) => list
                 .iter()
                 .map(|f| f.github_event())
@@ -159,7 +161,8 @@ impl EntryConfig {
                             "events",
                             format!(
                                 "`{name}` is not an event this extension handles (issues, \
-                                 issue_comment, pull_request, pull_request_review, check_run)"
+                                 issue_comment, pull_request, pull_request_review, \
+                                 pull_request_review_comment, check_run, check_suite)"
                             ),
                         ));
                     };
@@ -206,12 +209,12 @@ impl EntryConfig {
         })
     }
 
-    /// The GitHub events the entry takes, in manifest order (all five when its
-    /// config names none).
+    /// The GitHub events the entry takes, in manifest order (all seven when its
+    /// config names none; `github.wait` is fed by no webhook event).
     pub fn github_events(&self) -> Vec<&'static str> {
         Family::ALL
             .into_iter()
-            .filter(|f| self.accepts(*f))
+            .filter(|f| !f.github_event().is_empty() && self.accepts(*f))
             .map(Family::github_event)
             .collect()
     }
@@ -294,6 +297,12 @@ pub fn check_connection_config(config: &Value) -> Result<(), String> {
         Some(Value::String(url)) => protocol::wire::check_display_url("api_url", url)
             .map_err(|e| format!("`{url}`: {}", e.reason))?,
         Some(_) => return Err("api_url must be a string".into()),
+    }
+    match config.get("git_url") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(url)) => protocol::wire::check_display_url("git_url", url)
+            .map_err(|e| format!("`{url}`: {}", e.reason))?,
+        Some(_) => return Err("git_url must be a string".into()),
     }
     AppConfig::parse(config).map(|_| ())
 }

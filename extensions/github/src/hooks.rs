@@ -3,7 +3,7 @@
 //! (the `github.webhooks` task).
 //!
 //! A managed hook points at `{public_url}{entry path}`, sends JSON, is signed
-//! with the connection's `webhook_secret`, carries the entry's events (all five
+//! with the connection's `webhook_secret`, carries the entry's events (all seven
 //! when it names none) and is active. A pass lists the repository's hooks
 //! (`GET /repos/{o}/{r}/hooks`), finds ours by the ID kept in KV (`hook/<scope>/<entry>`)
 //! or, when KV lost it, by the URL ending with the entry's path; creates it

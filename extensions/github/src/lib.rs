@@ -1,5 +1,5 @@
 //! The bundled GitHub extension (`github`): signed repository webhooks in,
-//! Events of five families out, and the `github` route handler that turns them
+//! Events of seven families out, and the `github` route handler that turns them
 //! into Work.
 //!
 //! - [`config`] parses the `configure` entries (one per repository webhook) and
@@ -9,13 +9,19 @@
 //! - [`project`] turns a GitHub payload into one [`protocol::wire::IngressEvent`]
 //!   (the payload projection of each family is in the crate's README).
 //! - [`route`] serves `route.match`: route filters, keys and the Work display.
+//! - [`render`] serves `event.render`: an Event of the package's families as
+//!   Markdown for an agent's prompt, with what the API adds (a review's comments,
+//!   a comment's thread, a failed check's output).
 //!
 //! - [`api`] is a client of GitHub's REST API (token or GitHub App auth,
 //!   pagination, conditional GETs, rate limits); [`app`] signs the App's JWT.
 //! - [`ops`] serves the toolbelt operations on `operation.call`; [`waits`] serves
-//!   `github.wait` on `operation.wait` and the `github.waits` task that wakes it.
+//!   `github.wait` on `operation.wait` and the `github.waits` task that wakes it;
+//!   [`filter`] serves `dependency.filter`: whether a delivery satisfies a wait's plan.
 //! - [`reconcile`] serves `ingress.reconcile`: the webhook's failed deliveries,
 //!   read back from GitHub's delivery log.
+//! - [`commands`] turns `/oc stop` and `/oc retry` comments from people with write
+//!   permission into the host's actions on the Work (`action.submit`).
 //! - [`hooks`] finds the webhook an entry receives, keeps a managed one as
 //!   configured (the `github.webhooks` task on `task.run`) and reports it to doctor
 //!   (`check.run`).
@@ -24,13 +30,21 @@
 
 pub mod api;
 pub mod app;
+pub mod authority;
+pub mod commands;
 pub mod config;
+pub mod credential;
+pub mod filter;
 pub mod hooks;
+pub mod link;
 pub mod ops;
+pub mod playbooks;
 pub mod project;
 pub mod reconcile;
+pub mod render;
 pub mod route;
 pub mod signature;
+pub mod status;
 pub mod waits;
 pub mod webhook;
 
@@ -39,8 +53,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
     CheckRunParams, CheckRunResult, ConfigureResult, Connection, IngressReconcileParams,
-    OperationCallParams, OperationWaitParams, RouteMatchParams, SecretResolveParams, TaskRunParams,
-    TaskRunResult, ValidateParams, ValidateResult, WebhookHandleParams,
+    OperationCallParams, OperationWaitParams, RouteMatchParams, RunCredentialParams,
+    RunEnvironmentParams, SecretResolveParams, SegmentEndedParams, TaskRunParams, TaskRunResult,
+    ValidateParams, ValidateResult, WebhookHandleParams, WorkAnnotateParams,
 };
 use protocol::RpcError;
 
@@ -64,7 +79,7 @@ pub const NOTE_RECONCILE: &str = "reconcile";
 /// What a kept note is about: the last `webhooks` task pass.
 pub const NOTE_WEBHOOK: &str = "webhooks";
 
-/// The Event families: five fed by GitHub webhook events, and `github.wait`, which
+/// The Event families: seven fed by GitHub webhook events, and `github.wait`, which
 /// the package delivers itself when a `github.wait` operation's condition holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
@@ -76,8 +91,12 @@ pub enum Family {
     PullRequest,
     /// `pull_request_review` → `github.pull_request_review`.
     PullRequestReview,
+    /// `pull_request_review_comment` → `github.pull_request_review_comment`.
+    PullRequestReviewComment,
     /// `check_run` → `github.check_run`.
     CheckRun,
+    /// `check_suite` → `github.check_suite`.
+    CheckSuite,
     /// No webhook event: what wakes a `github.wait` (`github.wait.checks_completed`,
     /// `github.wait.reviewed`, `github.wait.replied`), see [`waits`].
     Wait,
@@ -85,12 +104,14 @@ pub enum Family {
 
 impl Family {
     /// Every family, in manifest order.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 8] = [
         Family::Issue,
         Family::IssueComment,
         Family::PullRequest,
         Family::PullRequestReview,
+        Family::PullRequestReviewComment,
         Family::CheckRun,
+        Family::CheckSuite,
         Family::Wait,
     ];
 
@@ -101,7 +122,9 @@ impl Family {
             Family::IssueComment => "github.issue_comment",
             Family::PullRequest => "github.pull_request",
             Family::PullRequestReview => "github.pull_request_review",
+            Family::PullRequestReviewComment => "github.pull_request_review_comment",
             Family::CheckRun => "github.check_run",
+            Family::CheckSuite => "github.check_suite",
             Family::Wait => "github.wait",
         }
     }
@@ -113,7 +136,9 @@ impl Family {
             Family::IssueComment => "github.issue_comment.v1",
             Family::PullRequest => "github.pull_request.v1",
             Family::PullRequestReview => "github.pull_request_review.v1",
+            Family::PullRequestReviewComment => "github.pull_request_review_comment.v1",
             Family::CheckRun => "github.check_run.v1",
+            Family::CheckSuite => "github.check_suite.v1",
             Family::Wait => "github.wait.v1",
         }
     }
@@ -126,7 +151,9 @@ impl Family {
             Family::IssueComment => "issue_comment",
             Family::PullRequest => "pull_request",
             Family::PullRequestReview => "pull_request_review",
+            Family::PullRequestReviewComment => "pull_request_review_comment",
             Family::CheckRun => "check_run",
+            Family::CheckSuite => "check_suite",
             Family::Wait => "",
         }
     }
@@ -174,12 +201,19 @@ pub struct State {
     connections: Mutex<HashMap<String, Connection>>,
     /// API clients per (scope, connection), dropped by every configure.
     clients: Mutex<HashMap<(String, String), api::Client>>,
+    /// The login each (scope, connection) acts as on GitHub, dropped by every
+    /// configure (see [`State::acting_login`]).
+    logins: Mutex<HashMap<(String, String), String>>,
     /// The public URL of the last configure (empty: none).
     public_url: Mutex<String>,
     /// The last failure of each (source, pass kind), for doctor.
     notes: Mutex<BTreeMap<(String, &'static str), String>>,
     /// Held by a `webhooks` pass: passes never overlap.
     webhook_pass: tokio::sync::Mutex<()>,
+    /// The installation tokens minted for runs' own git, by execution.
+    issued: credential::Issued,
+    /// Held while a status comment is posted or edited ([`status`]).
+    status_lock: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -222,7 +256,26 @@ impl State {
         secrets.generation += 1;
         secrets.values.clear();
         lock(&self.clients).clear();
+        lock(&self.logins).clear();
         *lock(&self.registry) = Arc::new(registry);
+    }
+
+    /// The login `connection` acts as on GitHub (a token's user, an App's
+    /// `<slug>[bot]`): kept, or asked of GitHub with `client` and kept until the
+    /// next configure. A failed ask is not kept.
+    pub async fn acting_login(
+        &self,
+        client: &api::Client,
+        scope_id: &str,
+        connection: &str,
+    ) -> Result<String, api::ApiError> {
+        let key = (scope_id.to_string(), connection.to_string());
+        if let Some(login) = lock(&self.logins).get(&key) {
+            return Ok(login.clone());
+        }
+        let login = client.acting_login().await?;
+        lock(&self.logins).insert(key, login.clone());
+        Ok(login)
     }
 
     /// The API client of `connection` in `scope_id`: kept, or made from the
@@ -480,8 +533,29 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let task_state = state.clone();
     let check_state = state.clone();
     let wait_state = state.clone();
+    let env_state = state.clone();
+    let cred_state = state.clone();
+    let seg_state = state.clone();
+    let status_state = state.clone();
+    let render_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
+        .on::<RunEnvironmentParams, _, _>(move |_ctx, params| {
+            let state = env_state.clone();
+            async move { credential::environment(&state, &params) }
+        })
+        .on::<RunCredentialParams, _, _>(move |ctx, params| {
+            let state = cred_state.clone();
+            async move { credential::credential(&state, &ctx.host, &params).await }
+        })
+        .on::<WorkAnnotateParams, _, _>(move |ctx, params| {
+            let state = status_state.clone();
+            async move { status::annotate(&state, &ctx.host, &params).await }
+        })
+        .on::<SegmentEndedParams, _, _>(move |ctx, params| {
+            let state = seg_state.clone();
+            async move { credential::segment_ended(&state, &ctx.host, &params).await }
+        })
         .on_configure(move |ctx, params| {
             let state = configure_state.clone();
             async move {
@@ -500,7 +574,11 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
         })
         .on::<WebhookHandleParams, _, _>(move |ctx, params| {
             let state = webhook_state.clone();
-            async move { Ok(state.webhook(&ctx.host, &params).await) }
+            async move {
+                let result = state.webhook(&ctx.host, &params).await;
+                commands::spawn_after(&state, &ctx.host, &params, &result);
+                Ok(result)
+            }
         })
         .on::<IngressReconcileParams, _, _>(move |ctx, params| {
             let state = reconcile_state.clone();
@@ -515,6 +593,13 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
             async move { Ok(run_check(&state, &ctx.host, &params).await) }
         })
         .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
+        .on::<protocol::wire::EventRenderParams, _, _>(move |ctx, params| {
+            let state = render_state.clone();
+            async move { render::serve(&state, &ctx.host, &params).await }
+        })
+        .on::<protocol::wire::DependencyFilterParams, _, _>(|_ctx, params| async move {
+            filter::filter(&params)
+        })
         .on::<OperationCallParams, _, _>(move |ctx, params| {
             let state = op_state.clone();
             async move {

@@ -320,42 +320,53 @@ pub async fn run(
                 .collect();
             Ok(json!({"repository": repo, "number": n, "labels": names}))
         }
-        OPEN_PULL_REQUEST => {
-            let head = text(input, "head", true)?.unwrap_or_default();
-            let base = text(input, "base", true)?.unwrap_or_default();
-            let title = text(input, "title", true)?.unwrap_or_default();
-            let mut req = Map::new();
-            req.insert("head".into(), json!(head));
-            req.insert("base".into(), json!(base));
-            req.insert("title".into(), json!(title));
-            if let Some(body) = text(input, "body", false)? {
-                req.insert("body".into(), json!(body));
-            }
-            if let Some(draft) = input.get("draft").and_then(Value::as_bool) {
-                req.insert("draft".into(), json!(draft));
-            }
-            let pr = client
-                .request(
-                    "POST",
-                    &format!("/repos/{repo}/pulls"),
-                    Some(Value::Object(req)),
-                )
-                .await
-                .map_err(api)?;
-            Ok(json!({
-                "repository": repo,
-                "number": pr["number"],
-                "html_url": pr["html_url"],
-                "state": pr["state"],
-                "head": pr["head"]["ref"],
-                "base": pr["base"]["ref"],
-            }))
-        }
+        OPEN_PULL_REQUEST => Ok(open_pull_request(client, input, target).await?.0),
         other => Err(RpcError::new(
             Code::NotFound,
             format!("`{other}` is not an operation of this package"),
         )),
     }
+}
+
+/// `github.open_pull_request`: the operation's output, and the pull request as
+/// GitHub answered it (for the Work's link, [`crate::link`]).
+pub async fn open_pull_request(
+    client: &Client,
+    input: &Value,
+    target: &Target,
+) -> Result<(Value, Value), RpcError> {
+    let repo = &target.repository;
+    let api = |e: ApiError| e.to_rpc();
+    let head = text(input, "head", true)?.unwrap_or_default();
+    let base = text(input, "base", true)?.unwrap_or_default();
+    let title = text(input, "title", true)?.unwrap_or_default();
+    let mut req = Map::new();
+    req.insert("head".into(), json!(head));
+    req.insert("base".into(), json!(base));
+    req.insert("title".into(), json!(title));
+    if let Some(body) = text(input, "body", false)? {
+        req.insert("body".into(), json!(body));
+    }
+    if let Some(draft) = input.get("draft").and_then(Value::as_bool) {
+        req.insert("draft".into(), json!(draft));
+    }
+    let pr = client
+        .request(
+            "POST",
+            &format!("/repos/{repo}/pulls"),
+            Some(Value::Object(req)),
+        )
+        .await
+        .map_err(api)?;
+    let out = json!({
+        "repository": repo,
+        "number": pr["number"],
+        "html_url": pr["html_url"],
+        "state": pr["state"],
+        "head": pr["head"]["ref"],
+        "base": pr["base"]["ref"],
+    });
+    Ok((out, pr))
 }
 
 /// A refusal as the agent will see it: one that carries no `data.agent_message`
@@ -455,11 +466,38 @@ pub async fn call(
         .filter(|e| e.scope_id == authority.scope_id)
         .map(|e| e.repository.clone())
         .collect();
-    let target = target(&input, &work, &entry_repos)?;
-    let client = state
-        .client(host, &authority.scope_id, &authority.connection)
-        .await?;
-    let output = run(&client, op, &input, &target).await?;
+    let foreign =
+        crate::authority::foreign(state, host, &authority.scope_id, op, &input, &work).await?;
+    let (target, client) = match &foreign {
+        Some(f) => (
+            f.target.clone(),
+            state.client(host, &f.scope_id, &f.connection).await?,
+        ),
+        None => (
+            target(&input, &work, &entry_repos)?,
+            state
+                .client(host, &authority.scope_id, &authority.connection)
+                .await?,
+        ),
+    };
+    let output = if op == OPEN_PULL_REQUEST && foreign.is_none() {
+        let (output, pr) = open_pull_request(&client, &input, &target).await?;
+        if let Err(e) = crate::link::link(
+            state,
+            host,
+            &authority.scope_id,
+            &authority.work_id,
+            &target.repository,
+            &pr,
+        )
+        .await
+        {
+            tracing::warn!(repository = %target.repository, error = %e.message, "the pull request could not be linked to its Work");
+        }
+        output
+    } else {
+        run(&client, op, &input, &target).await?
+    };
     if replay {
         let commit = host
             .call_typed(&KvCommitParams {

@@ -14,6 +14,11 @@ use crate::Family;
 /// `body_truncated`.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// The most bytes of a review comment's `diff_hunk` or a check run's output
+/// summary an Event carries; longer ones are cut at a character boundary and
+/// marked (`diff_hunk_truncated`, `summary_truncated`).
+pub const MAX_HUNK_BYTES: usize = 16 * 1024;
+
 /// The key of issue or pull request `number` of `repository` (`owner/name`):
 /// `github:<owner>/<name>#<number>`, the repository lowercased.
 pub fn key(repository: &str, number: u64) -> String {
@@ -112,6 +117,48 @@ fn put_body(out: &mut Map<String, Value>, value: &Value, pointer: &str) {
     if cut {
         out.insert("body_truncated".into(), Value::Bool(true));
     }
+}
+
+/// The text at `pointer` into `out` as `field` (cut to `max` bytes, `null` when
+/// GitHub sent none), with `<field>_truncated: true` when it was cut.
+fn put_bounded(
+    out: &mut Map<String, Value>,
+    value: &Value,
+    pointer: &str,
+    field: &str,
+    max: usize,
+) {
+    match text(value, pointer) {
+        None => {
+            out.insert(field.into(), Value::Null);
+        }
+        Some(t) => {
+            let (t, cut) = truncate(t, max);
+            out.insert(field.into(), Value::String(t.to_string()));
+            if cut {
+                out.insert(format!("{field}_truncated"), Value::Bool(true));
+            }
+        }
+    }
+}
+
+/// The distinct pull request numbers of the list at `pointer` (a check run's or
+/// suite's `pull_requests`).
+fn pull_request_numbers(payload: &Value, pointer: &str) -> Vec<u64> {
+    let mut numbers: Vec<u64> = Vec::new();
+    for pr in payload
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(n) = pr.get("number").and_then(Value::as_u64) {
+            if !numbers.contains(&n) {
+                numbers.push(n);
+            }
+        }
+    }
+    numbers
 }
 
 /// The label names of the object at `pointer`.
@@ -277,6 +324,51 @@ pub fn project(family: Family, delivery_id: &str, payload: &Value) -> Result<Ing
             timestamp(payload, "/review/submitted_at")
                 .or(timestamp(payload, "/pull_request/updated_at"))
         }
+        Family::PullRequestReviewComment => {
+            let (number, fields) = subject(payload, "/pull_request", "pull_request")?;
+            data.extend(fields);
+            pull_request_refs(&mut data, payload);
+            if !payload.pointer("/comment").is_some_and(Value::is_object) {
+                return Err("the payload has no comment".into());
+            }
+            let mut comment = Map::new();
+            comment.insert("id".into(), copy(payload, "/comment/id"));
+            put_body(&mut comment, payload, "/comment/body");
+            comment.insert(
+                "author".into(),
+                text_or_empty(payload, "/comment/user/login"),
+            );
+            comment.insert("path".into(), text_or_empty(payload, "/comment/path"));
+            comment.insert("line".into(), copy(payload, "/comment/line"));
+            comment.insert(
+                "original_line".into(),
+                copy(payload, "/comment/original_line"),
+            );
+            put_bounded(
+                &mut comment,
+                payload,
+                "/comment/diff_hunk",
+                "diff_hunk",
+                MAX_HUNK_BYTES,
+            );
+            comment.insert(
+                "html_url".into(),
+                text_or_empty(payload, "/comment/html_url"),
+            );
+            comment.insert(
+                "in_reply_to_id".into(),
+                copy(payload, "/comment/in_reply_to_id"),
+            );
+            comment.insert(
+                "pull_request_review_id".into(),
+                copy(payload, "/comment/pull_request_review_id"),
+            );
+            comment.insert("created_at".into(), copy(payload, "/comment/created_at"));
+            comment.insert("updated_at".into(), copy(payload, "/comment/updated_at"));
+            data.insert("comment".into(), Value::Object(comment));
+            keys.push(key(repository, number));
+            timestamp(payload, "/comment/updated_at").or(timestamp(payload, "/comment/created_at"))
+        }
         Family::CheckRun => {
             if !payload.pointer("/check_run").is_some_and(Value::is_object) {
                 return Err("the payload has no check_run".into());
@@ -298,23 +390,74 @@ pub fn project(family: Family, delivery_id: &str, payload: &Value) -> Result<Ing
                 "completed_at".into(),
                 copy(payload, "/check_run/completed_at"),
             );
-            let mut numbers: Vec<u64> = Vec::new();
-            for pr in payload
-                .pointer("/check_run/pull_requests")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(n) = pr.get("number").and_then(Value::as_u64) {
-                    if !numbers.contains(&n) {
-                        numbers.push(n);
-                    }
-                }
-            }
+            data.insert(
+                "check_suite_id".into(),
+                copy(payload, "/check_run/check_suite/id"),
+            );
+            let mut output = Map::new();
+            put_bounded(
+                &mut output,
+                payload,
+                "/check_run/output/title",
+                "title",
+                MAX_HUNK_BYTES,
+            );
+            put_bounded(
+                &mut output,
+                payload,
+                "/check_run/output/summary",
+                "summary",
+                MAX_HUNK_BYTES,
+            );
+            data.insert("output".into(), Value::Object(output));
+            let numbers = pull_request_numbers(payload, "/check_run/pull_requests");
             data.insert("pull_requests".into(), json!(numbers));
             keys.extend(numbers.iter().map(|n| key(repository, *n)));
             timestamp(payload, "/check_run/completed_at")
                 .or(timestamp(payload, "/check_run/started_at"))
+        }
+        Family::CheckSuite => {
+            if !payload
+                .pointer("/check_suite")
+                .is_some_and(Value::is_object)
+            {
+                return Err("the payload has no check_suite".into());
+            }
+            data.insert("id".into(), copy(payload, "/check_suite/id"));
+            data.insert(
+                "status".into(),
+                text_or_empty(payload, "/check_suite/status"),
+            );
+            data.insert(
+                "conclusion".into(),
+                copy(payload, "/check_suite/conclusion"),
+            );
+            data.insert(
+                "head_sha".into(),
+                text_or_empty(payload, "/check_suite/head_sha"),
+            );
+            data.insert(
+                "head_branch".into(),
+                copy(payload, "/check_suite/head_branch"),
+            );
+            let app = text(payload, "/check_suite/app/slug")
+                .filter(|s| !s.is_empty())
+                .or(text(payload, "/check_suite/app/name"))
+                .unwrap_or_default();
+            data.insert("app".into(), Value::String(app.to_string()));
+            let numbers = pull_request_numbers(payload, "/check_suite/pull_requests");
+            data.insert("pull_requests".into(), json!(numbers));
+            data.insert(
+                "created_at".into(),
+                copy(payload, "/check_suite/created_at"),
+            );
+            data.insert(
+                "updated_at".into(),
+                copy(payload, "/check_suite/updated_at"),
+            );
+            keys.extend(numbers.iter().map(|n| key(repository, *n)));
+            timestamp(payload, "/check_suite/updated_at")
+                .or(timestamp(payload, "/check_suite/created_at"))
         }
         Family::Wait => return Err("github.wait is no webhook event".into()),
     };

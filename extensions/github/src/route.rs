@@ -1,7 +1,7 @@
 //! `route.match` for the `github` route handler.
 //!
-//! The route takes an Event of one of the five families whose payload is the
-//! family's `.v1` and that passes the route's filters:
+//! The route takes an Event of one of the package's families whose payload is
+//! the family's `.v1` and that passes the route's filters:
 //!
 //! ```json
 //! {"events": ["github.issue.opened", "github.issue_comment"], "labels": ["agent"]}
@@ -10,13 +10,14 @@
 //! `events` lists Event type prefixes, matched at a `.` boundary
 //! (`github.issue_comment` takes `github.issue_comment.created`, and
 //! `github.issue` does not take it); `labels` requires the issue or pull
-//! request to carry one of them (compared case-insensitively; a check run
-//! carries none). The Work's keys are the Event's; a check run on no pull
-//! request has none and is not taken. The display names the issue or pull
+//! request to carry one of them (compared case-insensitively; a check run or
+//! suite carries none). The Work's keys are the Event's; a check run or suite on
+//! no pull request has none and is not taken. The display names the issue or pull
 //! request (its title, `#N`, its author and a link), or for a check run
-//! `<name>: <conclusion>` and `#<first PR>`. Given the Work's current display,
-//! a match keeps its links and adds its own; a check run, or an Event about
-//! another issue or pull request than the display's ref, only adds its link.
+//! `<name>: <conclusion>` and `#<first PR>` (a suite: `Checks (<app>):
+//! <conclusion>`). Given the Work's current display, a match keeps its links and
+//! adds its own; a check run or suite, or an Event about another issue or pull
+//! request than the display's ref, only adds its link.
 
 use protocol::wire::{
     check_display_url, DisplayLink, RouteMatchParams, RouteMatchResult, WorkDisplay,
@@ -77,7 +78,9 @@ impl RouteConfig {
                 return Err(format!(
                     "route config `events`: `{prefix}` is not a github Event type or family \
                      (github.issue, github.issue_comment, github.pull_request, \
-                     github.pull_request_review, github.check_run, or one of them with .<action>)"
+                     github.pull_request_review, github.pull_request_review_comment, \
+                     github.check_run, github.check_suite, github.wait, or one of them \
+                     with .<action>)"
                 ));
             }
         }
@@ -160,9 +163,16 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
         .get("repository")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if !config.labels.is_empty() {
-        if family == Family::CheckRun {
-            return no("a check run carries no labels, and the route requires one".into());
+    // An Event about a Work this route's binding already runs (its keys reach it: a
+    // review, a comment or a check on the pull request the agent opened) follows the
+    // Work whatever its labels: the route took the Work once.
+    let follows = params
+        .work
+        .as_ref()
+        .is_some_and(|w| w.binding == params.route.binding);
+    if !config.labels.is_empty() && !follows {
+        if matches!(family, Family::CheckRun | Family::CheckSuite) {
+            return no("a check run or suite carries no labels, and the route requires one".into());
         }
         let carried: Vec<&str> = data
             .get("labels")
@@ -184,7 +194,7 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
     }
     if event.keys.is_empty() {
         return no(format!(
-            "`{}` has no keys (a check run on no pull request has no Work to go to)",
+            "`{}` has no keys (a check run or suite on no pull request has no Work to go to)",
             event.event_type
         ));
     }
@@ -196,13 +206,42 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
             data.get("name").and_then(Value::as_str).unwrap_or_default(),
             event.keys.join(", ")
         ),
+        Family::CheckSuite => format!(
+            "check suite of {} on {}",
+            data.get("app").and_then(Value::as_str).unwrap_or_default(),
+            event.keys.join(", ")
+        ),
         _ => event.keys.join(", "),
+    };
+    // A pull request closed: merged completes the Work it reaches, closed unmerged
+    // cancels it, and neither runs a turn nor makes Work.
+    let close = match (family, event.event_type.as_str()) {
+        (Family::PullRequest, "github.pull_request.closed") => {
+            if data.get("merged").and_then(Value::as_bool) == Some(true) {
+                "completed"
+            } else {
+                "cancelled"
+            }
+        }
+        _ => "",
+    };
+    let reason = match close {
+        "completed" => format!(
+            "`{}`: {subject} merged: completes its Work",
+            event.event_type
+        ),
+        "cancelled" => format!(
+            "`{}`: {subject} closed unmerged: cancels its Work",
+            event.event_type
+        ),
+        _ => format!("`{}`: {subject}", event.event_type),
     };
     Ok(RouteMatchResult {
         matched: true,
         keys: event.keys.clone(),
-        reason: format!("`{}`: {subject}", event.event_type),
+        reason,
         display,
+        close: close.to_string(),
         ..Default::default()
     })
 }
@@ -228,6 +267,23 @@ fn link(label: &str, url: &str) -> Option<DisplayLink> {
     })
 }
 
+/// A check run's or suite's first pull request and how it stands: its conclusion, or
+/// its status while it runs.
+fn check_of(data: &Value) -> Option<(u64, &str)> {
+    let number = data
+        .get("pull_requests")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(Value::as_u64)?;
+    let outcome = data
+        .get("conclusion")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .or_else(|| data.get("status").and_then(Value::as_str))
+        .unwrap_or_default();
+    Some((number, outcome))
+}
+
 /// The display an Event's data gives on its own (none when it has no number
 /// to refer to, or the result breaks the wire's display checks).
 pub fn display(family: Family, data: &Value) -> Option<WorkDisplay> {
@@ -235,16 +291,7 @@ pub fn display(family: Family, data: &Value) -> Option<WorkDisplay> {
     let display = match family {
         Family::Wait => return None,
         Family::CheckRun => {
-            let number = data
-                .get("pull_requests")
-                .and_then(Value::as_array)
-                .and_then(|l| l.first())
-                .and_then(Value::as_u64)?;
-            let outcome = data
-                .get("conclusion")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .unwrap_or(s("status"));
+            let (number, outcome) = check_of(data)?;
             WorkDisplay {
                 title: one_line(
                     &format!("{}: {outcome}", s("name")),
@@ -255,6 +302,18 @@ pub fn display(family: Family, data: &Value) -> Option<WorkDisplay> {
                 links: link(&format!("Check {}", s("name")), s("html_url"))
                     .into_iter()
                     .collect(),
+            }
+        }
+        Family::CheckSuite => {
+            let (number, outcome) = check_of(data)?;
+            WorkDisplay {
+                title: one_line(
+                    &format!("Checks ({}): {outcome}", s("app")),
+                    MAX_DISPLAY_TITLE_BYTES,
+                ),
+                reference: format!("#{number}"),
+                requester: String::new(),
+                links: Vec::new(),
             }
         }
         _ => {
@@ -296,7 +355,7 @@ pub fn merge(
     let Some(current) = current.filter(|c| !c.is_empty()) else {
         return Some(ours);
     };
-    let keep_head = family == Family::CheckRun
+    let keep_head = matches!(family, Family::CheckRun | Family::CheckSuite)
         || (!current.reference.is_empty() && current.reference != ours.reference);
     let mut merged = if keep_head {
         WorkDisplay {

@@ -2,10 +2,16 @@
 //! submitted, or someone replies on the issue or pull request.
 //!
 //! - `operation.wait` ([`plan`]) finds what to watch (the pull request's head commit
-//!   for checks; the newest review or comment so far for the others), keeps the plan
-//!   in the package's KV under `wait/<work>` (a Work has at most one active Wait),
-//!   and answers a Wait on a key of the plan's own (`github-wait:<plan>`) and the one
-//!   `github.wait.*` Event type that satisfies it.
+//!   and the check runs still pending on it for checks; the newest review or comment
+//!   so far for the others; the login the connection acts as), keeps the plan in the
+//!   package's KV under `wait/<work>` (a Work has at most one active Wait), and
+//!   answers a Wait on the pull request's or issue's key (`github:<owner>/<name>#<n>`)
+//!   and a key of the plan's own (`github-wait:<plan>`), for the delivery types that
+//!   can satisfy it ([`Kind::delivery_types`]) and the one `github.wait.*` Event type
+//!   the task delivers. The host asks [`crate::filter`] (`dependency.filter`) whether
+//!   a delivery on those keys and types satisfies the plan, so a webhook delivery
+//!   wakes the Wait at once; the task below is the fallback when deliveries are
+//!   missed.
 //! - The `github.waits` task ([`pass`]) looks at every kept plan: while checks are pending it
 //!   sets the Wait's progress line ("3 of 5 checks finished, 1 failed") with
 //!   `wait.progress`; once the condition holds it delivers that Event on the entry's
@@ -13,15 +19,16 @@
 //!   nothing) and drops the plan. It delivers only while the Wait is active (the
 //!   progress call answers `not_found` before the turn that planned it has settled),
 //!   so a condition that already holds never wakes nothing. A plan whose Wait has
-//!   timed out is dropped a minute after its due time.
+//!   ended (woken by a delivery, cancelled, timed out: `state.waits`) is dropped, and
+//!   any plan a minute after its due time.
 //!
 //! A `github.wait` Event goes to the Work whose Wait names its key; routes take it
 //! only when their `events` name `github.wait` (see [`crate::route`]).
 
 use protocol::wire::{
     Authority, Delivery, IngressDeliverParams, IngressEvent, KvCheck, KvCommitParams, KvDelete,
-    KvListParams, KvPut, OperationWaitParams, OperationWaitResult, Payload, TaskRunResult,
-    WaitProgressParams, WaitRequest,
+    KvListParams, KvPut, OperationWaitParams, OperationWaitResult, Payload, StateWaitsParams,
+    TaskRunResult, WaitProgressParams, WaitRequest,
 };
 use protocol::{Code, RpcError};
 use serde::{Deserialize, Serialize};
@@ -53,6 +60,9 @@ pub const MAX_PAGES: usize = 10;
 pub const MAX_RUNS_LISTED: usize = 50;
 /// The longest description a call may give, in bytes (the toolbelt clips it further).
 pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+/// The most pending check runs a plan lists; a plan that saw more lists none and
+/// sets `pending_checks_truncated` (deliveries then never satisfy it: the task does).
+pub const MAX_PENDING_CHECKS: usize = 100;
 
 /// What a plan waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,7 +86,32 @@ impl Kind {
         }
     }
 
-    /// The Event type that satisfies it.
+    /// The types of the webhook deliveries that may satisfy it (the plan decides,
+    /// through [`crate::filter`]).
+    pub fn delivery_types(self) -> &'static [&'static str] {
+        match self {
+            Kind::Checks => &["github.check_suite.completed", "github.check_run.completed"],
+            Kind::Review => &["github.pull_request_review.submitted"],
+            Kind::Reply => &[
+                "github.issue_comment.created",
+                "github.pull_request_review_comment.created",
+            ],
+        }
+    }
+
+    /// Every Event type that can wake its Wait: [`Kind::delivery_types`], then the
+    /// `github.wait.*` type the task delivers.
+    pub fn wait_types(self) -> Vec<String> {
+        let mut types: Vec<String> = self
+            .delivery_types()
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        types.push(self.event_type().to_string());
+        types
+    }
+
+    /// The `github.wait.*` Event type the task delivers when the condition holds.
     pub fn event_type(self) -> &'static str {
         match self {
             Kind::Checks => "github.wait.checks_completed",
@@ -94,7 +129,20 @@ impl Kind {
     }
 }
 
-/// A wait's plan, kept under `wait/<work>` until it is satisfied or outlived.
+/// A check run a plan saw pending on the head commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCheck {
+    /// The check run's ID.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its check suite's ID (0 when GitHub named none).
+    #[serde(default)]
+    pub suite_id: u64,
+}
+
+/// A wait's plan, kept under `wait/<work>` until it is satisfied or outlived, and
+/// returned as the Wait's plan, which `dependency.filter` receives back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// The plan's ID (from the Work and the call's request ID).
@@ -119,6 +167,17 @@ pub struct Plan {
     /// For a review or reply: the newest ID there was when the wait was planned.
     #[serde(default)]
     pub after_id: u64,
+    /// For checks: the check runs on the head commit that had not completed when
+    /// the wait was planned (at most [`MAX_PENDING_CHECKS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_checks: Vec<PendingCheck>,
+    /// For checks: more runs were pending than [`MAX_PENDING_CHECKS`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending_checks_truncated: bool,
+    /// The login the connection acts as (whose own reviews and comments never
+    /// satisfy the wait); empty when GitHub could not say.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bot: String,
     /// When it was planned (RFC 3339).
     pub planned_at: String,
     /// Its due time, ms since the epoch.
@@ -132,6 +191,15 @@ impl Plan {
     /// The key the Wait and its waking Event share.
     pub fn key(&self) -> String {
         format!("github-wait:{}", self.id)
+    }
+
+    /// The Wait's keys: the pull request's or issue's (`github:<owner>/<name>#<n>`,
+    /// which the deliveries about it carry), then the plan's own.
+    pub fn wait_keys(&self) -> Vec<String> {
+        vec![
+            crate::project::key(&self.repository, self.number),
+            self.key(),
+        ]
     }
 
     /// The KV key the plan is kept under.
@@ -253,7 +321,18 @@ pub async fn plan(
         .client(host, &authority.scope_id, &authority.connection)
         .await?;
     let repo = &target.repository;
-    let (head_sha, after_id) = look_before(&client, kind, repo, number).await?;
+    let before = look_before(&client, kind, repo, number).await?;
+    let bot = match state
+        .acting_login(&client, &authority.scope_id, &authority.connection)
+        .await
+    {
+        Ok(login) => login,
+        Err(e) => {
+            tracing::warn!(error = %e, connection = %authority.connection,
+                "could not learn the login the connection acts as; its own comments may satisfy the wait");
+            String::new()
+        }
+    };
     let now = protocol::time::now_ms();
     let due_ms = now + i64::try_from(timeout_s).unwrap_or(0) * 1000;
     let plan = Plan {
@@ -265,8 +344,11 @@ pub async fn plan(
         source: entry.source.clone(),
         repository: repo.clone(),
         number,
-        head_sha,
-        after_id,
+        head_sha: before.head_sha,
+        after_id: before.after_id,
+        pending_checks: before.pending,
+        pending_checks_truncated: before.pending_truncated,
+        bot,
         planned_at: protocol::time::format_rfc3339_ms(now),
         due_ms,
         progress: String::new(),
@@ -286,8 +368,8 @@ pub async fn plan(
     tracing::info!(plan = %plan.id, work = %plan.work_id, kind = ?kind, repository = %repo, number, "wait planned");
     Ok(OperationWaitResult {
         wait: WaitRequest {
-            keys: vec![plan.key()],
-            types: vec![kind.event_type().to_string()],
+            keys: plan.wait_keys(),
+            types: kind.wait_types(),
             due_at: protocol::time::format_rfc3339_ms(due_ms),
             description: if description.is_empty() {
                 kind.describe(number)
@@ -299,14 +381,43 @@ pub async fn plan(
     })
 }
 
-/// What there is before the wait: the head commit for checks (which also proves the
-/// number is a pull request), the newest review or comment ID for the others.
+/// What there was when a wait was planned.
+#[derive(Debug, Default)]
+struct Before {
+    head_sha: String,
+    after_id: u64,
+    pending: Vec<PendingCheck>,
+    pending_truncated: bool,
+}
+
+/// The check runs of `runs` that have not completed, at most
+/// [`MAX_PENDING_CHECKS`] (none and `true` when there were more).
+pub fn pending_checks(runs: &[Value]) -> (Vec<PendingCheck>, bool) {
+    let pending: Vec<PendingCheck> = runs
+        .iter()
+        .filter(|r| r["status"].as_str() != Some("completed"))
+        .map(|r| PendingCheck {
+            id: r["id"].as_u64().unwrap_or(0),
+            name: r["name"].as_str().unwrap_or_default().to_string(),
+            suite_id: r["check_suite"]["id"].as_u64().unwrap_or(0),
+        })
+        .collect();
+    if pending.len() > MAX_PENDING_CHECKS {
+        (Vec::new(), true)
+    } else {
+        (pending, false)
+    }
+}
+
+/// What there is before the wait: the head commit and its pending check runs for
+/// checks (the pull request's read also proves the number is a pull request), the
+/// newest review or comment ID for the others.
 async fn look_before(
     client: &Client,
     kind: Kind,
     repo: &str,
     number: u64,
-) -> Result<(String, u64), RpcError> {
+) -> Result<Before, RpcError> {
     let api = |e: crate::api::ApiError| e.to_rpc();
     match kind {
         Kind::Checks => {
@@ -323,7 +434,22 @@ async fn look_before(
                         format!("GitHub answered pull request #{number} without a head commit"),
                     )
                 })?;
-            Ok((sha.to_string(), 0))
+            let (runs, more) = client
+                .get_all_in(
+                    &format!("/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
+                    "check_runs",
+                    MAX_PAGES,
+                )
+                .await
+                .map_err(api)?;
+            let (pending, truncated) = pending_checks(&runs);
+            let truncated = truncated || more;
+            Ok(Before {
+                head_sha: sha.to_string(),
+                pending: if truncated { Vec::new() } else { pending },
+                pending_truncated: truncated,
+                ..Before::default()
+            })
         }
         Kind::Review => {
             let (reviews, _) = client
@@ -333,7 +459,10 @@ async fn look_before(
                 )
                 .await
                 .map_err(api)?;
-            Ok((String::new(), newest_id(&reviews)))
+            Ok(Before {
+                after_id: newest_id(&reviews),
+                ..Before::default()
+            })
         }
         Kind::Reply => {
             let (comments, _) = client
@@ -343,7 +472,10 @@ async fn look_before(
                 )
                 .await
                 .map_err(api)?;
-            Ok((String::new(), newest_id(&comments)))
+            Ok(Before {
+                after_id: newest_id(&comments),
+                ..Before::default()
+            })
         }
     }
 }
@@ -407,12 +539,20 @@ pub fn checks_state(runs: &[Value]) -> Observed {
     Observed::Done(m)
 }
 
-/// The first review submitted after `after_id` (a pending review is a draft).
-pub fn review_state(reviews: &[Value], after_id: u64) -> Observed {
+/// True when `login` is `bot` (compared case-insensitively; an empty `bot` is
+/// nobody).
+pub fn is_bot(login: &str, bot: &str) -> bool {
+    !bot.is_empty() && login.eq_ignore_ascii_case(bot)
+}
+
+/// The first review submitted after `after_id` by someone other than `bot` (a
+/// pending review is a draft).
+pub fn review_state(reviews: &[Value], after_id: u64, bot: &str) -> Observed {
     let first = reviews
         .iter()
         .filter(|r| r["id"].as_u64().is_some_and(|id| id > after_id))
         .filter(|r| r["state"].as_str().is_some_and(|s| s != "PENDING"))
+        .filter(|r| !is_bot(r["user"]["login"].as_str().unwrap_or_default(), bot))
         .min_by_key(|r| r["id"].as_u64().unwrap_or(u64::MAX));
     match first {
         None => Observed::Pending(String::new()),
@@ -429,11 +569,12 @@ pub fn review_state(reviews: &[Value], after_id: u64) -> Observed {
     }
 }
 
-/// The first comment made after `after_id`.
-pub fn reply_state(comments: &[Value], after_id: u64) -> Observed {
+/// The first comment made after `after_id` by someone other than `bot`.
+pub fn reply_state(comments: &[Value], after_id: u64, bot: &str) -> Observed {
     let first = comments
         .iter()
         .filter(|c| c["id"].as_u64().is_some_and(|id| id > after_id))
+        .filter(|c| !is_bot(c["user"]["login"].as_str().unwrap_or_default(), bot))
         .min_by_key(|c| c["id"].as_u64().unwrap_or(u64::MAX));
     match first {
         None => Observed::Pending(String::new()),
@@ -474,7 +615,7 @@ pub async fn look(client: &Client, plan: &Plan) -> Result<Observed, crate::api::
                     MAX_PAGES,
                 )
                 .await?;
-            Ok(review_state(&reviews, plan.after_id))
+            Ok(review_state(&reviews, plan.after_id, &plan.bot))
         }
         Kind::Reply => {
             let (comments, _) = client
@@ -486,7 +627,7 @@ pub async fn look(client: &Client, plan: &Plan) -> Result<Observed, crate::api::
                     MAX_PAGES,
                 )
                 .await?;
-            Ok(reply_state(&comments, plan.after_id))
+            Ok(reply_state(&comments, plan.after_id, &plan.bot))
         }
     }
 }
@@ -511,6 +652,25 @@ pub fn waking_event(plan: &Plan, found: Map<String, Value>) -> IngressEvent {
         keys: vec![plan.key()],
         occurred_at: protocol::time::format_rfc3339_ms(protocol::time::now_ms()),
     }
+}
+
+/// The state of `plan`'s Wait when it is no longer active (`woken`, `cancelled`,
+/// `timed_out`): a delivery woke it, or it ended otherwise. `None` while it is
+/// active, not declared yet (the planning turn has not settled), or unreadable.
+async fn wait_ended(host: &sdk::Host, plan: &Plan) -> Option<String> {
+    let waits = host
+        .call_typed(&StateWaitsParams {
+            work_id: plan.work_id.clone(),
+        })
+        .await
+        .ok()?;
+    let key = plan.key();
+    waits
+        .waits
+        .iter()
+        .find(|w| w.keys.contains(&key))
+        .filter(|w| !w.state.is_empty() && w.state != "active")
+        .map(|w| w.state.clone())
 }
 
 /// What one pass did.
@@ -567,6 +727,13 @@ pub async fn pass(state: &crate::State, host: &sdk::Host) -> Result<TaskRunResul
         };
         if now > plan.due_ms + PLAN_GRACE_MS {
             let _ = host.call_typed(&drop("its Wait is past due")).await;
+            t.dropped += 1;
+            continue;
+        }
+        if let Some(ended) = wait_ended(host, &plan).await {
+            let _ = host
+                .call_typed(&drop(&format!("its Wait is {ended}")))
+                .await;
             t.dropped += 1;
             continue;
         }
@@ -700,14 +867,62 @@ mod tests {
             json!({"id": 5, "state": "COMMENTED", "user": {"login": "a"}}),
             json!({"id": 9, "state": "PENDING", "user": {"login": "b"}}),
         ];
-        assert_eq!(review_state(&reviews, 5), Observed::Pending(String::new()));
-        let Observed::Done(m) = review_state(&reviews, 4) else {
+        assert_eq!(
+            review_state(&reviews, 5, ""),
+            Observed::Pending(String::new())
+        );
+        let Observed::Done(m) = review_state(&reviews, 4, "") else {
             panic!("done")
         };
         assert_eq!(m["review"]["id"], 5);
+        // The bot's own review does not count (its login compared case-insensitively).
+        assert_eq!(
+            review_state(&reviews, 4, "A"),
+            Observed::Pending(String::new())
+        );
         let comments = [json!({"id": 7, "user": {"login": "c"}, "body": "hi"})];
-        assert_eq!(reply_state(&comments, 7), Observed::Pending(String::new()));
-        assert!(matches!(reply_state(&comments, 6), Observed::Done(_)));
+        assert_eq!(
+            reply_state(&comments, 7, ""),
+            Observed::Pending(String::new())
+        );
+        assert!(matches!(
+            reply_state(&comments, 6, "bot"),
+            Observed::Done(_)
+        ));
+        assert_eq!(
+            reply_state(&comments, 6, "c"),
+            Observed::Pending(String::new())
+        );
+    }
+
+    #[test]
+    fn pending_checks_list_the_unfinished_runs_with_their_suites() {
+        let runs = [
+            json!({"id": 1, "name": "lint", "status": "completed", "check_suite": {"id": 10}}),
+            json!({"id": 2, "name": "test", "status": "in_progress", "check_suite": {"id": 11}}),
+            json!({"id": 3, "name": "build", "status": "queued"}),
+        ];
+        let (pending, truncated) = pending_checks(&runs);
+        assert!(!truncated);
+        assert_eq!(
+            pending,
+            vec![
+                PendingCheck {
+                    id: 2,
+                    name: "test".into(),
+                    suite_id: 11
+                },
+                PendingCheck {
+                    id: 3,
+                    name: "build".into(),
+                    suite_id: 0
+                },
+            ]
+        );
+        let many: Vec<Value> = (0..=MAX_PENDING_CHECKS)
+            .map(|i| json!({"id": i, "name": "x", "status": "queued"}))
+            .collect();
+        assert_eq!(pending_checks(&many), (Vec::new(), true));
     }
 
     #[test]
@@ -723,10 +938,25 @@ mod tests {
             number: 3,
             head_sha: "deadbeef".into(),
             after_id: 0,
+            pending_checks: Vec::new(),
+            pending_checks_truncated: false,
+            bot: String::new(),
             planned_at: "2026-12-01T00:00:00.000Z".into(),
             due_ms: 0,
             progress: String::new(),
         };
+        assert_eq!(
+            plan.wait_keys(),
+            vec!["github:o/r#3".to_string(), "github-wait:abc".to_string()]
+        );
+        assert_eq!(
+            Kind::Checks.wait_types(),
+            vec![
+                "github.check_suite.completed",
+                "github.check_run.completed",
+                "github.wait.checks_completed"
+            ]
+        );
         let ev = waking_event(&plan, Map::new());
         assert_eq!(ev.event_type, "github.wait.checks_completed");
         assert_eq!(ev.keys, vec!["github-wait:abc".to_string()]);

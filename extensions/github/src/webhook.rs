@@ -5,7 +5,7 @@
 //! an unresolvable webhook secret is 503 with `Retry-After: 5`; a missing or
 //! wrong `X-Hub-Signature-256` is 401; no `X-GitHub-Delivery` or
 //! `X-GitHub-Event` is 400; a `ping` is 200 with GitHub's zen; a body that is
-//! not a JSON object is 400; an event of none of the five families, one the
+//! not a JSON object is 400; an event of none of the seven families, one the
 //! entry does not accept, or one of another repository is 202 and ignored; a
 //! payload its family cannot read is 400; anything else is one delivery and
 //! 200. Only the 200 carries a delivery.
@@ -162,7 +162,7 @@ fn decide(
 
 /// The Event a delivery of GitHub event `event` with this payload makes for
 /// `entry`, or the answer that goes without one: 202 for an event of none of the
-/// five families, one the entry does not accept or one of another repository;
+/// seven families, one the entry does not accept or one of another repository;
 /// 400 for a payload its family cannot read. The webhook path and reconcile
 /// ([`crate::reconcile`]) decide alike.
 pub fn event_of(

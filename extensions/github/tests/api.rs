@@ -12,10 +12,13 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::prism::{prism, required, Prism};
 use oc_github::api::{Client, Credentials, ACCEPT, API_VERSION, MAX_BODY_BYTES};
 use oc_github::app::AppCredentials;
 use protocol::Code;
@@ -24,104 +27,6 @@ use serde_json::{json, Value};
 // ---------------------------------------------------------------------------
 // Prism
 // ---------------------------------------------------------------------------
-
-struct Prism {
-    url: String,
-    /// Prism's log lines (one per request among them).
-    log: Arc<Mutex<Vec<String>>>,
-    /// The wrapper shell; it kills Prism when our end of its stdin closes,
-    /// which happens when this test process exits.
-    _child: Mutex<Child>,
-}
-
-fn peers_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/github-api")
-}
-
-fn required() -> bool {
-    std::env::var("OC_REQUIRE_PEERS").is_ok_and(|v| v == "1")
-}
-
-/// The one Prism of this test binary, started on first use; `Err` says why
-/// there is none.
-fn prism() -> Result<&'static Prism, String> {
-    static PRISM: OnceLock<Result<Prism, String>> = OnceLock::new();
-    PRISM
-        .get_or_init(start_prism)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-fn start_prism() -> Result<Prism, String> {
-    let dir = peers_dir();
-    let bin = dir.join("node_modules/.bin/prism");
-    let spec = dir.join("node_modules/@octokit/openapi/generated/api.github.com.json");
-    if Command::new("node")
-        .arg("--version")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        return Err("node is not installed".into());
-    }
-    if !bin.exists() || !spec.exists() {
-        return Err(format!(
-            "{} has no node_modules (run npm ci --prefix tests/github-api)",
-            dir.display()
-        ));
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let script = format!(
-        "'{}' mock --errors -h 127.0.0.1 -p {port} '{}' 2>&1 & pid=$!; cat >/dev/null; kill $pid",
-        bin.display(),
-        spec.display()
-    );
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting prism: {e}"))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        let mut ready = Some(ready_tx);
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("Prism is listening") {
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(true);
-                }
-            }
-            lines.lock().unwrap().push(line);
-        }
-        if let Some(tx) = ready.take() {
-            let _ = tx.send(false);
-        }
-    });
-    // Loading GitHub's description takes Prism some 20-30 s.
-    match ready_rx.recv_timeout(Duration::from_secs(300)) {
-        Ok(true) => Ok(Prism {
-            url: format!("http://127.0.0.1:{port}"),
-            log,
-            _child: Mutex::new(child),
-        }),
-        _ => {
-            let _ = child.kill();
-            Err(format!(
-                "prism did not start listening: {}",
-                log.lock().unwrap().join("\n")
-            ))
-        }
-    }
-}
 
 /// Prism, or `None` after printing SKIPPED (a failure under OC_REQUIRE_PEERS=1).
 fn prism_or_skip(test: &str) -> Option<&'static Prism> {
@@ -312,6 +217,101 @@ fn the_operations_run_against_prism() {
             .any(|l| l.contains("/repos/octocat/Hello-World/pulls")),
         "Prism saw the POST"
     );
+}
+
+/// A recorded payload (tests/fixtures) as the accepted Event of `family`.
+fn fixture_event(family: oc_github::Family, path: &str) -> protocol::wire::Event {
+    let body = std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let e = oc_github::project::project(family, "d-1", &serde_json::from_slice(&body).unwrap())
+        .unwrap();
+    protocol::wire::Event {
+        id: "ev-1".into(),
+        event_type: e.event_type,
+        scope_id: "s1".into(),
+        keys: e.keys,
+        payload: e.payload,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn prism_serves_what_rendering_and_wait_planning_read() {
+    use oc_github::{render, Family};
+    let Some(prism) = prism_or_skip("prism_serves_what_rendering_and_wait_planning_read") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = token_client(&prism.url);
+
+    // A review's comments with their diff hunks (the description's example).
+    let review = fixture_event(
+        Family::PullRequestReview,
+        "tests/fixtures/pull_request_review.submitted.json",
+    );
+    let extra = rt.block_on(render::gather(&client, Family::PullRequestReview, &review));
+    assert!(extra.notes.is_empty(), "{:?}", extra.notes);
+    let comments = extra.review_comments.clone().unwrap();
+    assert!(!comments.is_empty());
+    let hunk = comments[0]["diff_hunk"].as_str().unwrap().to_string();
+    let text = render::markdown(Family::PullRequestReview, &review, &extra);
+    assert!(text.contains("### Review comments ("), "{text}");
+    assert!(text.contains(&format!("```diff\n{hunk}\n```")), "{text}");
+
+    // A failed check run's output.
+    let run = fixture_event(
+        Family::CheckRun,
+        "tests/fixtures/octokit/check_run.completed.1.json",
+    );
+    let extra = rt.block_on(render::gather(&client, Family::CheckRun, &run));
+    assert!(extra.notes.is_empty(), "{:?}", extra.notes);
+    let text = render::markdown(Family::CheckRun, &run, &extra);
+    let title = extra.check_run.as_ref().unwrap()["output"]["title"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains(&format!("**{title}**")), "{text}");
+
+    // A comment's conversation: the issue's count, then its last page (Prism makes
+    // both up from the schema).
+    let comment = fixture_event(
+        Family::IssueComment,
+        "tests/fixtures/issue_comment.created.json",
+    );
+    let extra = rt.block_on(render::gather(
+        &dynamic_client(&prism.url),
+        Family::IssueComment,
+        &comment,
+    ));
+    assert!(extra.notes.is_empty(), "{:?}", extra.notes);
+    assert!(extra.thread.unwrap().len() <= render::MAX_THREAD_COMMENTS);
+
+    // What github.wait's planning reads: the head commit's check runs and the
+    // connection's own login.
+    let (runs, _) = rt
+        .block_on(client.get_all_in(
+            "/repos/Codertocat/Hello-World/commits/ec26c3e57ca3a959ca5aad62de7213c562f8c821/check-runs?per_page=100",
+            "check_runs",
+            1,
+        ))
+        .unwrap();
+    assert!(!runs.is_empty());
+    let (pending, _) = oc_github::waits::pending_checks(&runs);
+    assert!(pending.len() <= runs.len());
+    let login = rt.block_on(client.acting_login()).unwrap();
+    assert!(!login.is_empty());
+
+    let log = prism.log.lock().unwrap();
+    for path in [
+        "/repos/Codertocat/Hello-World/pulls/2/reviews/237895671/comments",
+        "/repos/Codertocat/Hello-World/check-runs/128620228",
+        "/repos/Codertocat/Hello-World/issues/1",
+        "/user",
+    ] {
+        assert!(log.iter().any(|l| l.contains(path)), "Prism saw {path}");
+    }
 }
 
 // ---------------------------------------------------------------------------

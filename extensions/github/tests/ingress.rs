@@ -55,6 +55,10 @@ fn the_manifest_parses_and_declares_what_the_host_contract_needs() {
         );
     }
     assert!(m.enables("webhook.handle") && m.enables("route.match"));
+    // Rendering comes with the families; the filter with `dependency_filter`.
+    assert!(m.enables("event.render"));
+    assert!(m.provides.dependency_filter && m.enables("dependency.filter"));
+    assert_eq!(families.len(), 8);
     let ext = oc_github::extension().unwrap();
     assert!(ext.errors().is_empty(), "{:?}", ext.errors());
 }
@@ -512,7 +516,7 @@ fn another_repository_is_202_ignored() {
 }
 
 #[test]
-fn events_outside_the_five_or_the_entrys_list_are_202_ignored() {
+fn events_outside_the_seven_or_the_entrys_list_are_202_ignored() {
     let r = handle(hello(), &request("push", "d", ISSUES_OPENED, SECRET));
     assert_eq!(r.response.status, 202);
     assert!(r.deliveries.is_empty());

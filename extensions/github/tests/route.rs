@@ -279,3 +279,51 @@ fn a_match_adds_its_link_to_the_works_current_display() {
     assert_eq!(d.title, "Renamed");
     assert_eq!(d.links.len(), 1);
 }
+
+/// A Work the route's binding runs, as `route.match` shows it.
+fn work_on(binding: &str) -> Work {
+    Work {
+        id: "w-1".into(),
+        binding: binding.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_event_that_reaches_the_routes_own_work_follows_it_whatever_its_labels() {
+    let config = json!({"events": ["github.pull_request_review"], "labels": ["agent"]});
+    let review = event_of(Family::PullRequestReview, PULL_REQUEST_REVIEW_SUBMITTED);
+    // No Work yet: the review's pull request carries no `agent` label.
+    let r = decide(review.clone(), config.clone());
+    assert!(!r.matched, "{}", r.reason);
+    // It reaches a Work this route's binding runs: it follows it.
+    let mut p = params(review.clone(), config.clone());
+    p.work = Some(work_on("agent"));
+    let r = match_route(&p).unwrap();
+    assert!(r.matched, "{}", r.reason);
+    // Another binding's Work is not this route's to follow.
+    let mut p = params(review, config);
+    p.work = Some(work_on("other"));
+    assert!(!match_route(&p).unwrap().matched);
+}
+
+#[test]
+fn a_merged_pull_request_completes_its_work_and_an_unmerged_one_cancels_it() {
+    let closed = event_of(Family::PullRequest, PULL_REQUEST_CLOSED);
+    let merged = closed.payload.data["merged"] == true;
+    let r = decide(closed.clone(), Value::Null);
+    assert!(r.matched, "{}", r.reason);
+    assert_eq!(r.close, if merged { "completed" } else { "cancelled" });
+    // The same event with the other `merged`.
+    let mut other = closed;
+    other.payload.data["merged"] = json!(!merged);
+    let r = decide(other, Value::Null);
+    assert_eq!(r.close, if merged { "cancelled" } else { "completed" });
+    assert!(r.reason.contains("Work"), "{}", r.reason);
+    // An opened one closes nothing.
+    let r = decide(
+        event_of(Family::PullRequest, PULL_REQUEST_OPENED),
+        Value::Null,
+    );
+    assert_eq!(r.close, "");
+}

@@ -17,7 +17,14 @@
 //! process group and the stubborn grandchild's pid), `testext.stderr`
 //! (`{lines, text}`: writes `text` to stderr `lines` times), `testext.hang_up`
 //! (closes its end of the protocol's stdout pipe, never answering, and keeps
-//! running after the connection ends, until a signal ends it).
+//! running after the connection ends, until a signal ends it),
+//! `testext.render_owned` (calls the host's `event.render_owned` with its params;
+//! answers `{ok}` or `{error, message}`).
+//!
+//! It owns the family `testext.note` and answers `event.render` for it: `rendered by
+//! testext: <type> <data.title> (work <work_id>, connection <connection>, max
+//! <max_bytes>)`, refused (`invalid`) when the payload's `fail` is true, and with
+//! `data.repeat` copies of `data.text` appended (past any bound) when given.
 
 use sdk::{Ctx, Extension};
 use serde::Deserialize;
@@ -244,6 +251,44 @@ fn run() -> i32 {
             }
             Ok(json!({"lines": p.lines}))
         })
+        .on::<protocol::wire::EventRenderParams, _, _>(|_ctx: Ctx, p| async move {
+            let data = &p.event.payload.data;
+            if data["fail"] == true {
+                return Err(protocol::RpcError::new(
+                    protocol::Code::Invalid,
+                    "testext refuses to render this one, as asked",
+                ));
+            }
+            let mut text = format!(
+                "rendered by testext: {} {} (work {}, connection {}, max {})",
+                p.event.event_type,
+                data["title"].as_str().unwrap_or_default(),
+                p.work_id,
+                p.connection,
+                p.max_bytes
+            );
+            let repeat = data["repeat"].as_u64().unwrap_or(0);
+            let piece = data["text"].as_str().unwrap_or_default();
+            for _ in 0..repeat.min(1 << 20) {
+                text.push_str(piece);
+            }
+            Ok(protocol::wire::EventRenderResult {
+                text,
+                truncated: false,
+            })
+        })
+        .method(
+            "testext.render_owned",
+            |ctx: Ctx, params: Value| async move {
+                match ctx.host.call("event.render_owned", &params).await {
+                    Ok(v) => Ok(json!({ "ok": v })),
+                    Err(e) => Ok(json!({
+                        "error": e.code().unwrap_or("transport"),
+                        "message": e.to_string(),
+                    })),
+                }
+            },
+        )
         .method("testext.hang_up", |_ctx: Ctx, _params: Value| async move {
             LINGER.store(true, Ordering::SeqCst);
             let replaced = hang_up();

@@ -163,10 +163,15 @@ pub struct Runner {
     stopping: AtomicBool,
     workspaces: Arc<Workspaces>,
     tunnels: Arc<TunnelRuns>,
+    /// The extensions `event.render_owned` renders through (this runner, once shared).
+    owners: Arc<crate::render::Owners>,
     /// The configuration generation last applied, for the checks' view of it.
     applied: Mutex<Option<Arc<Config>>>,
     /// The configuration directory (the installed packages' root's parent).
     config_dir: String,
+    /// The agents' plugin written from every package's playbooks (empty when it
+    /// could not be written).
+    playbook_dir: String,
 }
 
 impl std::fmt::Debug for Runner {
@@ -293,6 +298,7 @@ fn configure_entry(
         .map(|c| (c.name.clone(), c.secret_refs.clone()))
         .collect();
     configuration.set(ec.params, refs);
+    configuration.set_document(std::sync::Arc::new(doc.clone()));
     identity.rebind(ec.scopes, ec.connections);
     identity.rebind_unscoped(ec.unscoped_connections);
 }
@@ -337,6 +343,18 @@ impl Runner {
             }
         };
         let start = conflicts.is_empty();
+        let playbook_dir =
+            match crate::playbooks::write_plugin(&config.state_dir, &discovery.packages) {
+                // Absolute: a sandbox's read need must be.
+                Ok(w) => std::path::absolute(&w.dir)
+                    .unwrap_or(w.dir)
+                    .display()
+                    .to_string(),
+                Err(why) => {
+                    tracing::error!(%why, "runs get no playbooks");
+                    String::new()
+                }
+            };
         let workspaces = Workspaces::new(config.host_bus.clone());
         workspaces.protect(crate::workspaces::Protected {
             state_dir: config.state_dir.clone(),
@@ -354,6 +372,7 @@ impl Runner {
                 .map(PathBuf::from),
         });
         let tunnels = Arc::new(TunnelRuns::default());
+        let owners = crate::render::Owners::new();
         let entries: Vec<Entry> = discovery
             .packages
             .into_iter()
@@ -381,7 +400,8 @@ impl Runner {
                     let host = ScopedHost::new(identity.clone(), bus.clone())
                         .with_configuration(configuration.clone())
                         .with_workspaces(workspaces.clone())
-                        .with_tunnels(tunnels.clone());
+                        .with_tunnels(tunnels.clone())
+                        .with_owners(owners.clone());
                     options.handler = Arc::new(host);
                     options.kv_layouts = Some(Arc::new(BusKvLayouts::new(bus.clone())));
                 }
@@ -412,6 +432,7 @@ impl Runner {
             stopping: AtomicBool::new(false),
             workspaces,
             tunnels,
+            owners,
             applied: Mutex::new(
                 config
                     .initial
@@ -423,13 +444,16 @@ impl Runner {
                 .parent()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            playbook_dir,
         }
     }
 
-    /// The runner, shared: its workspace service can then call the providers.
+    /// The runner, shared: its workspace service can then call the providers, and
+    /// `event.render_owned` the Events' owners.
     pub fn shared(self) -> Arc<Runner> {
         let runner = Arc::new(self);
         runner.workspaces.attach(&runner);
+        runner.owners.attach(&runner);
         runner
     }
 
@@ -460,6 +484,11 @@ impl Runner {
             .into_iter()
             .find(|(t, _)| t == resource_type)
             .map(|(_, p)| p)
+    }
+
+    /// The configuration generation last applied, if any.
+    pub fn applied(&self) -> Option<Arc<Config>> {
+        lock(&self.applied).clone()
     }
 
     /// The files the applied configuration's `file:` secret references name: every
@@ -812,6 +841,19 @@ impl Runner {
                 (e.package.name.clone(), state, e.configuration.registered())
             })
             .collect()
+    }
+
+    /// The agents' plugin directory, written at start from every package's playbooks
+    /// ([`crate::playbooks`]); empty when it could not be written.
+    pub fn playbook_dir(&self) -> &str {
+        &self.playbook_dir
+    }
+
+    /// The scopes whose configuration uses the package `name` (its identity's).
+    pub fn scopes_of(&self, name: &str) -> Vec<String> {
+        self.entry(name)
+            .map(|e| e.identity.current().scopes.clone())
+            .unwrap_or_default()
     }
 
     /// The manifest of the package `name`.

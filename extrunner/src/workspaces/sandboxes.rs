@@ -322,9 +322,16 @@ impl Workspaces {
             }
         }
         let own = self.own_folders(run, execution_id).await;
+        // The agents' plugin (under the state directory) may be read, never written.
+        let playbooks = self
+            .runner()
+            .map(|r| r.playbook_dir().to_owned())
+            .unwrap_or_default();
         let mut merged = needs;
-        for need in merged.read.iter().chain(&merged.write) {
-            let is_own = own.iter().any(|o| within(need, o));
+        let reads = merged.read.len();
+        for (i, need) in merged.read.iter().chain(&merged.write).enumerate() {
+            let readable = i < reads && !playbooks.is_empty() && within(need, &playbooks);
+            let is_own = readable || own.iter().any(|o| within(need, o));
             for p in &protected {
                 let inside = within(need, p) && !is_own;
                 // A need above a protected path would re-open it.

@@ -34,6 +34,12 @@ pub use pass::Pass;
 
 /// How long one `route.match` may take.
 pub const MATCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a Wait owner's `dependency.filter` may take: the spec's in-transaction
+/// bound, enforced by extrunner on the extension (`in_transaction`).
+pub const FILTER_TIMEOUT: Duration = protocol::IN_TRANSACTION_DEADLINE;
+/// How long the router waits for a `dependency.filter` answer through the bus (the
+/// extension's [`FILTER_TIMEOUT`] plus the bus's round trip); past it, no match.
+pub const FILTER_WAIT: Duration = Duration::from_secs(1);
 /// The Work kind of Work a route creates without naming one.
 pub const DEFAULT_KIND: &str = "work";
 /// Events read per page.
@@ -199,6 +205,45 @@ pub struct Knowledge {
     pub injectable: std::collections::HashSet<String>,
     /// Each extension's tasks: (extension, task, interval in seconds).
     pub tasks: Vec<(String, String, u64)>,
+    /// Each extension's surfaces schedulerd calls around runs and Waits,
+    /// with the scopes whose configuration uses it.
+    pub surfaces: Vec<ExtensionSurfaces>,
+    /// The agents' plugin extrunner wrote from every package's playbooks (its
+    /// registrations' `playbook_dir`; empty for none): each run's `playbook_dir`.
+    pub playbook_dir: String,
+}
+
+/// What schedulerd may call on one extension besides routes and executors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtensionSurfaces {
+    /// The extension.
+    pub name: String,
+    /// The scopes whose configuration uses it.
+    pub scopes: Vec<String>,
+    /// It adds an environment layer to runs in those scopes (`run.environment`).
+    pub run_environment: bool,
+    /// It is told when a run's segment ends (`segment.ended`).
+    pub segment_end: bool,
+    /// It filters the wakes of the Waits its wait operations plan (`dependency.filter`).
+    pub dependency_filter: bool,
+    /// It shows Work on its own surface (`work.annotate`).
+    pub annotations: bool,
+}
+
+impl Knowledge {
+    /// The running extensions whose configuration uses `scope` and that declare the
+    /// surface `pick` selects.
+    pub fn with_surface(
+        &self,
+        scope: &str,
+        pick: impl Fn(&ExtensionSurfaces) -> bool,
+    ) -> Vec<String> {
+        self.surfaces
+            .iter()
+            .filter(|s| pick(s) && s.scopes.iter().any(|x| x == scope))
+            .map(|s| s.name.clone())
+            .collect()
+    }
 }
 
 /// The router.
@@ -209,6 +254,8 @@ pub struct Router {
     /// Events routed to a Work whose attempt was running, to inject into it:
     /// (Work, event seq), at most [`MAX_INJECTIONS`].
     injections: Arc<std::sync::Mutex<std::collections::VecDeque<(String, i64)>>>,
+    /// `work.annotate` calls in flight ([`crate::annotate`]).
+    annotations: Arc<tokio::sync::Semaphore>,
 }
 
 /// The most routed events waiting to be injected into running attempts; past it an
@@ -226,7 +273,18 @@ impl Router {
             bus,
             knowledge: Arc::default(),
             injections: Arc::default(),
+            annotations: Arc::new(tokio::sync::Semaphore::new(crate::annotate::MAX_IN_FLIGHT)),
         }
+    }
+
+    /// The bus.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    /// The bound on `work.annotate` calls in flight ([`crate::annotate`]).
+    pub fn annotations(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.annotations
     }
 
     /// The events routed to running attempts since the last call, oldest first.
@@ -295,8 +353,18 @@ impl Router {
         let mut injectable = std::collections::HashSet::new();
         let mut tasks = Vec::new();
         let mut operations = HashMap::new();
+        let mut surfaces = Vec::new();
         for e in r["extensions"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().unwrap_or_default();
+            let s = &e["surfaces"];
+            surfaces.push(ExtensionSurfaces {
+                name: name.to_owned(),
+                scopes: serde_json::from_value(e["scopes"].clone()).unwrap_or_default(),
+                run_environment: s["run_environment"] == true,
+                segment_end: s["segment_end"] == true,
+                dependency_filter: s["dependency_filter"] == true,
+                annotations: s["annotations"] == true,
+            });
             for o in e["operations"].as_array().into_iter().flatten() {
                 if let Ok(g) =
                     serde_json::from_value::<protocol::toolbelt::OperationGuidance>(o.clone())
@@ -340,6 +408,8 @@ impl Router {
             k.injectable = injectable;
             k.tasks = tasks;
             k.operations = operations;
+            k.surfaces = surfaces;
+            k.playbook_dir = r["playbook_dir"].as_str().unwrap_or_default().to_owned();
             k.handlers_loaded = true;
         }
         Ok(())
@@ -559,6 +629,9 @@ impl Router {
                 if let Some(c) = &m.context {
                     outcome["context"] = c.clone();
                 }
+                if !m.close.is_empty() {
+                    outcome["close"] = json!(m.close);
+                }
                 return Ok(Decision { records, outcome });
             }
         }
@@ -568,7 +641,8 @@ impl Router {
         })
     }
 
-    /// The active Wait this event satisfies (by its keys and type), in the event's
+    /// The active Wait this event satisfies (by its keys and type, and by its owner's
+    /// [`Router::dependency_filter`] when the owner declares one), in the event's
     /// scope: (Wait ID, Work ID).
     async fn waiting_for(&self, ev: &RoutedEvent) -> Result<Option<(String, String)>, RouteError> {
         if ev.keys.is_empty() {
@@ -589,7 +663,9 @@ impl Router {
                 .call("store.work_get", &json!({ "id": work_id }))
                 .await
                 .map_err(|e| store_err("store.work_get", e))?;
-            if work["work"]["scope_id"] == ev.scope_id.as_str() {
+            if work["work"]["scope_id"] == ev.scope_id.as_str()
+                && self.dependency_filter(w, ev).await
+            {
                 return Ok(Some((
                     w["id"].as_str().unwrap_or_default().to_owned(),
                     work_id.to_owned(),
@@ -597,6 +673,71 @@ impl Router {
             }
         }
         Ok(None)
+    }
+
+    /// Whether the Wait `w` (a `store.waits_matching` row) takes `ev`, which its keys and
+    /// types already match, as its owner's `dependency.filter` says: asked only when
+    /// the owner declares `provides.dependency_filter` (a Wait with no owner, or whose
+    /// owner declares none, takes it), in transaction ([`FILTER_TIMEOUT`], enforced by
+    /// extrunner on the extension; [`FILTER_WAIT`] for the whole round trip). The
+    /// operation is the owner's wait operation (its only one; empty when it declares
+    /// several, see docs/decisions.md). `matched: false` and any failure (an error, a
+    /// timeout, the extension down, an unreadable payload) count as no match (spec:
+    /// the event routes as it would otherwise, and a later one may wake the Wait).
+    async fn dependency_filter(&self, w: &Value, ev: &RoutedEvent) -> bool {
+        let owner = w["owner"].as_str().unwrap_or_default();
+        if owner.is_empty() {
+            return true;
+        }
+        let operation = {
+            let Ok(k) = self.knowledge.read() else {
+                return false;
+            };
+            let filters = k
+                .surfaces
+                .iter()
+                .any(|s| s.name == owner && s.dependency_filter);
+            if !filters {
+                return true;
+            }
+            let mut waits = k
+                .operations
+                .iter()
+                .filter(|(_, (ext, g))| ext == owner && g.kind == "wait")
+                .map(|(name, _)| name.clone());
+            match (waits.next(), waits.next()) {
+                (Some(only), None) => only,
+                _ => String::new(),
+            }
+        };
+        let wait_id = w["id"].as_str().unwrap_or_default();
+        let params = wire::DependencyFilterParams {
+            operation,
+            work_id: w["work_id"].as_str().unwrap_or_default().to_owned(),
+            plan: w["plan"].clone(),
+            event: ev.wire(),
+        };
+        let request = json!({"name": owner, "method": "dependency.filter", "params": params,
+                             "in_transaction": true});
+        let call = self
+            .bus
+            .call_as::<_, wire::DependencyFilterResult>("ext.call", &request);
+        match tokio::time::timeout(FILTER_WAIT, call).await {
+            Ok(Ok(r)) => {
+                if !r.matched {
+                    tracing::info!(OC_EXTENSION = %owner, wait = %wait_id, seq = ev.seq, "the Wait's dependency filter did not take the event");
+                }
+                r.matched
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(OC_EXTENSION = %owner, wait = %wait_id, seq = ev.seq, error = %e, "the Wait's dependency filter failed: counted as no match");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(OC_EXTENSION = %owner, wait = %wait_id, seq = ev.seq, "the Wait's dependency filter did not answer within {FILTER_WAIT:?}: counted as no match");
+                false
+            }
+        }
     }
 
     /// Decide for one event and record the decision. An event a waiting Work's Wait
@@ -644,7 +785,12 @@ impl Router {
 
     /// Record the decision for one event (`store.route_decide`): the store's answer.
     pub async fn decide(&self, ev: &RoutedEvent, d: &Decision) -> Result<Value, RouteError> {
-        self.decide_with(ev, &Self::decide_params(ev, d)).await
+        let answer = self.decide_with(ev, &Self::decide_params(ev, d)).await?;
+        // The Work moved (made, woken, closed): the packages that show it are told.
+        if let Some(work_id) = answer["work_id"].as_str() {
+            self.annotate(work_id);
+        }
+        Ok(answer)
     }
 
     /// `store.route_decide` with its params made already.

@@ -136,6 +136,7 @@ impl Starter {
                 return Err(RpcError::new(code, message));
             }
         };
+        self.router.annotate(work_id);
         match &attempt {
             Some(a) if a.stopped => {
                 tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %a.execution_id, detail = %a.detail, "Work cancelled; its running attempt was stopped first")

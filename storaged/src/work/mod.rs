@@ -32,13 +32,16 @@
 //! [`attempts`] (an attempt's start, its fenced lease, recovery metadata and
 //! settlement, and the reads schedulerd polls), [`hosts`] (host liveness and
 //! extension task claims), [`reads`] (`store.work_cancel` and the
-//! Work reads). The helpers and rows they share are here.
+//! Work reads), [`actions`] (`store.action_accept`, `store.work_retry`: what the
+//! host's own actions write). The helpers and rows they share are here.
 
+mod actions;
 mod attempts;
 mod hosts;
 mod reads;
 mod routing;
 
+pub use actions::*;
 pub use attempts::*;
 pub use hosts::*;
 pub use reads::*;
@@ -440,6 +443,8 @@ impl Store {
     read_method!(expired_leases, ExpiredLeasesRequest, ExpiredLeasesResponse);
     read_method!(works_ready, WorksReadyRequest, WorksReadyResponse);
     write_method!(work_cancel, WorkCancelRequest, WorkCancelResponse);
+    write_method!(work_retry, WorkRetryRequest, WorkRetryResponse);
+    write_method!(action_accept, ActionAcceptRequest, ActionAcceptResponse);
     read_method!(work_get, WorkGetRequest, WorkGetResponse);
     read_method!(works, WorksRequest, WorksResponse);
     read_method!(executions, ExecutionsRequest, ExecutionsResponse);
@@ -462,6 +467,8 @@ crate::store_methods! {
     "store.expired_leases" => expired_leases,
     "store.works_ready" => works_ready,
     "store.work_cancel" => work_cancel,
+    "store.work_retry" => work_retry,
+    "store.action_accept" => action_accept,
     "store.work_get" => work_get,
     "store.works" => works,
     "store.executions" => executions,

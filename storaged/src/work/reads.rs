@@ -49,7 +49,7 @@ pub fn work_cancel(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?;
-    let Some((st, epoch, version)) = work else {
+    let Some((st, _epoch, version)) = work else {
         return Err(StoreError::not_found(format!("no Work {}", req.work_id)));
     };
     if let Some(v) = req.expect_version {
@@ -70,39 +70,70 @@ pub fn work_cancel(
         )));
     }
     let now = util::now();
+    let (execution_id, epoch, wait_id) =
+        close_in(conn, &req.work_id, state::CANCELLED, &req.reason, &now)?;
+    Ok(WorkCancelResponse {
+        execution_id,
+        epoch,
+        wait_id,
+    })
+}
+
+/// Close an open Work as `completed` or `cancelled`, in the caller's transaction:
+/// its running or waiting execution is settled `cancelled` (its lease fenced by a new
+/// epoch, so the host running it stops it), its active Wait cancelled, its pending
+/// and taken inputs `done` (completed) or `cancelled`. Answers the execution it
+/// settled, the new epoch and the Wait it cancelled.
+pub(crate) fn close_in(
+    conn: &Connection,
+    work_id: &str,
+    to: &str,
+    reason: &str,
+    now: &str,
+) -> Result<(Option<String>, i64, Option<String>), StoreError> {
+    let epoch: i64 = conn.query_row(
+        "SELECT lease_epoch FROM works WHERE id = ?1",
+        [work_id],
+        |r| r.get(0),
+    )?;
     let execution_id: Option<String> = conn
         .query_row(
             "SELECT id FROM executions WHERE work_id = ?1 AND state IN ('running', 'waiting') \
              ORDER BY attempt DESC LIMIT 1",
-            [&req.work_id],
+            [work_id],
             |r| r.get(0),
         )
         .optional()?;
     if let Some(id) = &execution_id {
-        let result = serde_json::json!({ "cancelled": req.reason }).to_string();
+        let key = if to == state::CANCELLED {
+            "cancelled"
+        } else {
+            "closed"
+        };
+        let result = serde_json::json!({ key: reason }).to_string();
         conn.execute(
             "UPDATE executions SET state = 'cancelled', lease_expires_ms = NULL, \
              settled_at = ?2, result = ?3 WHERE id = ?1",
             params![id, now, result],
         )?;
     }
-    let wait_id = crate::waits::cancel_active_in(conn, &req.work_id, &now)?;
+    let wait_id = crate::waits::cancel_active_in(conn, work_id, now)?;
+    let inputs = if to == state::CANCELLED {
+        "cancelled"
+    } else {
+        "done"
+    };
     conn.execute(
-        "UPDATE work_inputs SET state = 'cancelled' \
-         WHERE work_id = ?1 AND state IN ('pending', 'taken')",
-        [&req.work_id],
+        "UPDATE work_inputs SET state = ?2 WHERE work_id = ?1 AND state IN ('pending', 'taken')",
+        params![work_id, inputs],
     )?;
     let epoch = epoch + 1;
     conn.execute(
-        "UPDATE works SET state = 'cancelled', lease_epoch = ?2, retry_at_ms = NULL WHERE id = ?1",
-        params![req.work_id, epoch],
+        "UPDATE works SET state = ?3, lease_epoch = ?2, retry_at_ms = NULL WHERE id = ?1",
+        params![work_id, epoch, to],
     )?;
-    touch(conn, &req.work_id, &now)?;
-    Ok(WorkCancelResponse {
-        execution_id,
-        epoch,
-        wait_id,
-    })
+    touch(conn, work_id, now)?;
+    Ok((execution_id, epoch, wait_id))
 }
 
 // ---------------------------------------------------------------------------------------

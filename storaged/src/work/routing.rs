@@ -58,6 +58,10 @@ pub enum RouteOutcome {
         /// Its grants (only for a Work this creates).
         #[serde(default)]
         grants: Vec<String>,
+        /// Close the open Work a key finds (`completed` or `cancelled`) rather than
+        /// give it a turn; with none found, nothing is created (`unmatched:closes_nothing`).
+        #[serde(default)]
+        close: Option<String>,
     },
     /// Attach the event to a Work.
     Attach {
@@ -161,7 +165,15 @@ pub fn route_decide(
             display,
             context,
             grants,
+            close,
         } => {
+            if let Some(c) = close {
+                if c != state::COMPLETED && c != state::CANCELLED {
+                    return Err(StoreError::invalid(format!(
+                        "close is {c:?}: completed or cancelled"
+                    )));
+                }
+            }
             check_name("kind", kind, limits)?;
             check_opt_name("binding", binding, limits)?;
             check_list("keys", keys, limits)?;
@@ -230,6 +242,7 @@ pub fn route_decide(
     let now = util::rfc3339(now_ms);
     let mut created = false;
     let mut woke = None;
+    let mut closing: Option<(String, String)> = None;
     let target: Option<String>;
     let disposition: String;
 
@@ -248,6 +261,7 @@ pub fn route_decide(
             keys,
             context,
             grants,
+            close,
             ..
         } => {
             // A key finds its Work: the first key naming an open Work wins.
@@ -275,9 +289,15 @@ pub fn route_decide(
                     break;
                 }
             }
-            let id = match found {
-                Some(id) => id,
-                None => {
+            let id = match (found, close) {
+                (Some(id), Some(c)) => {
+                    closing = Some((id.clone(), c.clone()));
+                    Some(id)
+                }
+                (Some(id), None) => Some(id),
+                // Nothing open to close: no Work is made for it.
+                (None, Some(_)) => None,
+                (None, None) => {
                     let id = util::new_id("work");
                     let context_text = match context {
                         Some(c) if !c.is_null() => Some(json_text("context", c, limits)?),
@@ -298,21 +318,29 @@ pub fn route_decide(
                         ],
                     )?;
                     created = true;
-                    id
+                    Some(id)
                 }
             };
-            // Bind the keys: unbound ones and those of closed Work go to this Work.
-            for key in keys {
-                conn.execute(
-                    "INSERT INTO work_keys (key, work_id) VALUES (?1, ?2) \
-                     ON CONFLICT(key) DO UPDATE SET work_id = excluded.work_id \
-                     WHERE (SELECT state FROM works WHERE id = work_keys.work_id) \
-                           IN ('failed', 'cancelled')",
-                    params![key, id],
-                )?;
+            match id {
+                Some(id) => {
+                    // Bind the keys: unbound ones and those of closed Work go to this Work.
+                    for key in keys {
+                        conn.execute(
+                            "INSERT INTO work_keys (key, work_id) VALUES (?1, ?2) \
+                             ON CONFLICT(key) DO UPDATE SET work_id = excluded.work_id \
+                             WHERE (SELECT state FROM works WHERE id = work_keys.work_id) \
+                                   IN ('failed', 'cancelled')",
+                            params![key, id],
+                        )?;
+                    }
+                    disposition = if created { "created" } else { "attached" }.into();
+                    target = Some(id);
+                }
+                None => {
+                    target = None;
+                    disposition = "unmatched:closes_nothing".into();
+                }
             }
-            disposition = if created { "created" } else { "attached" }.into();
-            target = Some(id);
         }
         RouteOutcome::Attach { work_id, wake, .. } => {
             let work: Option<(String, String)> = conn
@@ -395,7 +423,13 @@ pub fn route_decide(
                 next = state::WOKEN.into();
             }
         }
-        set_work_state(conn, id, &next, &now)?;
+        match &closing {
+            Some((_, c)) => {
+                super::reads::close_in(conn, id, c, &format!("closed by event {}", req.seq), &now)?;
+                next = c.clone();
+            }
+            None => set_work_state(conn, id, &next, &now)?,
+        }
         work_state = Some(next);
     }
 

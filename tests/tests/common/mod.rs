@@ -1,6 +1,7 @@
 //! Shared by the intake tests: the suite with the demo configuration.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod claude;
 pub mod repo;
 pub mod sandbox;
 

@@ -14,6 +14,76 @@ struct Prepared {
     workspace: Option<ProvidedResource>,
 }
 
+/// The `secret_env` variables' values: each connection's secrets through its own
+/// `secret.resolve`, a plain name from the binding's `connection`, an object's from
+/// the connection it names, which must be one the binding names (`connection` or
+/// one of `connections`). Values go into claude's environment only; a failure names
+/// the variable, the connection and the secret, never a value.
+async fn resolve_secrets(
+    host: &Host,
+    req: &RunRequest,
+    cfg: &ClaudeConfig,
+) -> Result<BTreeMap<String, String>, ExecutorWaitResult> {
+    let schema = &cfg.status_schema;
+    let binding = &req.binding;
+    let mut wanted: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for (var, source) in &cfg.secret_env {
+        let connection = source.connection_or(&binding.connection);
+        if connection.is_empty() {
+            return Err(failure(
+                schema,
+                "invalid_config",
+                format!("invalid_config: secret_env.{var} takes a secret of the binding's connection, and the binding names none"),
+            ));
+        }
+        if connection != binding.connection && !binding.connections.iter().any(|c| c == connection)
+        {
+            return Err(failure(
+                schema,
+                "invalid_config",
+                format!("invalid_config: secret_env.{var} names the connection {connection:?}, which the binding does not name (its connection or connections)"),
+            ));
+        }
+        wanted
+            .entry(connection)
+            .or_default()
+            .push((var.as_str(), source.secret.as_str()));
+    }
+    let mut out = BTreeMap::new();
+    for (connection, vars) in wanted {
+        let mut names: Vec<String> = vars.iter().map(|(_, s)| (*s).to_owned()).collect();
+        names.sort();
+        names.dedup();
+        let got = host
+            .call_typed(&SecretResolveParams {
+                scope_id: req.work.scope_id.clone(),
+                connection: connection.to_owned(),
+                names,
+            })
+            .await
+            .map_err(|e| {
+                failure(
+                    schema,
+                    "secret_unavailable",
+                    format!("the secrets of connection {connection:?} could not be resolved: {e}"),
+                )
+            })?;
+        for (var, name) in vars {
+            let Some(v) = got.values.get(name) else {
+                return Err(failure(
+                    schema,
+                    "secret_unavailable",
+                    format!(
+                        "the secret {name} of connection {connection:?} for {var} was not resolved"
+                    ),
+                ));
+            };
+            out.insert(var.to_owned(), v.clone());
+        }
+    }
+    Ok(out)
+}
+
 impl ClaudeCode {
     /// `executor.run`: checks what needs no process (config, dry run, the
     /// usage-limit hold, the working directory, secrets, the binary; each a
@@ -97,7 +167,8 @@ impl ClaudeCode {
                     Some(b) => json!({"branch": b}),
                     None => Value::Null,
                 };
-                sdk::workspace::acquire(host, req, &cfg.workspace_mode, params).await
+                let mode = cfg.mode_for(sdk::sandbox::sandboxed(req));
+                sdk::workspace::acquire(host, req, mode, params).await
             }
         };
         got.map_err(|f| failure(schema, &f.reason, f.line()))
@@ -159,38 +230,7 @@ impl ClaudeCode {
                 ),
             ));
         }
-        let mut secrets = BTreeMap::new();
-        if !cfg.secret_env.is_empty() {
-            let names: Vec<String> = cfg.secret_env.values().cloned().collect();
-            let got = host
-                .call_typed(&SecretResolveParams {
-                    scope_id: req.work.scope_id.clone(),
-                    connection: req.binding.connection.clone(),
-                    names,
-                })
-                .await
-                .map_err(|e| {
-                    failure(
-                        &schema,
-                        "secret_unavailable",
-                        format!("the binding's secrets could not be resolved: {e}"),
-                    )
-                })?;
-            for (var, name) in &cfg.secret_env {
-                match got.values.get(name) {
-                    Some(v) => {
-                        secrets.insert(var.clone(), v.clone());
-                    }
-                    None => {
-                        return Err(failure(
-                            &schema,
-                            "secret_unavailable",
-                            format!("the secret {name} for {var} was not resolved"),
-                        ))
-                    }
-                }
-            }
-        }
+        let secrets = resolve_secrets(host, req, &cfg).await?;
         let own: BTreeMap<String, String> = std::env::vars().collect();
         let client = has_toolbelt(req).then(|| ToolbeltClient {
             endpoint: req.toolbelt.endpoint.clone(),
@@ -491,12 +531,15 @@ impl ClaudeCode {
             return Err(e);
         }
         let args = prompt::template(&cfg.args, &req.work);
+        // The inputs as their families' owners render them (the rest generically).
+        let rendered = prompt::owned_renderings(host, &req).await;
         let text = prompt::prompt(
             cfg.playbook.as_deref(),
             &args,
             decision.shape,
             &note,
             &req.inputs,
+            &rendered,
         );
         if let Some(pipe) = stdin.as_mut() {
             let first = format!("go\n{}", prompt::user_message(&text));

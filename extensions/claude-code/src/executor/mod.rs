@@ -264,6 +264,14 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         );
         return result;
     }
+    if p.kind == validate_kind::EXECUTOR_SECRETS && p.type_name == EXECUTOR {
+        // The connection secrets `secret_env` resolves, which config check holds
+        // against the binding's connections and their types' declared secrets.
+        result.secrets = config::parse(&p.config)
+            .map(|c| c.secret_uses())
+            .unwrap_or_default();
+        return result;
+    }
     if p.kind != validate_kind::EXECUTOR || p.type_name != EXECUTOR {
         return result;
     }
@@ -619,6 +627,17 @@ mod tests {
         });
         assert!(v.diagnostics.is_empty());
         assert_eq!(v.warnings.len(), 1);
+        // The secrets a config resolves, for config check's secret-name check.
+        let v = validate(&ValidateParams {
+            kind: validate_kind::EXECUTOR_SECRETS.into(),
+            type_name: "claude-code".into(),
+            config: json!({"secret_env": {"K": {"connection": "a", "secret": "api_key"}}}),
+            ..ValidateParams::default()
+        });
+        assert_eq!(v.secrets.len(), 1, "{v:?}");
+        assert_eq!(v.secrets[0].path, "/secret_env/K");
+        assert_eq!(v.secrets[0].connection, "a");
+        assert!(v.diagnostics.is_empty() && v.warnings.is_empty());
     }
 
     /// As root, config check warns that the default permission mode fails every

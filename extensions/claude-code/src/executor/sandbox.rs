@@ -3,7 +3,9 @@
 //! workspace, claude's own config directory (`CLAUDE_CONFIG_DIR`) and the segment's
 //! own tmp folder writable, the segment directory (its MCP config and token file),
 //! the playbooks, the toolbelt directory and the run's toolbelt socket readable, and
-//! the API host (`ANTHROPIC_BASE_URL`'s, else `api.anthropic.com`) on the network.
+//! the API host (`ANTHROPIC_BASE_URL`'s, else `api.anthropic.com`) and the hosts the
+//! run layer names (`RunRequest.hosts`: the git host of the run's credential) on the
+//! network.
 //! `TMPDIR` and `CLAUDE_CODE_TMPDIR` are the segment's tmp folder,
 //! `<execution>/<segment>.tmp` beside the segment directory (srt keeps `/tmp` for its
 //! own sockets, read-only inside; and it mounts read needs over write needs, so the
@@ -81,6 +83,12 @@ pub fn needs(req: &RunRequest, seg: &Segment<'_>, env: &BTreeMap<String, String>
     }
     n.read.retain(|p| Path::new(p).is_absolute());
     n.hosts.push(api_host(env));
+    // What the run layer set up reaches (the git host of the run's credential).
+    for h in &req.hosts {
+        if !h.is_empty() && !n.hosts.contains(h) {
+            n.hosts.push(h.clone());
+        }
+    }
     n
 }
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod prism;
+
 use std::collections::BTreeMap;
 
 use oc_github::config::{EntryConfig, Registry};
@@ -19,6 +21,19 @@ pub const PULL_REQUEST_OPENED: &[u8] = include_bytes!("../fixtures/pull_request.
 pub const PULL_REQUEST_REVIEW_SUBMITTED: &[u8] =
     include_bytes!("../fixtures/pull_request_review.submitted.json");
 pub const CHECK_RUN_COMPLETED: &[u8] = include_bytes!("../fixtures/check_run.completed.json");
+// From @octokit/webhooks-examples 7.6.1 (tests/fixtures/octokit/README.md).
+pub const PULL_REQUEST_REVIEW_COMMENT_CREATED: &[u8] =
+    include_bytes!("../fixtures/octokit/pull_request_review_comment.created.json");
+pub const CHECK_SUITE_COMPLETED: &[u8] =
+    include_bytes!("../fixtures/octokit/check_suite.completed.json");
+pub const CHECK_SUITE_COMPLETED_NO_PR: &[u8] =
+    include_bytes!("../fixtures/octokit/check_suite.completed.1.json");
+pub const CHECK_RUN_COMPLETED_FAILURE: &[u8] =
+    include_bytes!("../fixtures/octokit/check_run.completed.1.json");
+pub const PULL_REQUEST_CLOSED: &[u8] =
+    include_bytes!("../fixtures/octokit/pull_request.closed.json");
+/// The head commit of pull request #2 in the fixtures.
+pub const HEAD_SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 
 pub fn json_of(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap()

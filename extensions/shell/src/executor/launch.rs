@@ -270,16 +270,18 @@ fn environment(
     let provider = workspace
         .map(sdk::workspace::provider_layer)
         .unwrap_or_default();
-    let layers = req
-        .host_env
-        .iter()
-        .chain(&provider)
-        .chain(&req.env)
-        .chain(&cfg.env);
-    for (k, v) in layers {
-        if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
-            continue;
-        }
+    // Later layers win; git's `GIT_CONFIG_*` pairs are appended (`apply_env`).
+    let clean = |l: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        l.iter()
+            .filter(|(k, v)| !k.is_empty() && !k.contains(['=', '\0']) && !v.contains('\0'))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let mut layered = BTreeMap::new();
+    for l in [&req.host_env, &provider, &req.env, &cfg.env] {
+        protocol::wire::apply_env(&mut layered, &clean(l));
+    }
+    for (k, v) in layered {
         env.insert(k.into(), v.into());
     }
     let own = [
