@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::configuration::Registered;
-use crate::host::{check_payload, declared_family, Identity};
+use crate::identity::{check_payload, declared_family, Identity};
 
 /// The longest delivery ID.
 pub const MAX_DELIVERY_ID_BYTES: usize = 1024;

@@ -21,6 +21,7 @@ pub mod configuration;
 pub mod conflicts;
 pub mod discovery;
 pub mod host;
+pub mod identity;
 pub mod ingress;
 pub mod offline;
 pub mod playbooks;

@@ -27,6 +27,10 @@ pub const ENV_ENDPOINT: &str = "OS_ENDPOINT";
 /// The file holding the execution's token, for a client.
 pub const ENV_TOKEN_FILE: &str = "OS_TOKEN_FILE";
 
+/// The event type the toolbelt's `create_work` emits, which the router turns into
+/// Work as asked.
+pub const WORK_REQUESTED: &str = "agent.work_requested";
+
 /// Run one tool.
 pub const METHOD_CALL: &str = "toolbelt.call";
 /// The granted operations, with their guidance.

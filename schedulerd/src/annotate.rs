@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::router::{work_from_row, Router};
 
 /// How many `work.annotate` calls may be in flight at once.
-pub const MAX_IN_FLIGHT: usize = 16;
+pub const MAX_IN_FLIGHT: usize = crate::router::ANNOTATIONS_IN_FLIGHT;
 /// How long one `work.annotate` call may take.
 pub const ANNOTATE_TIMEOUT: Duration = Duration::from_secs(30);
 

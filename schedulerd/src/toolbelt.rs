@@ -67,7 +67,7 @@ const TOKEN_PREFIX: &str = "oct1";
 /// The toolbelt's own event family: what `emit` may emit.
 pub const FAMILY: &str = "agent.";
 /// The event type `create_work` emits, which the router turns into Work.
-pub const WORK_REQUESTED: &str = "agent.work_requested";
+pub use protocol::toolbelt::WORK_REQUESTED;
 /// How long an extension operation may take (inside the client's 60 s).
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(55);
 /// At most this many of the Work's events are in `read_context`.

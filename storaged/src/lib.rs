@@ -7,6 +7,7 @@
 
 pub mod artifacts;
 pub mod cli;
+pub mod commit;
 pub mod config;
 pub mod db;
 pub mod error;

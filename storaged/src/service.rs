@@ -29,6 +29,7 @@ fn dispatchers() -> &'static [Dispatch] {
     &[
         |s, m, p| Box::pin(crate::events::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::kv::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::commit::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::reserved::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::work::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::waits::dispatch_raw(s, m, p)),
@@ -47,6 +48,7 @@ pub fn methods() -> Vec<&'static str> {
     for list in [
         crate::events::METHODS,
         crate::kv::METHODS,
+        crate::commit::METHODS,
         crate::reserved::METHODS,
         crate::work::METHODS,
         crate::waits::METHODS,

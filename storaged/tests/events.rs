@@ -583,7 +583,7 @@ async fn a_derived_event_commits_with_its_records(b: Backend) {
     );
     // A retry after success: the same event, its records not applied again (the
     // check, which no longer holds, is not asked either).
-    s.kv_commit(storaged::kv::KvCommitRequest {
+    s.kv_commit(storaged::commit::KvCommitRequest {
         owner: "notes".into(),
         families: None,
         scopes: None,

@@ -7,10 +7,9 @@
 mod backend;
 use backend::Backend;
 use serde_json::{json, Value};
+use storaged::commit::KvCommitRequest;
 use storaged::events::{emitted_event_id, EventInput};
-use storaged::kv::{
-    KvCheckItem, KvCommitRequest, KvDeleteItem, KvGetRequest, KvListRequest, KvPutItem,
-};
+use storaged::kv::{KvCheckItem, KvDeleteItem, KvGetRequest, KvListRequest, KvPutItem};
 use storaged::reserved::{KvLayoutGetRequest, KvLayoutSetRequest};
 use storaged::{util, Limits, Store, StoreError};
 
@@ -746,6 +745,15 @@ async fn dispatch_decodes_serves_and_refuses(b: Backend) {
             "{m}: {out:?}"
         );
     }
+    for m in storaged::commit::METHODS {
+        let out = storaged::commit::dispatch(s, m, &raw(json!({"bogus": 1})))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&out, Err(StoreError::Invalid(msg)) if msg.starts_with(&format!("invalid params for {m}"))),
+            "{m}: {out:?}"
+        );
+    }
     for m in storaged::reserved::METHODS {
         let out = storaged::reserved::dispatch(s, m, &raw(json!({"bogus": 1})))
             .await
@@ -755,7 +763,7 @@ async fn dispatch_decodes_serves_and_refuses(b: Backend) {
             "{m}: {out:?}"
         );
     }
-    let out = storaged::kv::dispatch(
+    let out = storaged::commit::dispatch(
         s,
         "store.kv_commit",
         &raw(

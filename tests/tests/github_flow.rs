@@ -262,24 +262,17 @@ fn flow_with(cli: &Path, prism: &Prism, name: &str, app: bool, sandboxed: bool) 
     let mut gh = json!({"name": "gh", "type": "github",
         "config": {"api_url": github.url, "git_url": origin.url()},
         "secret_refs": {"webhook_secret": file("gh-secret", GH_SECRET)}});
-    // What the workspace provider fetches with: the token connection itself, or, for
-    // the App, a token of its own.
+    // The workspace provider fetches with the same connection: its token, or an
+    // installation token it mints itself from the App's key.
     let mut connections = vec![];
-    let fetch_connection = if app {
+    if app {
         let key = generated_key(&suite.dir);
         gh["config"]["app_id"] = json!("12345");
         gh["config"]["installation_id"] = json!(678);
         gh["secret_refs"]["private_key"] = json!(file("app-key.pem", &key));
-        connections.push(json!({"name": "fetch", "type": "github",
-            "config": {"api_url": github.url},
-            "secret_refs": {"webhook_secret": file("fetch-hook", GH_SECRET),
-                            "token": file("fetch-token", "fetch-only-token")}}));
-        origin.allow("fetch-only-token", &[REPO, OTHER]);
-        "fetch"
     } else {
         gh["secret_refs"]["token"] = json!(file("gh-token", TOKEN));
-        "gh"
-    };
+    }
     connections.push(gh);
     connections.push(json!({"name": "anthropic", "type": "claude-code",
         "secret_refs": {"api_key": file("anthropic-key", API_KEY)}}));
@@ -289,7 +282,7 @@ fn flow_with(cli: &Path, prism: &Prism, name: &str, app: bool, sandboxed: bool) 
                "connections": ["anthropic"],
                "operations": ["github.open_pull_request", "github.comment", "github.wait"],
                "resource": {"type": "git", "config": {
-                   "repository": origin.repo_url(repo), "connection": fetch_connection,
+                   "repository": origin.repo_url(repo), "connection": "gh",
                    "min_free_mb": 1}},
                "config": {"binary": cli, "model": "claude-test-model",
                           "secret_env": {"ANTHROPIC_API_KEY": {"connection": "anthropic", "secret": "api_key"}},
@@ -366,7 +359,11 @@ fn github_answer(minted: &Mutex<Vec<Value>>, origin: &GitHttp, r: &GhRequest) ->
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .filter_map(|n| n.as_str().map(|n| format!("Codertocat/{n}")))
+                        .filter_map(Value::as_str)
+                        .map(|n| match n {
+                            "Other" => OTHER.to_string(),
+                            n => format!("Codertocat/{n}"),
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
@@ -613,6 +610,14 @@ fn pushes_and_opens(flow: &Flow, password: &str) -> (String, String) {
         "{:#?}",
         flow.github.violations()
     );
+    // The model's key came from its own connection (`anthropic`) through secret_env,
+    // in the binding whose `connection` is the GitHub one.
+    assert!(
+        msgs.iter()
+            .filter(|m| m.is_message())
+            .all(|m| m.header("x-api-key") == Some(API_KEY)),
+        "a turn reached the API without the anthropic connection's key"
+    );
     // Nowhere in the state directory, the workspace or a log.
     for d in [suite.dir.join("state"), dir.clone()] {
         let leaked = files_containing(&d, password.as_bytes());
@@ -634,17 +639,7 @@ fn an_agent_pushes_through_the_run_credential_and_opens_its_pull_request() {
     let flow = flow(&cli, prism, "github-flow-token", false);
     let (work, branch) = pushes_and_opens(&flow, TOKEN);
     the_review_loop(&flow, &work, &branch);
-    // doctor is green on this setup: the repositories answer with the credential the
-    // workspaces are fetched with, and claude-code's bindings work as root.
-    let (code, doctor) = common::cli(&flow.suite, &["doctor"]);
-    assert_eq!(code, 0, "{doctor}");
-    for line in doctor.lines() {
-        assert!(
-            !line.starts_with("fail") && !line.starts_with("warn"),
-            "{doctor}"
-        );
-    }
-    assert!(doctor.contains("2 of 2 repositories reachable"), "{doctor}");
+    doctor_is_green(&flow);
 
     // A run of another Work asking for this repository is refused: its Work is
     // about Octo/Other, so the helper gets nothing and git sends no credential.
@@ -865,6 +860,22 @@ fn the_review_loop(flow: &Flow, work: &str, branch: &str) {
     );
 }
 
+/// doctor is green on the flow's setup: the repositories answer with the credential
+/// the workspaces are fetched with (the connection's token, or a token the provider
+/// mints from the App's key), every webhook is there, and claude-code's bindings work
+/// as root.
+fn doctor_is_green(flow: &Flow) {
+    let (code, doctor) = common::cli(&flow.suite, &["doctor"]);
+    assert_eq!(code, 0, "{doctor}");
+    for line in doctor.lines() {
+        assert!(
+            !line.starts_with("fail") && !line.starts_with("warn"),
+            "{doctor}"
+        );
+    }
+    assert!(doctor.contains("2 of 2 repositories reachable"), "{doctor}");
+}
+
 /// The signed `issues` (opened, labelled `agent`) delivery of an issue of
 /// Octo/Other, to its entry in the scope `side`.
 fn deliver_other_issue(suite: &Suite) {
@@ -908,13 +919,31 @@ fn an_app_runs_token_is_minted_for_the_one_repository_and_revoked_after_the_segm
     let flow = flow(&cli, prism, "github-flow-app", true);
     let (work, branch) = pushes_and_opens(&flow, MINTED);
     the_review_loop(&flow, &work, &branch);
+    doctor_is_green(&flow);
     let minted = flow.tokens.lock().unwrap().clone();
-    // The operations' own token asks for no repository; each run's names its one.
+    // The operations' own token asks for no repository; the workspace provider's
+    // reads one; each run's may write its one.
     let scoped: Vec<(usize, &Value)> = minted
         .iter()
         .enumerate()
-        .filter(|(_, b)| b["repositories"].is_array())
+        .filter(|(_, b)| b["permissions"]["pull_requests"] == "write")
         .collect();
+    let fetching: Vec<&Value> = minted
+        .iter()
+        .filter(|b| b["permissions"] == json!({"contents": "read"}))
+        .collect();
+    assert!(
+        !fetching.is_empty(),
+        "the provider minted its own: {minted:#?}"
+    );
+    for body in &fetching {
+        // One repository each: the Work's, or (for doctor) the other scope's.
+        assert!(
+            body["repositories"] == json!(["Hello-World"])
+                || body["repositories"] == json!(["Other"]),
+            "{body}"
+        );
+    }
     assert!(
         scoped.len() >= 2,
         "a token per pushing segment: {minted:#?}"

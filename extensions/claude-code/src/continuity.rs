@@ -9,51 +9,13 @@
 
 use crate::config::{ClaudeConfig, ColdTurns};
 use crate::prompt::Shape;
-use crate::stream::Tokens;
+pub use crate::usage::{Reported, Tokens, Totals, TurnUsage};
 use serde::{Deserialize, Serialize};
 
 /// How many applied segments a record remembers (for exactly-once applying).
 pub const MAX_APPLIED: usize = 32;
 /// How many past sessions a record remembers.
 pub const MAX_PAST: usize = 32;
-
-/// A session's cumulative totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Totals {
-    /// Tokens.
-    #[serde(default)]
-    pub tokens: Tokens,
-    /// Cost in USD.
-    #[serde(default)]
-    pub cost_usd: f64,
-}
-
-/// One turn's usage: its tokens, and its cost when it can be known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnUsage {
-    /// Tokens.
-    #[serde(default)]
-    pub tokens: Tokens,
-    /// Cost in USD; `None` when the stream does not say it for this turn.
-    #[serde(default)]
-    pub cost_usd: Option<f64>,
-}
-
-/// What a segment's `result` line reports about usage, as read ([`crate::stream`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Reported {
-    /// `usage`: this process's tokens (every version seen reports it per process).
-    pub usage: Tokens,
-    /// `total_cost_usd`: this process's cost in older versions (2.1.100), the
-    /// session's cumulative cost in current ones (2.1.332).
-    pub total_cost_usd: Option<f64>,
-    /// `modelUsage` summed over models: per process or cumulative, like
-    /// `total_cost_usd`.
-    pub model_usage: Option<Totals>,
-    /// `model_usage_since_last_result` summed over models: this turn's, exactly
-    /// (current versions only).
-    pub since_last_result: Option<Totals>,
-}
 
 fn round_usd(x: f64) -> f64 {
     (x * 1e9).round() / 1e9

@@ -27,6 +27,7 @@ pub mod fake;
 pub mod prompt;
 pub mod rundir;
 pub mod stream;
+pub mod usage;
 pub mod wrapper;
 
 use executor::ClaudeCode;
@@ -63,7 +64,7 @@ pub fn extension(cc: ClaudeCode) -> Result<sdk::Extension, String> {
     let ext = handle!(ext, cc, ExecutorResumeParams, host, resume);
     let ext = handle!(ext, cc, ExecutorRecoverParams, host, recover);
     let ext = handle!(ext, cc, ExecutorWaitParams, host, wait);
-    let ext = handle!(ext, cc, ExecutorInjectParams, inject);
+    let ext = handle!(ext, cc, ExecutorInjectParams, host, inject);
     let ext = handle!(ext, cc, ExecutorInterruptParams, interrupt);
     let ext = handle!(ext, cc, ExecutorStopParams, stop);
     let ext = handle!(ext, cc, ExecutorForgetParams, host, forget);

@@ -275,11 +275,11 @@ pub fn user_message(text: &str) -> String {
 }
 
 /// The text of an injected Event: marked with its ID so the echo proves it.
-pub fn inject_text(e: &Event) -> String {
+pub fn inject_text(e: &Event, rendered: &Renderings) -> String {
     format!(
         "## Arrived during this turn\n\n{EVENT_MARK}{}{MARK_END}\n\n{}",
         e.id,
-        render_event(e)
+        clip(&render_input(e, rendered), MAX_INPUTS_BYTES)
     )
 }
 
@@ -353,8 +353,22 @@ mod tests {
             &Renderings::new(),
         );
         assert!(p.starts_with("7 handoff\n\n## Handoff from your last session\n\nthe note\n\n## Since your last turn"), "{p}");
-        let t = inject_text(&e);
+        let t = inject_text(&e, &Renderings::new());
         assert!(t.starts_with("## Arrived during this turn"));
+        assert_eq!(marked_ids(&t), ["ev-1"]);
+        // An injected Event its owner rendered shows the rendering.
+        let mut owned = Renderings::new();
+        owned.insert(
+            "ev-1".into(),
+            protocol::wire::RenderedEvent {
+                id: "ev-1".into(),
+                text: "## Review by ann: changes requested".into(),
+                truncated: false,
+                rendered_by: "tracker".into(),
+            },
+        );
+        let t = inject_text(&e, &owned);
+        assert!(t.contains("## Review by ann: changes requested"), "{t}");
         assert_eq!(marked_ids(&t), ["ev-1"]);
         assert!(marked_ids("nothing").is_empty());
     }

@@ -3,64 +3,15 @@
 //! is not JSON, or of a type this release does not know, is counted and kept
 //! (it stays in the file), never fatal.
 
-use crate::continuity::{Reported, Totals};
 use crate::prompt;
+pub use crate::usage::Tokens;
+use crate::usage::{model_totals, Reported, Totals};
 use serde_json::Value;
 
 /// The prefix of the toolbelt's tools as claude names them.
 pub const TOOLBELT_PREFIX: &str = "mcp__open-conduit__";
 
-/// A `modelUsage`-like object (`{model: {inputTokens, outputTokens,
-/// cacheReadInputTokens, cacheCreationInputTokens, costUSD}}`) summed over models.
-fn model_totals(v: Option<&Value>) -> Option<Totals> {
-    let models = v?.as_object()?;
-    let mut t = Totals::default();
-    for m in models.values() {
-        let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
-        t.tokens.input += n("inputTokens");
-        t.tokens.output += n("outputTokens");
-        t.tokens.cache_read += n("cacheReadInputTokens");
-        t.tokens.cache_creation += n("cacheCreationInputTokens");
-        t.cost_usd += m.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0);
-    }
-    Some(t)
-}
 use std::collections::BTreeSet;
-
-/// Token counts of one model call or of a session's totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Tokens {
-    /// Input tokens (not cached).
-    #[serde(default)]
-    pub input: u64,
-    /// Output tokens.
-    #[serde(default)]
-    pub output: u64,
-    /// Cache-read input tokens.
-    #[serde(default)]
-    pub cache_read: u64,
-    /// Cache-creation input tokens.
-    #[serde(default)]
-    pub cache_creation: u64,
-}
-
-impl Tokens {
-    /// Reads a stream-json `usage` object.
-    pub fn from_usage(u: &Value) -> Tokens {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        Tokens {
-            input: n("input_tokens"),
-            output: n("output_tokens"),
-            cache_read: n("cache_read_input_tokens"),
-            cache_creation: n("cache_creation_input_tokens"),
-        }
-    }
-
-    /// The context a call used: its whole input (cached or not) and its output.
-    pub fn context(&self) -> u64 {
-        self.input + self.cache_read + self.cache_creation + self.output
-    }
-}
 
 /// The `result` line.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,8 +1,8 @@
 //! The doctor check `repositories` (`check.run`): every repository a binding's `git`
 //! resource names is asked for its branches (`git ls-remote --heads`, bounded, never
 //! prompting), with the credential the provider fetches it with (the resource's
-//! `connection` secret, resolved through the host for the first binding's scope, as
-//! an acquisition does), and the free space under the resource directory is held
+//! `connection` secret, resolved through the host for the first binding's scope, or
+//! the installation token of its GitHub App, as an acquisition does), and the free space under the resource directory is held
 //! against the configs' `min_free_mb`. Read-only: it makes no cache, no directory and
 //! no note.
 
@@ -32,8 +32,8 @@ struct Target {
     bindings: Vec<String>,
     /// The scope of the first binding naming it (where its credential resolves).
     scope_id: String,
-    /// Its credential's password, or why it could not be resolved.
-    password: Option<Result<String, String>>,
+    /// Its credential's user name and password, or why they could not be had.
+    password: Option<Result<(String, String), String>>,
 }
 
 /// What asking one repository gave.
@@ -97,14 +97,10 @@ impl Provider {
         let mut targets: Vec<Target> = targets.into_values().collect();
         for t in &mut targets {
             if let Some(c) = &t.cfg.credential {
-                let got = crate::provider::resolve_credential(
-                    host,
-                    &t.scope_id,
-                    c,
-                    &t.cfg.source.display,
-                )
-                .await
-                .map_err(|e| e.message);
+                let got = self
+                    .password(host, &t.scope_id, c, &t.cfg.source, &p.config.connections)
+                    .await
+                    .map_err(|e| e.message);
                 t.password = Some(got);
             }
         }
@@ -142,7 +138,7 @@ async fn ask(target: Target) -> Answer {
     let mut git = Git::new(cfg.timeout.min(LS_REMOTE_BOUND), BTreeMap::new(), None);
     let display = cfg.source.display.clone();
     match (&cfg.credential, &target.password) {
-        (Some(c), Some(Ok(password))) => git = git.with_credential(&c.username, password),
+        (Some(_), Some(Ok((username, password)))) => git = git.with_credential(username, password),
         (Some(_), Some(Err(why))) => {
             return Answer {
                 display,

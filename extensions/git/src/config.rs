@@ -116,6 +116,10 @@ pub struct Credential {
     pub secret: String,
     /// The user name sent with it.
     pub username: String,
+    /// Whether the config named `secret` itself: a `github` App connection's
+    /// installation token is minted only when it did not
+    /// ([`crate::github_app`]).
+    pub explicit_secret: bool,
 }
 
 /// Where the repository is, as git is given it and as messages show it.
@@ -217,6 +221,7 @@ impl Config {
                         source.display
                     )));
                 }
+                let explicit_secret = raw.secret.is_some();
                 let secret = raw.secret.unwrap_or_else(|| DEFAULT_SECRET.to_string());
                 let username = raw.username.unwrap_or_else(|| DEFAULT_USERNAME.to_string());
                 for (field, v) in [
@@ -234,6 +239,7 @@ impl Config {
                     connection,
                     secret,
                     username,
+                    explicit_secret,
                 })
             }
         };

@@ -19,13 +19,17 @@
 //! behind it, `resource_exhausted` under the disk floor, `invalid` for a bad config
 //! or request. git runs as a child process bounded by `timeout_s`, never prompting.
 //!
+//! An `https://` repository's credential is its `connection`'s secret (`token`), or,
+//! for a `github` GitHub App connection, an installation token the provider mints
+//! for that one repository, read-only, kept in memory ([`github_app`]).
+//!
 //! The doctor check `repositories` ([`check`]) asks every repository a binding's `git`
 //! resource names for its branches and holds the free disk space against
 //! `min_free_mb`.
 //!
 //! Modules: [`config`] the resource config, [`git`] running git, [`neutral`] what
 //! keeps a command a run planted in its workspace from running, [`provider`] the
-//! methods, [`spare`] the spare worktrees a new Work's workspace is made from,
+//! methods, [`github_app`] a GitHub App connection's tokens, [`spare`] the spare worktrees a new Work's workspace is made from,
 //! [`check`] the doctor check.
 
 #![warn(missing_docs)]
@@ -34,6 +38,7 @@ pub mod check;
 pub mod config;
 pub mod fault;
 pub mod git;
+pub mod github_app;
 pub mod neutral;
 pub mod provider;
 pub mod spare;
@@ -55,6 +60,7 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
     let sweep = provider.clone();
     let validate = provider.clone();
     let check = provider.clone();
+    let configure = provider.clone();
     let init = provider;
     let ext = sdk::Extension::new(MANIFEST)
         .map_err(|e| e.to_string())?
@@ -81,6 +87,10 @@ pub fn extension(provider: Provider) -> Result<sdk::Extension, String> {
         .on::<CheckRunParams, _, _>(move |ctx, p| {
             let pr = check.clone();
             async move { Ok(pr.check(Some(&ctx.host), &p).await) }
+        })
+        .on_configure(move |_ctx, p| {
+            configure.record_configure(&p);
+            async move { Ok(protocol::wire::ConfigureResult::default()) }
         })
         .on_initialize(move |params| init.record_initialize(params));
     if let Some(e) = ext.errors().first() {

@@ -84,6 +84,8 @@ struct Inner {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Whether what a previous process left running has been ended.
     reaped: std::sync::atomic::AtomicBool,
+    /// The connections `configure` sent, and the GitHub App tokens minted with them.
+    apps: crate::github_app::Apps,
 }
 
 /// A workspace's record.
@@ -203,6 +205,36 @@ impl Provider {
         *self.dirs_lock() = Dirs::from_initialize(params);
     }
 
+    /// Records what `configure` sends: the connections the bindings' git resources
+    /// name (their type and config). A dry run changes nothing.
+    pub fn record_configure(&self, params: &protocol::wire::ConfigureParams) {
+        if !params.dry_run {
+            self.inner.apps.configure(&params.connections);
+        }
+    }
+
+    /// The user name and password git fetches `source` with, by `credential`: an
+    /// installation token of the connection's GitHub App ([`crate::github_app`]), else
+    /// the connection's secret. `extra` are connections a `check.run` view carries.
+    pub(crate) async fn password(
+        &self,
+        host: Option<&sdk::Host>,
+        scope_id: &str,
+        credential: &config::Credential,
+        source: &config::Source,
+        extra: &[protocol::wire::Connection],
+    ) -> Result<(String, String), RpcError> {
+        let apps = &self.inner.apps;
+        if let Some((connection, app)) = apps.app_for(credential, extra, &source.display)? {
+            let token = apps
+                .token(host, scope_id, &connection, &app, source)
+                .await?;
+            return Ok((config::DEFAULT_USERNAME.to_string(), token));
+        }
+        let password = resolve_credential(host, scope_id, credential, &source.display).await?;
+        Ok((credential.username.clone(), password))
+    }
+
     fn dirs_lock(&self) -> std::sync::MutexGuard<'_, Dirs> {
         self.inner.dirs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -282,8 +314,10 @@ impl Provider {
         let cache = Self::cache_dir(&root, &key);
         let mut git = Git::new(cfg.timeout, p.host_env.clone(), Some(root.join("running")));
         if let Some(c) = &cfg.credential {
-            let password = resolve_credential(host, &p.scope_id, c, &cfg.source.display).await?;
-            git = git.with_credential(&c.username, &password);
+            let (username, password) = self
+                .password(host, &p.scope_id, c, &cfg.source, &[])
+                .await?;
+            git = git.with_credential(&username, &password);
         }
         let lock = self.lock(&key);
         let _held = lock.lock().await;

@@ -9,7 +9,7 @@ use ring::rand::SystemRandom;
 use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 use serde_json::json;
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// An installation token is bought again this long before it expires.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);

@@ -34,6 +34,7 @@ pub mod authority;
 pub mod commands;
 pub mod config;
 pub mod credential;
+pub mod error;
 pub mod filter;
 pub mod hooks;
 pub mod link;

@@ -246,6 +246,10 @@ impl Knowledge {
     }
 }
 
+/// How many `work.annotate` calls may be in flight at once (the annotations are sent
+/// by `crate::annotate`).
+pub const ANNOTATIONS_IN_FLIGHT: usize = 16;
+
 /// The router.
 #[derive(Debug, Clone)]
 pub struct Router {
@@ -254,7 +258,7 @@ pub struct Router {
     /// Events routed to a Work whose attempt was running, to inject into it:
     /// (Work, event seq), at most [`MAX_INJECTIONS`].
     injections: Arc<std::sync::Mutex<std::collections::VecDeque<(String, i64)>>>,
-    /// `work.annotate` calls in flight ([`crate::annotate`]).
+    /// `work.annotate` calls in flight.
     annotations: Arc<tokio::sync::Semaphore>,
 }
 
@@ -273,7 +277,7 @@ impl Router {
             bus,
             knowledge: Arc::default(),
             injections: Arc::default(),
-            annotations: Arc::new(tokio::sync::Semaphore::new(crate::annotate::MAX_IN_FLIGHT)),
+            annotations: Arc::new(tokio::sync::Semaphore::new(ANNOTATIONS_IN_FLIGHT)),
         }
     }
 
@@ -282,7 +286,7 @@ impl Router {
         &self.bus
     }
 
-    /// The bound on `work.annotate` calls in flight ([`crate::annotate`]).
+    /// The bound on `work.annotate` calls in flight ([`ANNOTATIONS_IN_FLIGHT`]).
     pub fn annotations(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.annotations
     }
@@ -505,7 +509,7 @@ impl Router {
         }
         // Work an agent asked for through the toolbelt (`create_work`): created as asked,
         // on the binding it names, with no route asked.
-        if ev.event_type == crate::toolbelt::WORK_REQUESTED
+        if ev.event_type == protocol::toolbelt::WORK_REQUESTED
             && ev.source == format!("toolbelt/{}", ev.scope_id)
         {
             let payload = ev.payload_value();

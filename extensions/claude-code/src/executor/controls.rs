@@ -8,7 +8,11 @@ impl ClaudeCode {
     /// stream-json user message. Only a segment this process started and whose
     /// result has not arrived takes input; anything else is `not_accepting`. An
     /// Event already written is not written again.
-    pub async fn inject(&self, p: ExecutorInjectParams) -> Result<ExecutorInjectResult, RpcError> {
+    pub async fn inject(
+        &self,
+        host: &sdk::Host,
+        p: ExecutorInjectParams,
+    ) -> Result<ExecutorInjectResult, RpcError> {
         check_executor(&p.executor)?;
         let id = p.execution_id.as_str();
         let Some(run) = self.get(id) else {
@@ -18,6 +22,13 @@ impl ClaudeCode {
         if run.tracked.ended() {
             return Err(not_accepting(id, "its turn has ended"));
         }
+        // Rendered by the package that owns its family, as the turn's own inputs are
+        // (asked before the input is locked: the owner may take a while).
+        let rendered = {
+            let mut req = run.req.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            req.inputs = vec![p.event.clone()];
+            prompt::owned_renderings(host, &req).await
+        };
         let mut stdin = run.stdin.lock().await;
         let Some(pipe) = stdin.as_mut() else {
             return Err(not_accepting(
@@ -37,7 +48,7 @@ impl ClaudeCode {
                 return Ok(ExecutorInjectResult {});
             }
         }
-        let line = prompt::user_message(&prompt::inject_text(&p.event));
+        let line = prompt::user_message(&prompt::inject_text(&p.event, &rendered));
         if pipe.write_all(line.as_bytes()).await.is_err() || pipe.flush().await.is_err() {
             *stdin = None;
             return Err(not_accepting(id, "its input closed"));
