@@ -8,9 +8,11 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod doctor;
 pub mod gitcred;
 pub mod man;
 pub mod mcp;
+pub mod output;
 pub mod reach;
 pub mod resources;
 pub mod store;

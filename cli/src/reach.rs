@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::admin::{call, text, verdict, Verdict};
+use crate::output::{call, text, verdict, Verdict};
 
 /// How long the round trip through the public URL may take.
 pub const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(10);

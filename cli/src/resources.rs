@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::admin::{call, count, print_json, text, Failure, Out};
+use crate::output::{call, count, print_json, text, Failure, Out};
 
 /// The most leases one page asks for.
 const PAGE: u32 = 500;
