@@ -345,32 +345,9 @@ impl Client {
                 return Ok(token.clone());
             }
         }
-        let jwt = app.jwt(now / 1000)?;
-        let path = format!("/app/installations/{}/access_tokens", app.installation_id);
-        let url = self.url_of(&path)?;
-        let page = self.send_with(
-            "POST",
-            &url,
-            Some(&json!({})),
-            Some(format!("Bearer {jwt}")),
-        )?;
-        let token = page.body["token"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                ApiError::new(Code::Unavailable, format!("POST {path} answered no token"))
-            })?;
-        let expires = page.body["expires_at"]
-            .as_str()
-            .and_then(protocol::time::parse_rfc3339_ms)
-            .ok_or_else(|| {
-                ApiError::new(
-                    Code::Unavailable,
-                    format!("POST {path} answered no RFC 3339 expires_at"),
-                )
-            })?;
-        *lock(&self.inner.app_token) = Some((token.to_string(), expires));
-        Ok(token.to_string())
+        let (token, expires) = self.buy_token(app, &json!({}))?;
+        *lock(&self.inner.app_token) = Some((token.clone(), expires));
+        Ok(token)
     }
 
     /// A fresh installation token limited to `repositories` (names in the
@@ -383,11 +360,20 @@ impl Client {
         repositories: &[String],
         permissions: &Value,
     ) -> Result<(String, i64), ApiError> {
+        self.buy_token(
+            app,
+            &json!({"repositories": repositories, "permissions": permissions}),
+        )
+    }
+
+    /// Buy an installation token with a fresh JWT (`POST
+    /// /app/installations/{id}/access_tokens` with `body`): the token and when it
+    /// expires (ms since the epoch).
+    fn buy_token(&self, app: &AppCredentials, body: &Value) -> Result<(String, i64), ApiError> {
         let jwt = app.jwt(protocol::time::now_ms() / 1000)?;
         let path = format!("/app/installations/{}/access_tokens", app.installation_id);
         let url = self.url_of(&path)?;
-        let body = json!({"repositories": repositories, "permissions": permissions});
-        let page = self.send_with("POST", &url, Some(&body), Some(format!("Bearer {jwt}")))?;
+        let page = self.send_with("POST", &url, Some(body), Some(format!("Bearer {jwt}")))?;
         let token = page.body["token"]
             .as_str()
             .filter(|t| !t.is_empty())

@@ -36,8 +36,8 @@ pub struct Kept {
     pub repository: String,
     /// The issue or pull request it is on.
     pub number: u64,
-    /// The comment's ID.
-    pub comment_id: u64,
+    /// The comment's ID (GitHub's is an int64).
+    pub comment_id: i64,
     /// The Work version it shows.
     pub version: i64,
     /// Its body.
@@ -196,7 +196,7 @@ pub async fn annotate(
                 )
                 .await
                 .map_err(|e| e.to_rpc())?;
-            c["id"].as_u64().ok_or_else(|| {
+            c["id"].as_i64().ok_or_else(|| {
                 RpcError::new(
                     Code::Unavailable,
                     "GitHub answered the comment without an id",
