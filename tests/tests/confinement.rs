@@ -107,7 +107,14 @@ struct Hostile {
     /// The argv of the children a holding run starts (`sleep <n>`), this suite's own
     /// (runs outlive a failed test's suite).
     hold: String,
+    /// Held while the test runs, so the fork bomb (which takes [`ALONE`] for
+    /// writing) runs alone: `ulimit -u` counts every process of the run's user on
+    /// the machine, and other tests run as that same user.
+    shared: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
+
+/// The fork bomb runs alone (see `Hostile::shared`).
+static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 impl Hostile {
     fn new(name: &str, user: Option<RunAs>) -> Hostile {
@@ -152,6 +159,7 @@ impl Hostile {
             seen: Vec::new(),
             number: 0,
             hold: format!("sleep {}", next_hold()),
+            shared: None,
         };
         // The files the run's user may write, as its own: so that only confinement,
         // not file modes, keeps the attacks out.
@@ -458,8 +466,13 @@ fn bomb_attack(h: &mut Hostile) {
     let ex = ended(&h.suite, &work);
     let out = output(&h.suite, &ex);
     let f = fields(&out);
-    let forked: u64 = f["forked"].parse().unwrap();
-    assert_eq!(f["fork_refused"], "yes", "{}: {out}", h.who());
+    let field = |k: &str| {
+        f.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: the bomb printed no {k}: {ex}: {out}", h.who()))
+    };
+    let forked: u64 = field("forked").parse().unwrap();
+    assert_eq!(field("fork_refused"), "yes", "{}: {out}", h.who());
     assert!(forked < MAX_PROCESSES, "{forked} children started: {out}");
 }
 
@@ -621,7 +634,10 @@ fn hostile(name: &str, as_root: bool) -> Option<Hostile> {
         }
     };
     let tag = if as_root { "root" } else { "user" };
-    let h = Hostile::new(&format!("confine-{name}-{tag}"), user);
+    // Taken before the suite starts: its daemons run as the same user.
+    let shared = (name != "cancel").then(|| ALONE.read().unwrap_or_else(|e| e.into_inner()));
+    let mut h = Hostile::new(&format!("confine-{name}-{tag}"), user);
+    h.shared = shared;
     // What an earlier run may have left where srt's defaults would write.
     for home in homes(&h) {
         for p in [".npm/_logs/oc-escape", ".claude/debug/oc-escape"] {
@@ -670,6 +686,7 @@ fn cancel_and_bomb(as_root: bool) {
             .join(exec)
             .join("1.tmp/held")
     });
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     bomb_attack(&mut h);
 }
 
