@@ -30,7 +30,7 @@ use protocol::wire::{
     MAX_ACTION_INPUT_BYTES, MAX_ACTION_KEY_BYTES, MAX_ACTION_NAME_BYTES,
 };
 use protocol::{CallError, Code, RpcError};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::host::Identity;
 
@@ -264,24 +264,6 @@ pub async fn submit(
     })
 }
 
-/// A Work as the wire shows it, from storaged's row.
-fn wire_work(w: &Value) -> wire::Work {
-    let text = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
-    wire::Work {
-        id: text("id"),
-        scope_id: text("scope_id"),
-        kind: text("kind"),
-        state: text("state"),
-        keys: serde_json::from_value(w["keys"].clone()).unwrap_or_default(),
-        binding: text("binding"),
-        display: serde_json::from_value(w["display"].clone()).ok(),
-        context: w["context"].clone(),
-        grants: serde_json::from_value(w["grants"].clone()).unwrap_or_default(),
-        created_at: text("created_at"),
-        updated_at: text("updated_at"),
-    }
-}
-
 /// Serves `state.works`: a page of the Works in the package's scopes (of any kind),
 /// by ID, optionally of one scope, of some states and with one correlation key. A
 /// scope that is not the package's reads as an empty page. The filters the store
@@ -326,7 +308,7 @@ pub async fn state_works(
         .as_array()
         .into_iter()
         .flatten()
-        .map(wire_work)
+        .map(wire::Work::from_store_row)
         .filter(|w| identity.scopes.iter().any(|s| s == &w.scope_id))
         .filter(|w| p.states.is_empty() || p.states.contains(&w.state))
         .collect();
@@ -355,7 +337,7 @@ mod tests {
             work_id: "w-1".into(),
             provider: String::new(),
             action: action.into(),
-            input: Value::Null,
+            input: serde_json::Value::Null,
             caller: "octocat".into(),
             key: "comment/1".into(),
         }

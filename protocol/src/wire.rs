@@ -561,6 +561,27 @@ pub struct Work {
     pub updated_at: String,
 }
 
+impl Work {
+    /// A Work as the wire shows it, from storaged's Work row (`store.work_get`,
+    /// `store.works`): a display or list that does not read is left out.
+    pub fn from_store_row(w: &Value) -> Work {
+        let text = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
+        Work {
+            id: text("id"),
+            scope_id: text("scope_id"),
+            kind: text("kind"),
+            state: text("state"),
+            keys: serde_json::from_value(w["keys"].clone()).unwrap_or_default(),
+            binding: text("binding"),
+            display: serde_json::from_value(w["display"].clone()).ok(),
+            context: w["context"].clone(),
+            grants: serde_json::from_value(w["grants"].clone()).unwrap_or_default(),
+            created_at: text("created_at"),
+            updated_at: text("updated_at"),
+        }
+    }
+}
+
 /// An Execution (one attempt of a Work), as `state.executions` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Execution {

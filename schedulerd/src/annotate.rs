@@ -16,7 +16,7 @@ use std::time::Duration;
 use protocol::wire::{AnnotatedAttempt, Call, WorkAnnotateParams};
 use serde_json::{json, Value};
 
-use crate::router::{work_from_row, Router};
+use crate::router::Router;
 
 /// How many `work.annotate` calls may be in flight at once.
 pub const MAX_IN_FLIGHT: usize = crate::router::ANNOTATIONS_IN_FLIGHT;
@@ -77,7 +77,7 @@ impl Router {
             .await
             .map_err(|e| format!("store.executions: {e}"))?;
         let mut params = WorkAnnotateParams {
-            work: work_from_row(&row),
+            work: protocol::wire::Work::from_store_row(&row),
             version: row["version"].as_i64().unwrap_or(0),
             attempt: latest_attempt(&executions),
             ..WorkAnnotateParams::default()

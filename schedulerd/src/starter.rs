@@ -320,7 +320,7 @@ impl Starter {
             execution_id: execution_id.to_owned(),
             epoch: u64::try_from(epoch).unwrap_or(0),
             attempt: u32::try_from(attempt).unwrap_or(0),
-            work: crate::router::work_from_row(work),
+            work: wire::Work::from_store_row(work),
             binding: binding.clone(),
             config: binding.config.clone(),
             inputs,

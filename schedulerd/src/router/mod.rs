@@ -119,24 +119,6 @@ impl RoutedEvent {
     }
 }
 
-/// A Work as the wire shows it, from storaged's row.
-pub fn work_from_row(w: &Value) -> wire::Work {
-    let text = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
-    wire::Work {
-        id: text("id"),
-        scope_id: text("scope_id"),
-        kind: text("kind"),
-        state: text("state"),
-        keys: serde_json::from_value(w["keys"].clone()).unwrap_or_default(),
-        binding: text("binding"),
-        display: serde_json::from_value(w["display"].clone()).ok(),
-        context: w["context"].clone(),
-        grants: serde_json::from_value(w["grants"].clone()).unwrap_or_default(),
-        created_at: text("created_at"),
-        updated_at: text("updated_at"),
-    }
-}
-
 /// One route's verdict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -468,7 +450,7 @@ impl Router {
                 )
             });
             if let Some(w) = open {
-                return Some(work_from_row(w));
+                return Some(wire::Work::from_store_row(w));
             }
         }
         None
