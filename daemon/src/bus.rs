@@ -210,6 +210,35 @@ impl Bus {
         peer.call_as(method, params).await
     }
 
+    /// A typed call: the method is the params type's ([`protocol::wire::Call`],
+    /// the daemons' own in the `busapi` crate), the answer decodes into its result.
+    pub async fn call_typed<C: protocol::wire::Call>(
+        &self,
+        params: &C,
+    ) -> Result<C::Result, CallError> {
+        self.call_as(C::METHOD, params).await
+    }
+
+    /// [`Bus::call_typed`] with options (deadline, cancellation).
+    pub async fn call_typed_with<C: protocol::wire::Call>(
+        &self,
+        params: &C,
+        opts: CallOptions,
+    ) -> Result<C::Result, CallError> {
+        let answer = self.call_with(C::METHOD, params, opts).await?;
+        serde_json::from_value(answer)
+            .map_err(|e| CallError::Codec(format!("answer to {} does not decode: {e}", C::METHOD)))
+    }
+
+    /// [`Bus::call_gathered`] of a typed call, its answer decoded.
+    pub async fn call_gathered_typed<C: protocol::wire::Call>(
+        &self,
+        key: &str,
+        params: &C,
+    ) -> Result<C::Result, CallError> {
+        self.call_gathered_as(C::METHOD, key, params).await
+    }
+
     /// Call with options (deadline, cancellation).
     pub async fn call_with<P: Serialize + ?Sized>(
         &self,

@@ -141,9 +141,13 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
             }
             _ = retention_tick.tick(), if retention.is_some() => {
                 if let Some(policy) = &retention {
-                    let params = serde_json::value::to_raw_value(policy).map_err(|e| e.to_string())?;
-                    match crate::service::call(&store, "store.retention_run", &params).await {
-                        Ok(done) => tracing::info!(%done, "retention pass"),
+                    match store.retention_run(policy.clone()).await {
+                        Ok(done) => tracing::info!(
+                            events = done.events_removed,
+                            artifacts = done.artifacts_removed,
+                            artifact_bytes = done.artifact_bytes_removed,
+                            "retention pass"
+                        ),
                         Err(e) => tracing::warn!(error = %e, "retention pass failed"),
                     }
                 }
@@ -171,17 +175,15 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     Ok(())
 }
 
-fn retention_policy(args: &Args) -> Option<serde_json::Value> {
+fn retention_policy(args: &Args) -> Option<crate::retention::RetentionRunRequest> {
     const DAY_MS: u64 = 24 * 3600 * 1000;
     if args.max_event_age_days.is_none() && args.max_artifact_age_days.is_none() {
         return None;
     }
-    let mut policy = serde_json::Map::new();
-    if let Some(d) = args.max_event_age_days {
-        policy.insert("max_event_age_ms".into(), (d * DAY_MS).into());
-    }
-    if let Some(d) = args.max_artifact_age_days {
-        policy.insert("max_artifact_age_ms".into(), (d * DAY_MS).into());
-    }
-    Some(serde_json::Value::Object(policy))
+    let ms = |days: u64| i64::try_from(days.saturating_mul(DAY_MS)).unwrap_or(i64::MAX);
+    Some(crate::retention::RetentionRunRequest {
+        max_event_age_ms: args.max_event_age_days.map(ms),
+        max_artifact_age_ms: args.max_artifact_age_days.map(ms),
+        ..Default::default()
+    })
 }

@@ -11,57 +11,11 @@ use crate::db::Store;
 use crate::error::StoreError;
 use crate::sql::{Connection, OptionalExtension};
 use crate::util;
-use serde::{Deserialize, Serialize};
+pub use busapi::store::config::*;
 use serde_json::Value;
 
 /// The largest configuration (its canonical JSON).
 pub const MAX_CONFIG_BYTES: usize = 8 * 1024 * 1024;
-
-/// `store.config_apply`: store a configuration as the current generation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigApplyRequest {
-    /// The whole configuration (a JSON object).
-    pub config: Value,
-}
-
-/// Result of `store.config_apply`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigApplyResponse {
-    /// The current generation.
-    pub generation: i64,
-    /// `sha256:<hex>` of the configuration's canonical JSON.
-    pub hash: String,
-    /// Whether this apply stored a new generation.
-    pub changed: bool,
-}
-
-/// `store.config_current`: no fields.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigCurrentRequest {}
-
-/// `store.config_generation`: one stored generation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigGenerationRequest {
-    /// The generation.
-    pub generation: i64,
-}
-
-/// A stored generation (the answer of `store.config_current` and
-/// `store.config_generation`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConfigGeneration {
-    /// Its number.
-    pub generation: i64,
-    /// `sha256:<hex>` of the configuration's canonical JSON.
-    pub hash: String,
-    /// The configuration.
-    pub config: Value,
-    /// When it was applied (RFC 3339).
-    pub applied_at: String,
-}
 
 /// The digest a configuration is known by, and its canonical text.
 pub fn config_hash(config: &Value) -> (String, String) {
@@ -191,7 +145,7 @@ impl Store {
 }
 
 crate::store_methods! {
-    "store.config_apply" => config_apply,
-    "store.config_current" => config_current,
-    "store.config_generation" => config_generation,
+    ConfigApplyRequest => config_apply,
+    ConfigCurrentRequest => config_current,
+    ConfigGenerationRequest => config_generation,
 }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod events;
+pub mod fields;
 pub mod kv;
 pub mod nudge;
 pub mod reserved;
@@ -26,8 +27,8 @@ pub mod target;
 pub mod timers;
 pub mod transfer;
 pub mod util;
-pub mod waits;
 pub mod work;
 
 pub use db::{Limits, Store};
 pub use error::StoreError;
+pub use work::waits;

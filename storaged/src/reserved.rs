@@ -8,85 +8,12 @@ use crate::error::StoreError;
 use crate::kv::{decode_value, put_raw, RESERVED_NAMESPACE};
 use crate::sql::{params, Connection, OptionalExtension};
 use crate::util;
-use serde::{Deserialize, Serialize};
+pub use busapi::store::reserved::*;
 use serde_json::Value;
-
-/// `store.kv_layout_get`: the KV layout version recorded for an extension.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KvLayoutGetRequest {
-    /// The extension's name.
-    pub extension: String,
-}
-
-/// The recorded version; none when nothing was recorded yet.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct KvLayoutGetResponse {
-    /// The version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<u64>,
-}
-
-/// `store.kv_layout_set`: record an extension's KV layout version (never lower).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KvLayoutSetRequest {
-    /// The extension's name.
-    pub extension: String,
-    /// The version it reported.
-    pub version: u64,
-}
-
-/// The version recorded before, if any.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct KvLayoutSetResponse {
-    /// The previous version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<u64>,
-}
 
 /// The key, in the reserved namespace, of the tunnel's current public URL (never an
 /// extension's name, so never a KV layout's key).
 pub const TUNNEL_KEY: &str = "~tunnel";
-
-/// The tunnel's current public URL, as tunneld records it (`store.tunnel_set`) and
-/// reads it back (`store.tunnel_get`, also extrunner and `open-conduit status`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TunnelRecord {
-    /// The public URL (`""` while the tunnel is down).
-    #[serde(default)]
-    pub url: String,
-    /// The run that published it.
-    #[serde(default)]
-    pub run_id: String,
-    /// The tunnel type.
-    #[serde(default)]
-    pub provider: String,
-    /// Why the tunnel is down, when it is.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// When it was recorded (set by the store).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub updated_at: String,
-}
-
-/// `store.tunnel_get`: no params.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TunnelGetRequest {}
-
-/// `store.tunnel_get`'s answer: the record, none when nothing was ever recorded.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct TunnelGetResponse {
-    /// The record.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tunnel: Option<TunnelRecord>,
-}
-
-/// `store.tunnel_set`'s answer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct TunnelSetResponse {}
 
 fn check_extension(extension: &str) -> Result<(), StoreError> {
     if !protocol::manifest::is_identifier(extension) {
@@ -230,8 +157,8 @@ impl Store {
 }
 
 crate::store_methods! {
-    "store.kv_layout_get" => kv_layout_get,
-    "store.kv_layout_set" => kv_layout_set,
-    "store.tunnel_get" => tunnel_get,
-    "store.tunnel_set" => tunnel_set,
+    KvLayoutGetRequest => kv_layout_get,
+    KvLayoutSetRequest => kv_layout_set,
+    TunnelGetRequest => tunnel_get,
+    TunnelRecord => tunnel_set,
 }

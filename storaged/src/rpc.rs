@@ -24,13 +24,15 @@ pub fn encode<T: Serialize>(method: &str, response: T) -> Result<Box<RawValue>, 
         .map_err(|e| StoreError::Internal(format!("encode the answer of {method}: {e}")))
 }
 
-/// A module's `pub const METHODS` and `pub async fn dispatch` from
-/// `"store.name" => method_on_store` pairs.
+/// A module's `pub const METHODS` and `pub async fn dispatch_raw` from
+/// `ParamsType => method_on_store` pairs. The method's name and result type are the
+/// params type's [`busapi::Call`]: a store method whose answer is not the
+/// declared result does not build.
 #[macro_export]
 macro_rules! store_methods {
-    ($($name:literal => $method:ident),* $(,)?) => {
+    ($($params:ty => $method:ident),* $(,)?) => {
         /// The bus methods this module serves.
-        pub const METHODS: &[&str] = &[$($name),*];
+        pub const METHODS: &[&str] = &[$(<$params as busapi::Call>::METHOD),*];
 
         /// Serve one of [`METHODS`], answering its wire text; `None` for any
         /// other method.
@@ -39,16 +41,18 @@ macro_rules! store_methods {
             method: &str,
             params: &serde_json::value::RawValue,
         ) -> Option<Result<Box<serde_json::value::RawValue>, $crate::StoreError>> {
-            Some(match method {
-                $($name => match $crate::rpc::decode(method, params) {
-                    Ok(req) => match store.$method(req).await {
-                        Ok(resp) => $crate::rpc::encode(method, resp),
+            $(
+                if method == <$params as busapi::Call>::METHOD {
+                    return Some(match $crate::rpc::decode::<$params>(method, params) {
+                        Ok(req) => match store.$method(req).await {
+                            Ok(resp) => $crate::rpc::encode::<<$params as busapi::Call>::Result>(method, resp),
+                            Err(e) => Err(e),
+                        },
                         Err(e) => Err(e),
-                    },
-                    Err(e) => Err(e),
-                },)*
-                _ => return None,
-            })
+                    });
+                }
+            )*
+            None
         }
 
         /// Serve one of [`METHODS`], answering JSON; `None` for any other
@@ -66,3 +70,26 @@ macro_rules! store_methods {
         }
     };
 }
+
+/// A `Store` method `name(req) -> resp` that runs `name(conn, limits, req)` as one
+/// atomic write.
+macro_rules! write_method {
+    ($name:ident, $req:ty, $resp:ty) => {
+        #[doc = concat!("`store.", stringify!($name), "` as one atomic write.")]
+        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
+            let limits = self.limits().clone();
+            self.write(move |c| $name(c, &limits, &req)).await
+        }
+    };
+}
+
+macro_rules! read_method {
+    ($name:ident, $req:ty, $resp:ty) => {
+        #[doc = concat!("`store.", stringify!($name), "` on a read connection.")]
+        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
+            let limits = self.limits().clone();
+            self.read(move |c| $name(c, &limits, &req)).await
+        }
+    };
+}
+pub(crate) use {read_method, write_method};

@@ -7,6 +7,7 @@
 //! generation).
 
 use crate::{Store, StoreError};
+use busapi::{store, Call};
 use protocol::{BoxFuture, Handler, Reply, Request, RpcError};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -32,7 +33,7 @@ fn dispatchers() -> &'static [Dispatch] {
         |s, m, p| Box::pin(crate::commit::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::reserved::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::work::dispatch_raw(s, m, p)),
-        |s, m, p| Box::pin(crate::waits::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::work::waits::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::timers::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::artifacts::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::resources::dispatch_raw(s, m, p)),
@@ -51,7 +52,7 @@ pub fn methods() -> Vec<&'static str> {
         crate::commit::METHODS,
         crate::reserved::METHODS,
         crate::work::METHODS,
-        crate::waits::METHODS,
+        crate::work::waits::METHODS,
         crate::timers::METHODS,
         crate::artifacts::METHODS,
         crate::resources::METHODS,
@@ -66,20 +67,20 @@ pub fn methods() -> Vec<&'static str> {
 
 /// The writes after which Work may be ready to start (or resume): `work.changed`.
 const WORK_CHANGING: &[&str] = &[
-    "store.route_decide",
-    "store.route_decide_many",
-    "store.attempt_settle",
-    "store.wait_wake",
-    "store.work_cancel",
-    "store.work_retry",
+    store::RouteDecideRequest::METHOD,
+    store::RouteDecideManyRequest::METHOD,
+    store::AttemptSettleRequest::METHOD,
+    store::WaitWakeRequest::METHOD,
+    store::WorkCancelRequest::METHOD,
+    store::WorkRetryRequest::METHOD,
 ];
 
 /// Methods whose answer may say events were added (`added_any`).
 const ACCEPTING: &[&str] = &[
-    "store.events_accept",
-    "store.event_accept_derived",
-    "store.kv_commit",
-    "store.action_accept",
+    store::EventsAcceptRequest::METHOD,
+    store::EventAcceptDerivedRequest::METHOD,
+    store::KvCommitRequest::METHOD,
+    store::ActionAcceptRequest::METHOD,
 ];
 
 /// The bus handler of storaged.
@@ -131,23 +132,33 @@ impl Coalesced {
     }
 }
 
-/// Serve one method: the answer as its wire text, or the store's error.
-pub async fn call_raw(store: &Store, method: &str, params: &RawValue) -> Result<Reply, StoreError> {
-    if method == "store.methods" {
-        return crate::rpc::encode(method, serde_json::json!({ "methods": methods() }));
+/// Serve one method: the answer as its wire text, the store's error, or `None`
+/// when storaged serves no method of that name.
+pub async fn call_raw(
+    store: &Store,
+    method: &str,
+    params: &RawValue,
+) -> Option<Result<Reply, StoreError>> {
+    if method == store::MethodsRequest::METHOD {
+        let answer = store::MethodsResponse {
+            methods: methods().into_iter().map(str::to_owned).collect(),
+        };
+        return Some(crate::rpc::encode(method, answer));
     }
     for dispatch in dispatchers() {
         if let Some(answer) = dispatch(store, method, params).await {
-            return answer;
+            return Some(answer);
         }
     }
-    Err(StoreError::NotFound(format!("no such method: {method}")))
+    None
 }
 
 /// Serve one method: the answer as JSON, or the store's error (for callers in
-/// this process; the bus gets [`call_raw`]'s text).
+/// this process, by name; the bus gets [`call_raw`]'s text).
 pub async fn call(store: &Store, method: &str, params: &RawValue) -> Result<Value, StoreError> {
-    let raw = call_raw(store, method, params).await?;
+    let raw = call_raw(store, method, params)
+        .await
+        .ok_or_else(|| StoreError::NotFound(format!("no such method: {method}")))??;
     serde_json::from_str(raw.get())
         .map_err(|e| StoreError::Internal(format!("the answer of {method}: {e}")))
 }
@@ -197,15 +208,13 @@ impl Handler for Service {
         Box::pin(async move {
             let method = request.method.as_str();
             let answer = match call_raw(&store, method, &request.params).await {
-                Ok(v) => v,
-                Err(StoreError::NotFound(m)) if m.starts_with("no such method") => {
-                    return Err(RpcError::method_not_found(method));
-                }
-                Err(e) => return Err(e.into()),
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Err(e.into()),
+                None => return Err(RpcError::method_not_found(method)),
             };
             let accepting = ACCEPTING.contains(&method);
             let work_changing = WORK_CHANGING.contains(&method);
-            let applying = method == "store.config_apply";
+            let applying = method == store::ConfigApplyRequest::METHOD;
             if !(accepting || work_changing || applying) {
                 return Ok(answer);
             }
@@ -213,21 +222,21 @@ impl Handler for Service {
             if accepting && added_any(&effects) {
                 accepted.nudge(
                     &publish,
-                    "event.accepted",
+                    busapi::topic::EVENT_ACCEPTED,
                     serde_json::json!({ "method": method }),
                 );
             }
             if work_changing && changes_work(method, &effects) {
                 work_changed.nudge(
                     &publish,
-                    "work.changed",
+                    busapi::topic::WORK_CHANGED,
                     serde_json::json!({ "method": method }),
                 );
             }
             if applying && effects.get("changed").and_then(Value::as_bool) == Some(true) {
                 if let Some(publish) = publish.get() {
                     publish(
-                        "config.applied",
+                        busapi::topic::CONFIG_APPLIED,
                         &serde_json::json!({
                             "generation": effects.get("generation"),
                             "hash": effects.get("hash"),
@@ -245,8 +254,8 @@ impl Handler for Service {
 fn changes_work(method: &str, answer: &Value) -> bool {
     let to_work = |d: &Value| d.get("work_id").is_some_and(Value::is_string);
     match method {
-        "store.route_decide" => to_work(answer),
-        "store.route_decide_many" => answer
+        m if m == store::RouteDecideRequest::METHOD => to_work(answer),
+        m if m == store::RouteDecideManyRequest::METHOD => answer
             .get("decided")
             .and_then(Value::as_array)
             .is_some_and(|all| all.iter().any(to_work)),

@@ -92,20 +92,10 @@ fn write_canonical(v: &Value, out: &mut String, replace: Option<(&str, &Value)>)
     }
 }
 
-/// A new random id with a prefix (`evt_…`), 128 bits from the OS.
+/// A new random id with a prefix (`evt_…`), 128 bits from the OS (time, pid and a
+/// counter when it fails: unique, if not unguessable).
 pub fn new_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_err()
-    {
-        // Fall back on time and a counter: unique, if not unguessable.
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        bytes[..8].copy_from_slice(&(now_ms() as u64).to_le_bytes());
-        bytes[8..].copy_from_slice(&n.to_le_bytes());
-    }
+    let bytes: [u8; 16] = protocol::random::unique_bytes();
     let mut out = String::with_capacity(prefix.len() + 33);
     out.push_str(prefix);
     out.push('_');

@@ -9,7 +9,8 @@
 //! `added: false`, and writes nothing, whatever the Work's state is now.
 
 use super::*;
-use crate::events::{accept_event, emitted_event_id, AcceptContext, EventInput};
+use crate::events::{accept_event, emitted_event_id, AcceptContext};
+pub use busapi::store::work::actions::*;
 
 /// The route handler an action's route record names.
 pub const ACTION_HANDLER: &str = "core.action";
@@ -17,37 +18,6 @@ pub const ACTION_HANDLER: &str = "core.action";
 // ---------------------------------------------------------------------------------------
 // store.action_accept
 // ---------------------------------------------------------------------------------------
-
-/// `store.action_accept`: accept an action's Event and attach it to its Work.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ActionAcceptRequest {
-    /// The Event: a root with a `delivery_id` and no keys, in the Work's scope.
-    pub event: EventInput,
-    /// The Work it is attached to.
-    pub work_id: String,
-    /// The Work states the action may be taken in; empty: any. A Work in another
-    /// state is `conflict` and nothing is written (unless the Event was accepted
-    /// before: then it is answered, `added: false`).
-    #[serde(default)]
-    pub states: Vec<String>,
-    /// Why, kept on the route record (`stop by github:octocat`).
-    #[serde(default)]
-    pub reason: String,
-}
-
-/// Result of `store.action_accept`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionAcceptResponse {
-    /// The Event's ID.
-    pub id: String,
-    /// Its sequence.
-    pub seq: i64,
-    /// True when this call added it; false when it was accepted before.
-    pub added: bool,
-    /// The Work's state as the call found it.
-    pub work_state: String,
-}
 
 /// Accept an action's Event and attach it to its Work (see the module doc).
 pub fn action_accept(
@@ -141,34 +111,6 @@ pub fn action_accept(
 // ---------------------------------------------------------------------------------------
 // store.work_retry
 // ---------------------------------------------------------------------------------------
-
-/// `store.work_retry`: run a failed, cancelled, idle or completed Work again.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkRetryRequest {
-    /// The Work.
-    pub work_id: String,
-    /// Why (bounded like a cancel's reason; schedulerd logs it).
-    #[serde(default)]
-    pub reason: String,
-    /// An input of the Work to run too (the retry action's Event).
-    #[serde(default)]
-    pub seq: Option<i64>,
-    /// The Work's version as read.
-    #[serde(default)]
-    pub expect_version: Option<i64>,
-}
-
-/// Result of `store.work_retry`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkRetryResponse {
-    /// The Work's state before (`failed`, `cancelled`, `idle`, `completed`).
-    pub was: String,
-    /// Its state now (`pending`).
-    pub state: String,
-    /// The inputs its next attempt takes, by sequence.
-    pub inputs: Vec<i64>,
-}
 
 /// Run a Work again: it becomes `pending` with its failure count reset, and its
 /// next attempt takes the inputs it failed or was cancelled with (a failed or

@@ -7,6 +7,7 @@
 //! over its expired attempts (`store.lease_takeover` checks it in the same write).
 
 use super::*;
+pub use busapi::store::work::hosts::*;
 
 /// The longest host lease a host may declare.
 pub const MAX_HOST_LEASE_MS: u64 = 60 * 60 * 1000;
@@ -49,32 +50,6 @@ pub(crate) fn host_expires(conn: &Connection, host: &str) -> Result<Option<i64>,
 // ---------------------------------------------------------------------------------------
 // store.host_beat, store.hosts
 // ---------------------------------------------------------------------------------------
-
-/// `store.host_beat`: this host is alive for `lease_ms` more.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostBeatRequest {
-    /// The host ID.
-    pub host: String,
-    /// A name for people (its hostname, its state directory).
-    #[serde(default)]
-    pub name: String,
-    /// How long it counts as alive without another beat.
-    pub lease_ms: u64,
-}
-
-/// Result of `store.host_beat`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostBeatResponse {
-    /// When the host counts as gone unless it beats again.
-    pub expires_ms: i64,
-    /// True when the host was gone (or unknown) before this beat.
-    pub returned: bool,
-    /// When it had gone (its lease's end), if it returned from being gone; the other
-    /// hosts may have taken its attempts over since.
-    #[serde(default)]
-    pub gone_since_ms: Option<i64>,
-}
 
 /// Record a beat.
 pub fn host_beat(
@@ -122,47 +97,6 @@ pub fn host_beat(
     })
 }
 
-/// `store.hosts`: the hosts, by ID, paged.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostsRequest {
-    /// Hosts after this ID (empty: from the first).
-    #[serde(default)]
-    pub after: String,
-    /// At most this many.
-    #[serde(default)]
-    pub limit: u32,
-}
-
-/// A host, as `store.hosts` answers it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostRow {
-    /// Its ID.
-    pub id: String,
-    /// Its name for people.
-    pub name: String,
-    /// Its last beat (ms).
-    pub beat_ms: i64,
-    /// When it counts as gone unless it beats again (ms).
-    pub expires_ms: i64,
-    /// Whether it is alive now.
-    pub alive: bool,
-    /// Its first beat (RFC 3339).
-    pub started_at: String,
-    /// Attempts it launched that run now.
-    pub running: i64,
-}
-
-/// Result of `store.hosts`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostsResponse {
-    /// The hosts.
-    pub hosts: Vec<HostRow>,
-    /// The next page's cursor; empty at the end.
-    #[serde(default)]
-    pub next: String,
-}
-
 /// The hosts.
 pub fn hosts(
     conn: &Connection,
@@ -202,33 +136,6 @@ pub fn hosts(
 // ---------------------------------------------------------------------------------------
 // store.task_claim
 // ---------------------------------------------------------------------------------------
-
-/// `store.task_claim`: claim the pass of an extension task that is due, so that one
-/// host of the suite runs it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaskClaimRequest {
-    /// The extension declaring the task.
-    pub extension: String,
-    /// The task.
-    pub task: String,
-    /// Its interval.
-    pub every_ms: u64,
-    /// The host claiming it.
-    pub host: String,
-}
-
-/// Result of `store.task_claim`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskClaimResponse {
-    /// True: the caller runs this pass now.
-    pub claimed: bool,
-    /// When the next pass is due (ask again then).
-    pub due_ms: i64,
-    /// The host that claimed the last pass (empty: none yet).
-    #[serde(default)]
-    pub host: String,
-}
 
 /// Claim a task's pass. The first claim of a task schedules its first pass one
 /// interval later; a claim of a due task moves its due time one interval past now

@@ -33,13 +33,14 @@
 //! settlement, and the reads schedulerd polls), [`hosts`] (host liveness and
 //! extension task claims), [`reads`] (`store.work_cancel` and the
 //! Work reads), [`actions`] (`store.action_accept`, `store.work_retry`: what the
-//! host's own actions write). The helpers and rows they share are here.
+//! host's own actions write), [`waits`] (a Work parked on a Wait, and its waking). The helpers and rows they share are here.
 
 mod actions;
 mod attempts;
 mod hosts;
 mod reads;
 mod routing;
+pub mod waits;
 
 pub use actions::*;
 pub use attempts::*;
@@ -49,18 +50,19 @@ pub use routing::*;
 
 use crate::db::{Limits, Store};
 use crate::error::StoreError;
+use crate::fields::*;
+use crate::rpc::{read_method, write_method};
 use crate::sql::{params, Connection, OptionalExtension, Row};
 use crate::util;
+pub use busapi::store::work::{ExecutionRow, WorkRow};
 use protocol::wire::{Outcome, WorkDisplay};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The longest route reason, display refusal or cancel reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 2048;
 /// The longest lease.
 pub const MAX_LEASE_TTL_MS: u64 = 24 * 60 * 60 * 1000;
-/// A page's default size when the caller says 0.
-pub const DEFAULT_PAGE: u32 = 100;
+pub use crate::fields::DEFAULT_PAGE;
 /// The most payload bytes one `store.unrouted` page carries (at least one event).
 pub const MAX_UNROUTED_PAGE_BYTES: usize = 8 * 1024 * 1024;
 
@@ -82,95 +84,6 @@ pub mod state {
     pub const FAILED: &str = "failed";
     /// Cancelled.
     pub const CANCELLED: &str = "cancelled";
-}
-
-// ---------------------------------------------------------------------------------------
-// Shared helpers (also used by `waits` and `timers`)
-// ---------------------------------------------------------------------------------------
-
-/// `field` within `max` bytes, naming the limit.
-pub(crate) fn check_text(field: &str, v: &str, max: usize, limit: &str) -> Result<(), StoreError> {
-    if v.len() > max {
-        return Err(StoreError::invalid(format!(
-            "{field} is {} bytes, over {limit} ({max})",
-            v.len()
-        )));
-    }
-    Ok(())
-}
-
-/// A name or key: non-empty, within `max_key_bytes`.
-pub(crate) fn check_name(field: &str, v: &str, limits: &Limits) -> Result<(), StoreError> {
-    if v.is_empty() {
-        return Err(StoreError::invalid(format!("{field} is required")));
-    }
-    check_text(field, v, limits.max_key_bytes, "max_key_bytes")
-}
-
-/// An optional name: within `max_key_bytes`.
-pub(crate) fn check_opt_name(field: &str, v: &str, limits: &Limits) -> Result<(), StoreError> {
-    check_text(field, v, limits.max_key_bytes, "max_key_bytes")
-}
-
-/// A list of names: at most `max_batch`, each non-empty within `max_key_bytes`.
-pub(crate) fn check_list(field: &str, items: &[String], limits: &Limits) -> Result<(), StoreError> {
-    if items.len() > limits.max_batch {
-        return Err(StoreError::invalid(format!(
-            "{field} has {} entries, over max_batch ({})",
-            items.len(),
-            limits.max_batch
-        )));
-    }
-    for item in items {
-        check_name(&format!("{field} entry"), item, limits)?;
-    }
-    Ok(())
-}
-
-/// JSON text of a value, within `max_value_bytes`.
-pub(crate) fn json_text(field: &str, v: &Value, limits: &Limits) -> Result<String, StoreError> {
-    let text = serde_json::to_string(v)
-        .map_err(|e| StoreError::invalid(format!("{field} is not JSON: {e}")))?;
-    check_text(field, &text, limits.max_value_bytes, "max_value_bytes")?;
-    Ok(text)
-}
-
-/// JSON text of a list of strings.
-pub(crate) fn list_text(items: &[String]) -> String {
-    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
-}
-
-/// A stored JSON list of strings (an unreadable one reads as empty).
-pub(crate) fn parse_list(text: &str) -> Vec<String> {
-    serde_json::from_str(text).unwrap_or_default()
-}
-
-/// A stored JSON value (absent or unreadable reads as null).
-/// Kept JSON text passed on as it is; text that is not JSON (never written by the
-/// store) reads as `null`, as [`parse_json`] reads it.
-pub(crate) fn raw_json(text: String) -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string(text).unwrap_or_default()
-}
-
-pub(crate) fn parse_json(text: Option<String>) -> Value {
-    text.and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
-}
-
-/// The page size: 0 is the default; over `max_page` is refused.
-pub(crate) fn page_limit(limit: u32, limits: &Limits) -> Result<i64, StoreError> {
-    let max = limits.max_page;
-    if limit as usize > max {
-        return Err(StoreError::invalid(format!(
-            "limit {limit} is over max_page ({max})"
-        )));
-    }
-    let n = if limit == 0 {
-        (DEFAULT_PAGE as usize).min(max)
-    } else {
-        limit as usize
-    };
-    Ok(n as i64)
 }
 
 /// A lease length in ms, within [`MAX_LEASE_TTL_MS`].
@@ -213,46 +126,6 @@ fn is_closed(state: &str) -> bool {
 // ---------------------------------------------------------------------------------------
 // Rows
 // ---------------------------------------------------------------------------------------
-
-/// A Work, as storaged's reads answer it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkRow {
-    /// The Work ID.
-    pub id: String,
-    /// Its scope.
-    pub scope_id: String,
-    /// Its Work kind.
-    pub kind: String,
-    /// The binding it runs on.
-    pub binding: String,
-    /// Its state (see the module doc).
-    pub state: String,
-    /// Its display, when a source gave one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display: Option<WorkDisplay>,
-    /// Its context (set by the match that created it).
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub context: Value,
-    /// The binding grants it opted into.
-    #[serde(default)]
-    pub grants: Vec<String>,
-    /// Its correlation keys (at most `max_page` of them).
-    #[serde(default)]
-    pub keys: Vec<String>,
-    /// The current lease epoch.
-    pub lease_epoch: i64,
-    /// Failed attempts since the last success.
-    pub failures: i64,
-    /// Not to start before this.
-    #[serde(default)]
-    pub retry_at_ms: Option<i64>,
-    /// Created (RFC 3339).
-    pub created_at: String,
-    /// Last changed (RFC 3339).
-    pub updated_at: String,
-    /// Bumped by every write: the precondition of `expect_version`.
-    pub version: i64,
-}
 
 const WORK_COLS: &str = "id, scope_id, kind, binding, state, display, context, grants, \
      lease_epoch, failures, retry_at_ms, created_at, updated_at, version";
@@ -328,48 +201,6 @@ fn works_query(
     Ok(works)
 }
 
-/// An Execution (one attempt of a Work).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ExecutionRow {
-    /// The Execution ID.
-    pub id: String,
-    /// Its Work.
-    pub work_id: String,
-    /// The attempt number, from 1.
-    pub attempt: i64,
-    /// The executor that runs it.
-    pub executor: String,
-    /// The binding it runs on.
-    pub binding: String,
-    /// Its state (see the module doc).
-    pub state: String,
-    /// Who holds its lease.
-    pub lease_owner: String,
-    /// The lease epoch it runs under.
-    pub epoch: i64,
-    /// When its lease runs out (while running).
-    #[serde(default)]
-    pub lease_expires_ms: Option<i64>,
-    /// The last recovery metadata it persisted.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub recovery: Value,
-    /// Its result once settled.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub result: Value,
-    /// When a failed attempt's Work may retry.
-    #[serde(default)]
-    pub retry_at_ms: Option<i64>,
-    /// Started (RFC 3339).
-    pub started_at: String,
-    /// Settled (RFC 3339).
-    #[serde(default)]
-    pub settled_at: Option<String>,
-    /// The host that launched its current segment (empty: recorded before hosts
-    /// were).
-    #[serde(default)]
-    pub host: String,
-}
-
 const EXEC_COLS: &str = "id, work_id, attempt, executor, binding, state, lease_owner, \
      lease_epoch, lease_expires_ms, recovery, result, retry_at_ms, started_at, settled_at, host";
 
@@ -396,27 +227,6 @@ fn exec_from_row(r: &Row<'_>) -> crate::sql::Result<ExecutionRow> {
 // ---------------------------------------------------------------------------------------
 // The Store wrappers and dispatch
 // ---------------------------------------------------------------------------------------
-
-macro_rules! write_method {
-    ($name:ident, $req:ty, $resp:ty) => {
-        #[doc = concat!("`store.", stringify!($name), "` as one atomic write.")]
-        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
-            let limits = self.limits().clone();
-            self.write(move |c| $name(c, &limits, &req)).await
-        }
-    };
-}
-
-macro_rules! read_method {
-    ($name:ident, $req:ty, $resp:ty) => {
-        #[doc = concat!("`store.", stringify!($name), "` on a read connection.")]
-        pub async fn $name(&self, req: $req) -> Result<$resp, StoreError> {
-            let limits = self.limits().clone();
-            self.read(move |c| $name(c, &limits, &req)).await
-        }
-    };
-}
-pub(crate) use {read_method, write_method};
 
 impl Store {
     write_method!(route_decide, RouteDecideRequest, RouteDecideResponse);
@@ -455,25 +265,25 @@ impl Store {
 }
 
 crate::store_methods! {
-    "store.route_decide" => route_decide,
-    "store.route_decide_many" => route_decide_many,
-    "store.unrouted" => unrouted,
-    "store.routing" => routing,
-    "store.attempt_start" => attempt_start,
-    "store.lease_renew" => lease_renew,
-    "store.lease_takeover" => lease_takeover,
-    "store.recovery_persist" => recovery_persist,
-    "store.attempt_settle" => attempt_settle,
-    "store.expired_leases" => expired_leases,
-    "store.works_ready" => works_ready,
-    "store.work_cancel" => work_cancel,
-    "store.work_retry" => work_retry,
-    "store.action_accept" => action_accept,
-    "store.work_get" => work_get,
-    "store.works" => works,
-    "store.executions" => executions,
-    "store.work_inputs" => work_inputs,
-    "store.host_beat" => host_beat,
-    "store.hosts" => hosts,
-    "store.task_claim" => task_claim,
+    RouteDecideRequest => route_decide,
+    RouteDecideManyRequest => route_decide_many,
+    UnroutedRequest => unrouted,
+    RoutingRequest => routing,
+    AttemptStartRequest => attempt_start,
+    LeaseRenewRequest => lease_renew,
+    LeaseTakeoverRequest => lease_takeover,
+    RecoveryPersistRequest => recovery_persist,
+    AttemptSettleRequest => attempt_settle,
+    ExpiredLeasesRequest => expired_leases,
+    WorksReadyRequest => works_ready,
+    WorkCancelRequest => work_cancel,
+    WorkRetryRequest => work_retry,
+    ActionAcceptRequest => action_accept,
+    WorkGetRequest => work_get,
+    WorksRequest => works,
+    ExecutionsRequest => executions,
+    WorkInputsRequest => work_inputs,
+    HostBeatRequest => host_beat,
+    HostsRequest => hosts,
+    TaskClaimRequest => task_claim,
 }
