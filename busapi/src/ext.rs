@@ -372,12 +372,27 @@ pub struct DiscoveryReport {
     pub kind: String,
     /// What happened, for a person.
     pub message: String,
-    /// The broken rule of an invalid one, when a rule was broken (`null` if none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Of an invalid one: the broken rule, `null` when no rule was broken (absent for
+    /// the other kinds).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rule: Option<Option<String>>,
     /// Of an invalid one: it needs a newer Open Conduit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub needs_newer: Option<bool>,
+}
+
+/// A field that is present (even as `null`) reads as `Some`; an absent one takes
+/// its default, `None`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// A conflict in the package set.

@@ -3,17 +3,23 @@
 //! extension and the checks it declares, the webhooks, the tunnel.
 
 use std::path::Path;
-
-use serde_json::{json, Value};
-
 use std::time::Duration;
 
-use crate::output::{call, count, paint, print_json, text, verdict, Failure, Out, Verdict};
+use busapi::ext::{ExtCall, RegistrationsRequest};
+use busapi::ingress::RoutesRequest;
+use busapi::store::{CheckRequest, ConfigCurrentRequest};
+use protocol::wire::{CheckConfig, CheckRunParams};
+use serde_json::{json, Value};
+
+use crate::output::{call, call_method, count, paint, print_json, verdict, Failure, Out, Verdict};
+
+/// How long an extension's check may take.
+const CHECK_TIMEOUT_MS: u64 = 30_000;
 
 /// Every check `doctor` runs, in order.
 pub fn diagnose(bus: &Path) -> Vec<Verdict> {
     let mut out = Vec::new();
-    let broker = match call(bus, "bus.status", json!({})) {
+    let broker = match call_method(bus, "bus.status", json!({})) {
         Ok(b) => {
             out.push(verdict(
                 "bus",
@@ -50,10 +56,10 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             ));
         }
     }
-    match call(bus, "store.check", json!({})) {
+    match call(bus, &CheckRequest {}) {
         Ok(c) => {
-            let integrity = text(&c, "integrity");
-            let database = text(&c, "database");
+            let integrity = c.integrity.as_str();
+            let database = c.database.as_str();
             let postgres = database.starts_with("postgres ");
             out.push(if integrity == "ok" {
                 verdict("store", "ok", format!("integrity ok ({database})"), "")
@@ -72,10 +78,10 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
                     "stop the suite, back up the state directory, and restore the last good backup",
                 )
             });
-            let free = c["free_bytes"].as_u64().unwrap_or(0);
-            let total = c["total_bytes"].as_u64().unwrap_or(0).max(1);
+            let free = c.free_bytes;
+            let total = c.total_bytes.max(1);
             let mib = free / (1024 * 1024);
-            let detail = format!("{mib} MiB free in {}", text(&c, "dir"));
+            let detail = format!("{mib} MiB free in {}", c.dir);
             out.push(if free < 256 * 1024 * 1024 || free * 20 < total {
                 verdict(
                     "disk",
@@ -94,12 +100,12 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             "see `open-conduit logs storaged`",
         )),
     }
-    match call(bus, "store.config_current", json!({})) {
-        Ok(c) => match protocol::config::Config::parse(&c["config"]) {
+    match call(bus, &ConfigCurrentRequest {}) {
+        Ok(c) => match protocol::config::Config::parse(&c.config) {
             Ok(_) => out.push(verdict(
                 "config",
                 "ok",
-                format!("generation {} is valid", c["generation"]),
+                format!("generation {} is valid", c.generation),
                 "",
             )),
             Err(p) => out.push(verdict(
@@ -119,26 +125,25 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             "apply a configuration: `open-conduit config apply FILE`",
         )),
     }
-    let regs = call(bus, "ext.registrations", json!({})).unwrap_or(Value::Null);
-    for e in regs["extensions"].as_array().into_iter().flatten() {
-        let name = text(e, "name");
-        if e["state"] != "running" {
+    let regs = call(bus, &RegistrationsRequest {}).unwrap_or_default();
+    for e in &regs.extensions {
+        let name = e.name.as_str();
+        if e.state != "running" {
             out.push(verdict(
                 &format!("extension {name}"),
                 "fail",
-                format!("state {}", text(e, "state")),
+                format!("state {}", e.state),
                 &format!("`open-conduit extension inspect {name}` says why; fix it and `open-conduit extension restart {name}`"),
             ));
             continue;
         }
-        if let Some(r) = e["refusal"].as_object() {
+        if let Some(r) = &e.refusal {
             out.push(verdict(
                 &format!("extension {name}"),
                 "fail",
                 format!(
                     "refuses configuration generation {}: {}",
-                    r.get("generation").and_then(Value::as_str).unwrap_or("?"),
-                    r.get("error").and_then(Value::as_str).unwrap_or("?")
+                    r.generation, r.error
                 ),
                 "fix the configuration (`open-conduit config check FILE` finds it offline) and apply it again",
             ));
@@ -150,8 +155,8 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             "running".into(),
             "",
         ));
-        for c in e["checks"].as_array().into_iter().flatten() {
-            let check = text(c, "name");
+        for c in &e.checks {
+            let check = c.name.as_str();
             let label = if check == name
                 || check.starts_with(&format!("{name}_"))
                 || check.starts_with(&format!("{name}-"))
@@ -160,25 +165,25 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             } else {
                 format!("{name}_{check}")
             };
-            let r = call(
-                bus,
-                "ext.call",
-                json!({"name": name, "method": "check.run", "timeout_ms": 30_000,
-                       "params": {"check": check, "deep": false, "config": {}}}),
-            );
+            let run = CheckRunParams {
+                check: check.to_owned(),
+                deep: false,
+                config: CheckConfig::default(),
+            };
+            let r = call(bus, &ExtCall::new(name, run).timeout_ms(CHECK_TIMEOUT_MS));
             out.push(match r {
                 Ok(r) => {
-                    let status: &'static str = match r["status"].as_str() {
-                        Some("ok" | "info") => "ok",
-                        Some("fail") => "fail",
-                        Some(_) => "warn",
-                        None if r["ok"] == true => "ok",
-                        None => "warn",
+                    // Without a status (the short form), `ok` says.
+                    let status: &'static str = match r.status.as_str() {
+                        "ok" | "info" => "ok",
+                        "fail" => "fail",
+                        "" if r.ok == Some(true) => "ok",
+                        _ => "warn",
                     };
                     verdict(
                         &label,
                         status,
-                        text(&r, "detail").to_owned(),
+                        r.detail,
                         "see the extension's documentation",
                     )
                 }
@@ -191,9 +196,9 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             });
         }
     }
-    match call(bus, "ingress.routes", json!({})) {
+    match call(bus, &RoutesRequest {}) {
         Ok(r) => {
-            let listen = text(&r, "listen").to_owned();
+            let listen = r.listen;
             match listen.parse::<std::net::SocketAddr>() {
                 Ok(addr) => {
                     match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3)) {

@@ -8,15 +8,23 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod bundled;
+pub mod client;
+pub mod config;
 pub mod doctor;
+pub mod events;
+pub mod extension;
 pub mod gitcred;
+pub mod logs;
 pub mod man;
 pub mod mcp;
 pub mod output;
 pub mod reach;
 pub mod resources;
+pub mod status;
 pub mod store;
 pub mod up;
+pub mod work;
 
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;

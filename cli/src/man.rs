@@ -241,17 +241,7 @@ fn date() -> String {
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0)
         });
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    protocol::time::format_date(secs)
 }
 
 /// Escape text for roff: backslashes, hyphens (as \-), a leading dot or quote.

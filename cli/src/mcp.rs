@@ -198,9 +198,7 @@ pub fn tools() -> Value {
 }
 
 fn fresh_request_id() -> String {
-    let mut b = [0u8; 12];
-    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    protocol::random::unique_hex::<12>()
 }
 
 /// A `tools/call` answer.

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use busapi::Call;
 use serde_json::Value;
 
-use crate::up::bus_call;
+use crate::client;
 
 /// The packaged bus socket.
 pub const DEFAULT_BUS: &str = "/run/open-conduit/bus.sock";
@@ -67,20 +68,37 @@ pub fn text<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
 
-/// Call `method` on the suite's bus, saying how to reach a suite when none answers.
-pub fn call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
-    bus_call(bus, method, params).map_err(|e| {
-        if e.contains("No such file") || e.contains("Connection refused") {
-            let up_bus = crate::up::default_state().join("run/bus.sock");
-            format!(
-                "{e}\nis the suite running? No suite answers on {}. `open-conduit up` serves {} (with its default state), the package {DEFAULT_BUS}; --bus or OPEN_CONDUIT_BUS name another socket",
-                bus.display(),
-                up_bus.display()
-            )
-        } else {
-            e
-        }
-    })
+/// Call a daemon's method on the suite's bus, by its params type: its answer
+/// decoded. Says how to reach a suite when none answers.
+pub fn call<C: Call>(bus: &Path, params: &C) -> Result<C::Result, String> {
+    call_json(bus, params).and_then(client::decode::<C>)
+}
+
+pub use crate::client::decode;
+
+/// [`call`], the answer as the daemon wrote it (for a command that prints it so).
+pub fn call_json<C: Call>(bus: &Path, params: &C) -> Result<Value, String> {
+    client::call_json(bus, params).map_err(|e| suite_hint(bus, e))
+}
+
+/// Call a method that is no daemon's (the broker's own `bus.status`), saying how to
+/// reach a suite when none answers.
+pub fn call_method(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
+    client::bus_call(bus, method, params).map_err(|e| suite_hint(bus, e))
+}
+
+/// `e`, and how to reach a suite when it says none answers on `bus`.
+fn suite_hint(bus: &Path, e: String) -> String {
+    if e.contains("No such file") || e.contains("Connection refused") {
+        let up_bus = crate::up::default_state().join("run/bus.sock");
+        format!(
+            "{e}\nis the suite running? No suite answers on {}. `open-conduit up` serves {} (with its default state), the package {DEFAULT_BUS}; --bus or OPEN_CONDUIT_BUS name another socket",
+            bus.display(),
+            up_bus.display()
+        )
+    } else {
+        e
+    }
 }
 
 /// `n` and the noun, singular or plural: `1 problem`, `2 problems`.

@@ -5,17 +5,18 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::json;
+use busapi::ingress::RoutesRequest;
+use busapi::tunnel::StatusRequest;
 
-use crate::output::{call, text, verdict, Verdict};
+use crate::output::{call, verdict, Verdict};
 
 /// How long the round trip through the public URL may take.
 pub const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The check, when there is a public URL to try: the tunnel's, else none.
 pub fn public_url(bus: &Path) -> Option<Verdict> {
-    let tunnel = call(bus, "tunnel.status", json!({})).ok()?;
-    let url = text(&tunnel, "url").trim_end_matches('/').to_owned();
+    let tunnel = call(bus, &StatusRequest {}).ok()?;
+    let url = tunnel.url.trim_end_matches('/').to_owned();
     if url.is_empty() {
         return Some(verdict(
             "public-url",
@@ -24,9 +25,8 @@ pub fn public_url(bus: &Path) -> Option<Verdict> {
             "see `open-conduit logs tunneld` for why the tunnel is down",
         ));
     }
-    let ours = call(bus, "ingress.routes", json!({}))
-        .ok()
-        .map(|r| text(&r, "instance").to_owned())
+    let ours = call(bus, &RoutesRequest {})
+        .map(|r| r.instance)
         .unwrap_or_default();
     Some(judge(&url, &ours, round_trip(&url)))
 }

@@ -5,36 +5,42 @@
 use std::path::Path;
 use std::process::Command;
 
+use busapi::ext::ResourceSweepRequest;
+use busapi::store::{LeaseRow, LeasesRequest, WorkGetRequest};
 use serde_json::{json, Value};
 
-use crate::output::{call, count, print_json, text, Failure, Out};
+use crate::output::{call, call_json, count, decode, print_json, Failure, Out};
 
 /// The most leases one page asks for.
 const PAGE: u32 = 500;
 
 /// Every lease (of `owner` when given), through every page.
-pub fn leases(bus: &Path, owner: Option<&str>) -> Result<Vec<Value>, String> {
+pub fn leases(bus: &Path, owner: Option<&str>) -> Result<Vec<LeaseRow>, String> {
     let mut out = Vec::new();
     let mut after = String::new();
     loop {
-        let mut params = json!({"after": after, "limit": PAGE});
-        if let Some(o) = owner {
-            params["owner"] = json!(o);
+        let page = call(
+            bus,
+            &LeasesRequest {
+                owner: owner.map(str::to_owned),
+                after,
+                limit: PAGE,
+                ..LeasesRequest::default()
+            },
+        )?;
+        out.extend(page.leases);
+        if page.next.is_empty() {
+            return Ok(out);
         }
-        let page = call(bus, "store.resource_leases", params)?;
-        out.extend(page["leases"].as_array().cloned().unwrap_or_default());
-        match page["next"].as_str().filter(|n| !n.is_empty()) {
-            Some(n) => after = n.to_owned(),
-            None => return Ok(out),
-        }
+        after = page.next;
     }
 }
 
 /// The workspace's HEAD as it is now, when its directory is readable here; else the
 /// one recorded at acquisition.
-fn head(lease: &Value) -> String {
+fn head(lease: &LeaseRow) -> String {
     let now = Command::new("git")
-        .args(["-C", text(lease, "dir"), "rev-parse", "--short=12", "HEAD"])
+        .args(["-C", &lease.dir, "rev-parse", "--short=12", "HEAD"])
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .ok()
@@ -42,15 +48,15 @@ fn head(lease: &Value) -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .filter(|h| !h.is_empty());
     now.unwrap_or_else(|| {
-        let recorded = lease["data"]["head"].as_str().unwrap_or("");
+        let recorded = lease.data["head"].as_str().unwrap_or("");
         recorded.chars().take(12).collect()
     })
 }
 
 /// One lease, for a person: `dir  branch B  HEAD H  (type ref)`.
-fn describe(lease: &Value) -> String {
-    let mut line = text(lease, "dir").to_owned();
-    if let Some(b) = lease["data"]["branch"].as_str().filter(|b| !b.is_empty()) {
+fn describe(lease: &LeaseRow) -> String {
+    let mut line = lease.dir.clone();
+    if let Some(b) = lease.data["branch"].as_str().filter(|b| !b.is_empty()) {
         line.push_str(&format!("  branch {b}"));
     }
     let h = head(lease);
@@ -59,9 +65,7 @@ fn describe(lease: &Value) -> String {
     }
     line.push_str(&format!(
         "  ({} {}, {})",
-        text(lease, "type"),
-        text(lease, "ref"),
-        text(lease, "mode")
+        lease.resource_type, lease.reference, lease.mode
     ));
     line
 }
@@ -79,14 +83,14 @@ pub fn workspace_lines(bus: &Path, work_id: &str) -> Vec<String> {
 
 /// The Work's leases, for `work show --json`.
 pub fn workspace_json(bus: &Path, work_id: &str) -> Value {
-    Value::Array(leases(bus, Some(work_id)).unwrap_or_default())
+    json!(leases(bus, Some(work_id)).unwrap_or_default())
 }
 
 /// `resource list`: every lease with its owner and the owner's state.
 pub fn list(bus: &Path, json_out: bool) -> Out {
     let all = leases(bus, None)?;
     if json_out {
-        print_json(&Value::Array(all));
+        print_json(&json!(all));
         return Ok(());
     }
     if all.is_empty() {
@@ -94,11 +98,9 @@ pub fn list(bus: &Path, json_out: bool) -> Out {
         return Ok(());
     }
     for l in &all {
-        let owner = text(l, "owner");
-        let state = call(bus, "store.work_get", json!({"id": owner}))
-            .ok()
-            .and_then(|w| w["work"]["state"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| "unknown".into());
+        let owner = &l.owner;
+        let state = call(bus, &WorkGetRequest { id: owner.clone() })
+            .map_or_else(|_| "unknown".into(), |w| w.work.state);
         println!("{owner} ({state})  {}", describe(l));
     }
     println!("{}", count(all.len(), "workspace"));
@@ -132,52 +134,43 @@ pub fn sweep(
     remove_dirty: bool,
     json_out: bool,
 ) -> Out {
-    let mut params = json!({"remove_dirty": remove_dirty});
-    if let Some(t) = resource_type {
-        params["type"] = json!(t);
-    }
-    if let Some(g) = grace {
-        params["grace_s"] =
-            json!(parse_grace(g).map_err(|message| Failure { message, status: 2 })?);
-    }
-    let answer = call(bus, "ext.resource_sweep", params)?;
+    let grace_s = match grace {
+        Some(g) => Some(parse_grace(g).map_err(|message| Failure { message, status: 2 })?),
+        None => None,
+    };
+    let request = ResourceSweepRequest {
+        resource_type: resource_type.map(str::to_owned),
+        grace_s,
+        remove_dirty,
+    };
+    let answer = call_json(bus, &request)?;
     if json_out {
+        // As extrunner wrote it.
         print_json(&answer);
         return Ok(());
     }
     let mut failed = false;
-    for s in answer["sweeps"].as_array().into_iter().flatten() {
-        let what = format!("{} ({})", text(s, "type"), text(s, "provider"));
-        if let Some(e) = s["error"].as_str().filter(|e| !e.is_empty()) {
-            println!("{what}: the sweep failed: {e}");
+    for s in decode::<ResourceSweepRequest>(answer)?.sweeps {
+        let what = format!("{} ({})", s.resource_type, s.provider);
+        if !s.error.is_empty() {
+            println!("{what}: the sweep failed: {}", s.error);
             failed = true;
             continue;
         }
-        let notes = |k: &str| s[k].as_array().cloned().unwrap_or_default();
-        let (removed, kept) = (notes("removed"), notes("kept"));
+        let (removed, kept) = (&s.result.removed, &s.result.kept);
         println!(
             "{what}: removed {}, kept {}",
             count(removed.len(), "workspace"),
             kept.len()
         );
-        for n in &removed {
-            println!(
-                "  removed {}  {} — {}",
-                text(n, "owner"),
-                text(n, "dir"),
-                text(n, "reason")
-            );
+        for n in removed {
+            println!("  removed {}  {} — {}", n.owner, n.dir, n.reason);
         }
-        for n in &kept {
-            println!(
-                "  kept    {}  {} — {}",
-                text(n, "owner"),
-                text(n, "dir"),
-                text(n, "reason")
-            );
+        for n in kept {
+            println!("  kept    {}  {} — {}", n.owner, n.dir, n.reason);
         }
-        for p in notes("pruned") {
-            println!("  pruned  {}", p.as_str().unwrap_or(""));
+        for p in &s.result.pruned {
+            println!("  pruned  {p}");
         }
     }
     if failed {

@@ -5,7 +5,7 @@
 //! `--config-dir` for `settings.storage`): stop storaged first, so the export
 //! is the last word and nothing writes to the target while it fills.
 
-use crate::admin::{Failure, Out};
+use crate::output::{Failure, Out};
 use std::io::{BufReader, Write};
 use std::path::Path;
 use storaged::{transfer, Limits, Store};

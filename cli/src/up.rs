@@ -27,7 +27,7 @@
 //! shell binding that prints what it received, and a `schedule` job every minute.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -35,8 +35,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use busapi::ext::RegistrationsRequest;
+use busapi::ingress::RoutesRequest;
+use busapi::store::{ConfigApplyRequest, ConfigApplyResponse};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader as AsyncBufReader};
+
+use crate::bundled::write_bundled;
+pub use crate::bundled::{bundled, bundled_playbooks, write_bundled_to, write_playbooks};
+use crate::client::call_typed_within;
 use tokio::net::UnixDatagram;
 use tokio::process::{Child, Command};
 
@@ -131,122 +138,10 @@ pub fn default_state() -> PathBuf {
     PathBuf::from("open-conduit-state")
 }
 
-/// A bundled extension this binary serves: (package name, manifest).
-pub fn bundled() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("webhook", oc_webhook::MANIFEST),
-        ("github", oc_github::MANIFEST),
-        ("schedule", oc_schedule::MANIFEST),
-        ("shell", oc_shell::MANIFEST),
-        ("claude-code", oc_claude_code::MANIFEST),
-        ("git", oc_git::MANIFEST),
-        ("ssh", oc_ssh::MANIFEST),
-        ("cloudflared", oc_cloudflared::MANIFEST),
-        ("ngrok", oc_ngrok::MANIFEST),
-        ("srt", oc_srt::MANIFEST),
-    ]
-}
-
-/// The playbooks a bundled package ships, each by its path inside the manifest's
-/// `playbooks` directory, with its text (none for a package without playbooks).
-pub fn bundled_playbooks(name: &str) -> &'static [(&'static str, &'static str)] {
-    match name {
-        "github" => oc_github::playbooks::PLAYBOOKS,
-        _ => &[],
-    }
-}
-
-/// Write the playbooks of the bundled package `name` under `dir` (its package
-/// directory), in the directory its `manifest` declares (`playbooks`), replacing what
-/// an earlier release left there. Made as the manifest is (this process's umask:
-/// 0644 and 0755 for the Debian package, private to the user under `up`). Nothing
-/// for a package without playbooks.
-pub fn write_playbooks(dir: &Path, name: &str, manifest: &Value) -> Result<(), String> {
-    let files = bundled_playbooks(name);
-    if files.is_empty() {
-        return Ok(());
-    }
-    let sub = manifest["playbooks"].as_str().ok_or_else(|| {
-        format!("{name}: ships playbooks but its manifest declares no `playbooks` directory")
-    })?;
-    let inside = |p: &str| {
-        !p.is_empty()
-            && Path::new(p)
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)))
-    };
-    if !inside(sub) {
-        return Err(format!(
-            "{name}: `playbooks` {sub:?} is not a path inside the package"
-        ));
-    }
-    let root = dir.join(sub);
-    match std::fs::remove_dir_all(&root) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", root.display())),
-    }
-    for (rel, text) in files {
-        if !inside(rel) {
-            return Err(format!(
-                "{name}: the playbook file {rel:?} is not a path inside its directory"
-            ));
-        }
-        let path = root.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// Write the bundled packages under `<state>/bundled`: each manifest as it is, and
-/// beside it a script named after its program that execs this binary as the extension.
-fn write_bundled(state: &Path, exe: &Path) -> Result<PathBuf, String> {
-    let root = state.join("bundled");
-    write_bundled_with(&root, exe, 0o700)?;
-    Ok(root)
-}
-
-/// Write each bundled package under `root` (`root/<name>/open-conduit-extension.json`,
-/// its program, a script that runs `exe` as the extension, and its playbooks,
-/// [`write_playbooks`]): `up`'s layout, and the package's
-/// `/usr/lib/open-conduit/extensions`.
-pub fn write_bundled_to(root: &Path, exe: &Path) -> Result<(), String> {
-    write_bundled_with(root, exe, 0o755)
-}
-
-/// [`write_bundled_to`] with the programs' `mode`.
-fn write_bundled_with(root: &Path, exe: &Path, mode: u32) -> Result<(), String> {
-    for (name, manifest) in bundled() {
-        let m: Value = serde_json::from_str(manifest).map_err(|e| format!("{name}: {e}"))?;
-        let program = m["command"][0]
-            .as_str()
-            .filter(|p| !p.contains('/'))
-            .ok_or_else(|| format!("{name}: command[0] is not a bare name"))?;
-        let dir = root.join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        std::fs::write(dir.join("open-conduit-extension.json"), manifest)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let script = dir.join(program);
-        let text = format!(
-            "#!/bin/sh\nexec '{}' {} '{name}' \"$@\"\n",
-            exe.display(),
-            crate::EXTENSION_RUN
-        );
-        std::fs::write(&script, text).map_err(|e| format!("{}: {e}", script.display()))?;
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(mode))
-            .map_err(|e| format!("{}: {e}", script.display()))?;
-        write_playbooks(&dir, name, &m)?;
-    }
-    Ok(())
 }
 
 /// Pass `fd` as the child's fd 3, named `name` (see [`daemon::activation::pass`]).
@@ -512,47 +407,6 @@ impl Up {
     }
 }
 
-/// One JSON-RPC call through the broker on a connection of its own.
-pub fn bus_call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
-    let mut s = UnixStream::connect(bus).map_err(|e| format!("{}: {e}", bus.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))
-        .map_err(|e| e.to_string())?;
-    let mut line =
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    s.write_all(&line).map_err(|e| e.to_string())?;
-    let mut answer = String::new();
-    BufReader::new(s)
-        .read_line(&mut answer)
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_str(&answer).map_err(|e| e.to_string())?;
-    match v.get("error") {
-        Some(e) => Err(format!(
-            "{method}: {}",
-            e["message"].as_str().unwrap_or("error")
-        )),
-        None => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
-    }
-}
-
-/// [`bus_call`] without blocking the runtime, within `limit`: `up` must go on
-/// hearing signals while it waits for an answer.
-async fn bus_call_async(
-    bus: &Path,
-    method: &str,
-    params: Value,
-    limit: Duration,
-) -> Result<Value, String> {
-    let (bus, m) = (bus.to_path_buf(), method.to_owned());
-    let call = tokio::task::spawn_blocking(move || bus_call(&bus, &m, params));
-    match tokio::time::timeout(limit, call).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("{method}: {e}")),
-        Err(_) => Err(format!("{method}: no answer within {limit:?}")),
-    }
-}
-
 /// The daemon started by `cmd` gets SIGTERM when `up` dies (however it dies), so a
 /// suite never outlives its supervisor.
 fn die_with_parent(cmd: &mut Command) {
@@ -595,21 +449,17 @@ fn load_config(opts: &UpOptions) -> Result<Value, String> {
 /// reason (which names the JSON pointer).
 async fn settle_config(bus: &Path, hash: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let call =
-        |method: &'static str| bus_call_async(bus, method, json!({}), Duration::from_secs(5));
+    let limit = Duration::from_secs(5);
     while Instant::now() < deadline {
-        let regs = call("ext.registrations").await.unwrap_or(Value::Null);
-        let exts = regs["extensions"].as_array().cloned().unwrap_or_default();
+        let regs = call_typed_within(bus, RegistrationsRequest {}, limit)
+            .await
+            .unwrap_or_default();
+        let exts = regs.extensions;
         let refused: Vec<String> = exts
             .iter()
-            .filter(|e| e["refusal"]["generation"] == hash)
-            .map(|e| {
-                format!(
-                    "  {}: {}",
-                    e["name"].as_str().unwrap_or("?"),
-                    e["refusal"]["error"].as_str().unwrap_or("?")
-                )
-            })
+            .filter_map(|e| Some((e, e.refusal.as_ref()?)))
+            .filter(|(_, r)| r.generation == hash)
+            .map(|(e, r)| format!("  {}: {}", e.name, r.error))
             .collect();
         if !refused.is_empty() {
             return Err(format!(
@@ -617,27 +467,20 @@ async fn settle_config(bus: &Path, hash: &str) -> Result<(), String> {
                 refused.join("\n")
             ));
         }
-        let configured = regs["complete"] == true
+        let configured = regs.complete
             && exts
                 .iter()
-                .filter(|e| e["state"] == "running")
-                .all(|e| e["generation"] == hash);
+                .filter(|e| e.state == "running")
+                .all(|e| e.generation == hash);
         let wanted: Vec<String> = exts
             .iter()
-            .flat_map(|e| e["webhooks"].as_array().cloned().unwrap_or_default())
-            .filter_map(|w| {
-                w["path"]
-                    .as_str()
-                    .map(|p| p.trim_end_matches('/').to_owned())
-            })
+            .flat_map(|e| &e.webhooks)
+            .map(|w| w.path.trim_end_matches('/').to_owned())
             .collect();
-        let routes = call("ingress.routes").await.unwrap_or(Value::Null);
-        let served: Vec<String> = routes["routes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["path"].as_str().map(str::to_owned))
-            .collect();
+        let routes = call_typed_within(bus, RoutesRequest {}, limit)
+            .await
+            .unwrap_or_default();
+        let served: Vec<String> = routes.routes.into_iter().map(|r| r.path).collect();
         if configured && wanted.iter().all(|p| served.contains(p)) {
             return Ok(());
         }
@@ -697,10 +540,7 @@ pub fn host_id(state: &Path) -> Result<String, String> {
         schedulerd::host::check_id(&id).map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(id);
     }
-    let mut bytes = [0u8; 12];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    let bytes: [u8; 12] = protocol::random::bytes().map_err(|e| e.to_string())?;
     let id: String = std::iter::once("h-".to_owned())
         .chain(bytes.iter().map(|b| format!("{b:02x}")))
         .collect();
@@ -807,15 +647,16 @@ async fn run(mut opts: UpOptions) -> Result<(), String> {
         }
     }
     let apply = async {
-        let applied = bus_call_async(
+        let applied = call_typed_within(
             &bus,
-            "store.config_apply",
-            json!({ "config": config }),
+            ConfigApplyRequest {
+                config: config.clone(),
+            },
             READY_WAIT,
         )
         .await?;
-        settle_config(&bus, applied["hash"].as_str().unwrap_or_default()).await?;
-        Ok::<Value, String>(applied)
+        settle_config(&bus, &applied.hash).await?;
+        Ok::<ConfigApplyResponse, String>(applied)
     };
     let applied = tokio::select! {
         r = apply => r,
@@ -846,7 +687,7 @@ async fn run(mut opts: UpOptions) -> Result<(), String> {
     say(&format!(
         "open-conduit: configuration {} applied (generation {})",
         if demo { "demo" } else { "file" },
-        applied["generation"]
+        applied.generation
     ));
     say(&format!("open-conduit: webhooks on http://{listen}"));
     if demo {

@@ -23,6 +23,8 @@
 //! between the record and the action answers the action's refusal (the Event stays
 //! recorded, and the key is spent).
 
+use busapi::sched::{CancelRequest, RetryRequest};
+use busapi::store::{ActionAcceptRequest, EventInput, WorkGetRequest, WorksRequest};
 use daemon::bus::Bus;
 use protocol::wire::{
     self, ActionSubmitParams, ActionSubmitResult, StateWorksParams, StateWorksResult,
@@ -32,7 +34,7 @@ use protocol::wire::{
 use protocol::{CallError, Code, RpcError};
 use serde_json::json;
 
-use crate::host::Identity;
+use crate::identity::Identity;
 
 /// The payload schema of every action's Event.
 pub const ACTION_SCHEMA: &str = "core.action.v1";
@@ -170,12 +172,17 @@ pub async fn submit(
             format!("no Work {} in scope {}", p.work_id, p.scope_id),
         )
     };
-    let work = match bus.call("store.work_get", &json!({"id": p.work_id})).await {
-        Ok(w) => w,
+    let work = match bus
+        .call_typed(&WorkGetRequest {
+            id: p.work_id.clone(),
+        })
+        .await
+    {
+        Ok(w) => w.work,
         Err(CallError::Rpc(e)) if e.is(Code::NotFound) => return Err(not_found()),
         Err(e) => return Err(bus_error("the store", e)),
     };
-    if work["work"]["scope_id"].as_str() != Some(p.scope_id.as_str()) {
+    if work.scope_id != p.scope_id {
         return Err(not_found());
     }
     let action = checked.action;
@@ -190,23 +197,21 @@ pub async fn submit(
         data["input"] = p.input.clone();
     }
     let accepted = bus
-        .call(
-            "store.action_accept",
-            &json!({
-                "work_id": p.work_id,
-                "states": states,
-                "reason": reason,
-                "event": {
-                    "scope_id": p.scope_id,
-                    "type": format!("{ACTION_EVENT_FAMILY}.{action}"),
-                    "source": checked.source,
-                    "delivery_id": p.key,
-                    "schema": ACTION_SCHEMA,
-                    "payload": data,
-                    "keys": [],
-                },
-            }),
-        )
+        .call_typed(&ActionAcceptRequest {
+            work_id: p.work_id.clone(),
+            states: states.iter().map(|s| (*s).to_owned()).collect(),
+            reason: reason.clone(),
+            event: EventInput {
+                scope_id: p.scope_id.clone(),
+                event_type: format!("{ACTION_EVENT_FAMILY}.{action}"),
+                source: checked.source.clone(),
+                delivery_id: Some(p.key.clone()),
+                schema: Some(ACTION_SCHEMA.to_owned()),
+                payload: data,
+                keys: Vec::new(),
+                ..EventInput::default()
+            },
+        })
         .await
         .map_err(|e| match e {
             CallError::Rpc(e) if e.is(Code::Conflict) => refuse(
@@ -219,8 +224,8 @@ pub async fn submit(
             ),
             e => bus_error("the store", e),
         })?;
-    let event = accepted["id"].as_str().unwrap_or_default().to_owned();
-    if accepted["added"] != true {
+    let event = accepted.id;
+    if !accepted.added {
         return Ok(ActionSubmitResult {
             event,
             added: false,
@@ -233,27 +238,27 @@ pub async fn submit(
     let work_id = p.work_id.as_str();
     let message = if action == ACTION_STOP {
         let r = bus
-            .call(
-                "sched.cancel",
-                &json!({"work_id": work_id, "reason": reason}),
-            )
+            .call_typed(&CancelRequest {
+                work_id: work_id.to_owned(),
+                reason,
+            })
             .await
             .map_err(|e| bus_error("the scheduler", e))?;
-        match r["attempt"]["stopped"].as_bool() {
-            Some(false) => format!(
+        match r.attempt {
+            Some(attempt) if !attempt.stopped => format!(
                 "stopped Work {work_id} (its run may still be running on host {})",
-                r["attempt"]["host"].as_str().unwrap_or("?")
+                attempt.host
             ),
             _ => format!("stopped Work {work_id}"),
         }
     } else {
-        let mut request = json!({"work_id": work_id, "reason": reason});
-        if let Some(seq) = accepted["seq"].as_i64() {
-            request["seq"] = json!(seq);
-        }
-        bus.call("sched.retry", &request)
-            .await
-            .map_err(|e| bus_error("the scheduler", e))?;
+        bus.call_typed(&RetryRequest {
+            work_id: work_id.to_owned(),
+            reason,
+            seq: Some(accepted.seq),
+        })
+        .await
+        .map_err(|e| bus_error("the scheduler", e))?;
         format!("Work {work_id} will run again")
     };
     tracing::info!(extension = %identity.name, OC_WORK_ID = %work_id, %action, caller = %checked.caller, event = %event, "action taken");
@@ -282,39 +287,38 @@ pub async fn state_works(
     if identity.scopes.is_empty() {
         return Ok(StateWorksResult::default());
     }
-    let mut request = json!({"after": p.after, "limit": p.limit});
     let scope = if p.scope_id.is_empty() && identity.scopes.len() == 1 {
         identity.scopes[0].as_str()
     } else {
         p.scope_id.as_str()
     };
-    if !scope.is_empty() {
-        request["scope_id"] = json!(scope);
-    }
-    if !p.kind.is_empty() {
-        request["kind"] = json!(p.kind);
-    }
-    if let [one] = p.states.as_slice() {
-        request["state"] = json!(one);
-    }
-    if !p.key.is_empty() {
-        request["key"] = json!(p.key);
-    }
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let request = WorksRequest {
+        scope_id: some(scope),
+        state: match p.states.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        },
+        kind: some(&p.kind),
+        key: some(&p.key),
+        after: p.after.clone(),
+        limit: p.limit,
+    };
     let page = bus
-        .call("store.works", &request)
+        .call_typed(&request)
         .await
         .map_err(|e| bus_error("the store", e))?;
-    let works = page["works"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(wire::Work::from_store_row)
+    let works = page
+        .works
+        .iter()
+        .filter_map(|row| serde_json::to_value(row).ok())
+        .map(|row| wire::Work::from_store_row(&row))
         .filter(|w| identity.scopes.iter().any(|s| s == &w.scope_id))
         .filter(|w| p.states.is_empty() || p.states.contains(&w.state))
         .collect();
     Ok(StateWorksResult {
         works,
-        next: page["next"].as_str().unwrap_or_default().to_owned(),
+        next: page.next,
     })
 }
 

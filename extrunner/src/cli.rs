@@ -9,6 +9,8 @@
 use crate::process::SupervisorOptions;
 use crate::runner::{Runner, RunnerConfig};
 use crate::service::Service;
+use busapi::store::{ConfigCurrentRequest, TunnelGetRequest};
+use busapi::Call;
 use clap::Parser;
 use daemon::bus::{Bus, BusOptions};
 use daemon::{LogTarget, Notifier, Signal, Signals};
@@ -118,23 +120,13 @@ pub const CONFIG_POLL: Duration = Duration::from_secs(30);
 /// The stored configuration generation: its hash and the parsed document, `Ok(None)`
 /// when none was ever applied.
 pub async fn current_config(bus: &Bus) -> Result<Option<(Config, String)>, String> {
-    let answer = match bus
-        .call("store.config_current", &serde_json::json!({}))
-        .await
-    {
+    let current = match bus.call_typed(&ConfigCurrentRequest {}).await {
         Ok(a) => a,
         Err(e) if e.code() == Some(protocol::Code::NotFound.as_str()) => return Ok(None),
-        Err(e) => return Err(format!("store.config_current: {e}")),
+        Err(e) => return Err(format!("{}: {e}", ConfigCurrentRequest::METHOD)),
     };
-    if answer.is_null() {
-        return Ok(None);
-    }
-    let hash = answer
-        .get("hash")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let doc = answer.get("config").cloned().unwrap_or(Value::Null);
+    let hash = current.hash;
+    let doc = current.config;
     match Config::parse(&doc) {
         Ok(c) => Ok(Some((c, hash))),
         Err(problems) => Err(format!(
@@ -181,14 +173,10 @@ pub async fn follow_config(
 /// none is published.
 pub async fn current_tunnel_url(bus: &Bus) -> Result<Option<String>, String> {
     let answer = bus
-        .call("store.tunnel_get", &serde_json::json!({}))
+        .call_typed(&TunnelGetRequest {})
         .await
-        .map_err(|e| format!("store.tunnel_get: {e}"))?;
-    Ok(answer
-        .pointer("/tunnel/url")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .map(str::to_owned))
+        .map_err(|e| format!("{}: {e}", TunnelGetRequest::METHOD))?;
+    Ok(answer.tunnel.map(|t| t.url).filter(|u| !u.is_empty()))
 }
 
 /// Follow the tunnel's public URL: every package is configured with it in place of
@@ -226,7 +214,7 @@ pub fn publish_registrations(runner: &Runner, bus: &Bus) {
             while rx.changed().await.is_ok() {
                 let serial = rx.borrow_and_update().serial;
                 bus.publish(
-                    crate::service::STATE_TOPIC,
+                    busapi::topic::EXT_STATE,
                     &serde_json::json!({"name": name, "serial": serial}),
                 );
             }
@@ -285,7 +273,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let service = Service::new(runner.clone());
     let bus = Bus::start(
         BusOptions::service(&args.bus, "extrunner", &["ext"], Arc::new(service.clone()))
-            .with_topics(&[crate::service::CONFIG_TOPIC, crate::tunnels::CHANGED_TOPIC]),
+            .with_topics(&[busapi::topic::CONFIG_APPLIED, busapi::topic::TUNNEL_CHANGED]),
     );
     publish_registrations(&runner, &bus);
     let follower = tokio::spawn(follow_config(
@@ -355,7 +343,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
                 Signal::Stop => break,
                 Signal::Reload => {
                     let _ = notifier.reloading();
-                    tracing::info!("reload asked: extrunner rereads nothing yet; restart an extension with ext.restart");
+                    tracing::info!("reload asked: extrunner rereads nothing yet; restart an extension with {}", busapi::ext::RestartRequest::METHOD);
                     let _ = notifier.ready();
                 }
             },

@@ -41,14 +41,8 @@ pub struct Registered {
     pub refusal: Option<ConfigRefusal>,
 }
 
-/// A configuration generation a package refused.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ConfigRefusal {
-    /// The generation (its hash).
-    pub generation: String,
-    /// The package's reason, with the JSON pointer it names.
-    pub error: String,
-}
+/// A configuration generation a package refused (as `ext.registrations` shows it).
+pub use busapi::ext::ConfigRefusal;
 
 impl Registered {
     /// The registered source named `name`.

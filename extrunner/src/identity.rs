@@ -1,15 +1,18 @@
 //! Who an extension's process is (its [`Identity`]: name, manifest, scopes,
 //! connections), bound by the host at start and rebound on reconfiguration
 //! ([`BoundIdentity`]), and the write checks that follow from it: its namespaces,
-//! its sources, its families and its payload schemas. The host's handler
-//! ([`crate::host`]) and ingress ([`crate::ingress`]) both check against it.
+//! its sources, its families and its payload schemas; and the payload read gate of
+//! its manifest ([`gate_event`]). The host's handler ([`crate::host`]), ingress
+//! ([`crate::ingress`]), the renderings ([`crate::render`]) and `ext.call`
+//! ([`crate::service`]) all check against it.
 
 use std::sync::{Arc, RwLock};
 
 use protocol::manifest::Manifest;
-use protocol::manifest::UnreadableSchema;
-use protocol::wire::Emission;
+use protocol::manifest::{PayloadStatus, UnreadableSchema};
+use protocol::wire::{self, Emission};
 use protocol::{Code, RpcError};
+use serde_json::Value;
 
 /// The KV namespace reserved for the host (the extensions' KV layout versions).
 pub const RESERVED_NAMESPACE: &str = "core.extensions";
@@ -202,4 +205,122 @@ pub fn check_payload(manifest: &Manifest, schema: &str) -> Result<(), RpcError> 
     manifest
         .check_write(Some(schema))
         .map_err(|e| RpcError::authored(UnreadableSchema::CODE, e.to_string()))
+}
+
+/// The payload read gate, applied before any call that decides on an Event
+/// (`route.match`, `dependency.filter`, `event.render`): an Event whose payload
+/// is foreign, current or upcast passes verbatim; one that is retired, newer or
+/// undeclared is withheld (`None`). The schema is read from `payload.schema` (the
+/// wire Event) or, failing that, `schema` (storaged's envelope).
+pub fn gate_event(manifest: &Manifest, event: &Value) -> Option<Value> {
+    if event_payload_status(manifest, event).readable() {
+        Some(event.clone())
+    } else {
+        None
+    }
+}
+
+/// [`gate_event`] for a typed wire Event.
+pub fn gate_wire_event(manifest: &Manifest, event: wire::Event) -> Option<wire::Event> {
+    manifest
+        .payload_status(Some(&event.payload.schema))
+        .readable()
+        .then_some(event)
+}
+
+/// How the payload of `event` (JSON) stands for `manifest`.
+pub fn event_payload_status(manifest: &Manifest, event: &Value) -> PayloadStatus {
+    let schema = event
+        .get("payload")
+        .and_then(|p| p.get("schema"))
+        .and_then(Value::as_str)
+        .or_else(|| event.get("schema").and_then(Value::as_str));
+    manifest.payload_status(schema)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn manifest() -> Manifest {
+        protocol::manifest::parse_manifest(
+            br#"{"protocol": [1], "name": "notes", "version": "1.0.0", "command": ["bin/notes"],
+                "provides": {"families": [{"name": "notes.note", "re_derivable": true}],
+                "schemas": [{"base": "notes.note", "versions": [2, 3]}]}}"#,
+        )
+        .unwrap()
+    }
+
+    fn event(schema: Option<&str>) -> Value {
+        let mut e =
+            json!({"id": "evt_1", "type": "notes.note.added", "payload": {"data": {"a": 1}}});
+        if let Some(s) = schema {
+            e["payload"]["schema"] = json!(s);
+        }
+        e
+    }
+
+    #[test]
+    fn gate_passes_foreign_current_and_upcast_verbatim() {
+        let m = manifest();
+        for schema in [
+            None,
+            Some("github.issue.v9"),
+            Some("notes.note.v3"),
+            Some("notes.note.v2"),
+        ] {
+            let e = event(schema);
+            assert_eq!(gate_event(&m, &e), Some(e.clone()), "{schema:?}");
+        }
+        // storaged's envelope keeps the schema at the top.
+        let stored = json!({"id": "evt_2", "schema": "notes.note.v3", "payload": {"a": 1}});
+        assert_eq!(gate_event(&m, &stored), Some(stored.clone()));
+    }
+
+    #[test]
+    fn gate_withholds_retired_newer_and_undeclared() {
+        let m = manifest();
+        for schema in [
+            "notes.note.v1",
+            "notes.note.v4",
+            "notes.other.v1",
+            "notes.note",
+        ] {
+            assert_eq!(gate_event(&m, &event(Some(schema))), None, "{schema}");
+        }
+        let stored = json!({"id": "evt_2", "schema": "notes.note.v9"});
+        assert_eq!(gate_event(&m, &stored), None);
+        let typed = wire::Event {
+            payload: wire::Payload {
+                schema: "notes.note.v1".into(),
+                data: Value::Null,
+            },
+            ..wire::Event::default()
+        };
+        assert!(gate_wire_event(&m, typed.clone()).is_none());
+        let current = wire::Event {
+            payload: wire::Payload {
+                schema: "notes.note.v3".into(),
+                data: Value::Null,
+            },
+            ..typed
+        };
+        assert!(gate_wire_event(&m, current).is_some());
+    }
+
+    #[test]
+    fn namespaces_and_sources() {
+        assert_eq!(own_namespace("notes", "").unwrap(), "notes");
+        assert_eq!(own_namespace("notes", "notes.x").unwrap(), "notes.x");
+        for bad in ["notesx", "notes.", "github", "core.extensions", "core"] {
+            assert!(own_namespace("notes", bad)
+                .unwrap_err()
+                .is(Code::Unauthorized));
+        }
+        assert!(own_source("notes", "notes") && own_source("notes", "notes/a"));
+        assert!(!own_source("notes", "notes/") && !own_source("notes", "notesx"));
+    }
 }

@@ -14,29 +14,17 @@
 //! adds nothing. All the deliveries of one call are one atomic store write: either all
 //! are durable when this answers, or none is.
 
+use busapi::store::{AcceptedEvent, EventInput, EventsAcceptRequest, EventsAcceptResponse};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::wire::{self, DeliveryAccepted};
 use protocol::{CallError, Code, RpcError};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::configuration::Registered;
 use crate::identity::{check_payload, declared_family, Identity};
 
 /// The longest delivery ID.
 pub const MAX_DELIVERY_ID_BYTES: usize = 1024;
-
-#[derive(Debug, Deserialize)]
-struct Accepted {
-    id: String,
-    seq: i64,
-    added: bool,
-}
-
-#[derive(Debug, Deserialize)]
-struct AcceptAnswer {
-    events: Vec<Accepted>,
-}
 
 /// The delivery identity of the `i`-th event of a delivery.
 pub fn event_delivery_id(delivery_id: &str, i: usize) -> String {
@@ -62,7 +50,7 @@ pub fn prepare(
     identity: &Identity,
     registered: &Registered,
     deliveries: &mut [wire::Delivery],
-) -> Result<(Vec<Value>, Vec<usize>), RpcError> {
+) -> Result<(Vec<EventInput>, Vec<usize>), RpcError> {
     let name = identity.name.as_str();
     let mut inputs = Vec::new();
     let mut counts = Vec::with_capacity(deliveries.len());
@@ -125,21 +113,18 @@ pub fn prepare(
                     err
                 })?;
             }
-            let mut input = json!({
-                "scope_id": source.scope_id,
-                "type": e.event_type,
-                "source": d.source,
-                "delivery_id": event_delivery_id(&d.delivery_id, i),
-                "payload": std::mem::take(&mut e.payload.data),
-                "keys": e.keys,
+            let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+            inputs.push(EventInput {
+                scope_id: source.scope_id.clone(),
+                event_type: e.event_type.clone(),
+                source: d.source.clone(),
+                delivery_id: Some(event_delivery_id(&d.delivery_id, i)),
+                payload: std::mem::take(&mut e.payload.data),
+                keys: e.keys.clone(),
+                schema: some(&e.payload.schema),
+                occurred_at: some(&e.occurred_at),
+                ..EventInput::default()
             });
-            if !e.payload.schema.is_empty() {
-                input["schema"] = json!(e.payload.schema);
-            }
-            if !e.occurred_at.is_empty() {
-                input["occurred_at"] = json!(e.occurred_at);
-            }
-            inputs.push(input);
         }
         counts.push(d.events.len());
     }
@@ -150,6 +135,7 @@ pub fn prepare(
 /// reached is `unavailable` (retry), its own refusals cross as they are, and events
 /// too large for one bus message are `invalid` with `data.too_large`.
 pub fn store_failure(e: CallError) -> RpcError {
+    let method = EventsAcceptRequest::METHOD;
     match e {
         CallError::Rpc(e) => e,
         // Deterministic: the same events will never fit (ingressd answers 413).
@@ -157,49 +143,43 @@ pub fn store_failure(e: CallError) -> RpcError {
             size,
             limit,
             format!(
-                "the store.events_accept request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)"
+                "the {method} request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)"
             ),
         ),
         other => RpcError::new(
             Code::Unavailable,
-            format!("storaged did not answer store.events_accept: {other}"),
+            format!("storaged did not answer {method}: {other}"),
         ),
     }
 }
 
-/// The params of `store.events_accept`, borrowed: the events are encoded straight
-/// into the request, not copied into a JSON tree first.
-#[derive(Serialize)]
-struct AcceptParams<'a, F: Serialize> {
-    events: &'a [Value],
-    owner: &'a str,
-    families: F,
-    scopes: &'a [String],
-}
-
-/// One atomic `store.events_accept` for `identity`, bounded to `scopes`.
+/// One atomic `store.events_accept` of `inputs` for `identity`, bounded to `scopes`;
+/// the inputs come back with the answer (the accepted events are made of them).
 async fn events_accept(
     bus: &Bus,
     identity: &Identity,
-    inputs: &[Value],
+    inputs: Vec<EventInput>,
     scopes: &[String],
-) -> Result<AcceptAnswer, RpcError> {
-    let params = AcceptParams {
+) -> Result<(EventsAcceptResponse, Vec<EventInput>), RpcError> {
+    let params = EventsAcceptRequest {
         events: inputs,
-        owner: &identity.name,
-        families: identity.families(),
-        scopes,
+        owner: Some(identity.name.clone()),
+        families: Some(identity.families()),
+        scopes: Some(scopes.to_vec()),
     };
     // Gathered with the other accepts under way into one message to storaged;
     // each is still its own atomic write, answered on its own.
-    bus.call_gathered_as("store.events_accept", "", &params)
+    let answer = bus
+        .call_gathered_typed("", &params)
         .await
         .map_err(|e| match e {
-            CallError::Codec(detail) => {
-                RpcError::unauthored(format_args!("the answer to store.events_accept: {detail}"))
-            }
+            CallError::Codec(detail) => RpcError::unauthored(format_args!(
+                "the answer to {}: {detail}",
+                EventsAcceptRequest::METHOD
+            )),
             other => store_failure(other),
-        })
+        })?;
+    Ok((answer, params.events))
 }
 
 /// Accept `deliveries` durably, all or none, and answer what each one is now.
@@ -216,10 +196,11 @@ pub async fn accept(
             .map(|_| DeliveryAccepted::default())
             .collect());
     }
-    let answer = events_accept(bus, identity, &inputs, &identity.scopes).await?;
+    let (answer, inputs) = events_accept(bus, identity, inputs, &identity.scopes).await?;
     if answer.events.len() != inputs.len() {
         return Err(RpcError::unauthored(format_args!(
-            "store.events_accept answered {} events for {}",
+            "{} answered {} events for {}",
+            EventsAcceptRequest::METHOD,
             answer.events.len(),
             inputs.len()
         )));
@@ -247,40 +228,20 @@ pub async fn accept(
 /// The accepted event as the wire shows it, from what was sent and the store's answer
 /// (no read back: the envelope is what was sent, or the identical one already kept).
 /// The payload moves from `input` into the event.
-fn event_of(a: Accepted, mut input: Value, d: &wire::Delivery) -> wire::Event {
-    let data = input
-        .get_mut("payload")
-        .map(Value::take)
-        .unwrap_or(Value::Null);
-    let text = |k: &str| {
-        input
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let keys = input
-        .get("keys")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|k| k.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+fn event_of(a: AcceptedEvent, input: EventInput, d: &wire::Delivery) -> wire::Event {
     wire::Event {
         id: a.id,
         sequence: u64::try_from(a.seq).unwrap_or(0),
-        event_type: text("type"),
+        event_type: input.event_type,
         source: d.source.clone(),
-        delivery_id: text("delivery_id"),
-        scope_id: text("scope_id"),
-        keys,
+        delivery_id: input.delivery_id.unwrap_or_default(),
+        scope_id: input.scope_id,
+        keys: input.keys,
         payload: wire::Payload {
-            schema: text("schema"),
-            data,
+            schema: input.schema.unwrap_or_default(),
+            data: input.payload,
         },
-        occurred_at: text("occurred_at"),
+        occurred_at: input.occurred_at.unwrap_or_default(),
         ..wire::Event::default()
     }
 }
@@ -337,12 +298,10 @@ pub async fn accept_observations(
             })?;
         for (i, ev) in events.iter_mut().enumerate() {
             if o.delivery_id.is_empty() {
-                if let Some(obj) = ev.as_object_mut() {
-                    obj.remove("delivery_id");
-                }
+                ev.delivery_id = None;
             }
-            ev["item"] = json!(o.item);
-            ev["item_version"] = json!(event_delivery_id(&o.version, i));
+            ev.item = Some(o.item.clone());
+            ev.item_version = Some(event_delivery_id(&o.version, i));
         }
         inputs.extend(events);
     }
@@ -350,8 +309,8 @@ pub async fn accept_observations(
         return Ok(PageAccepted::default());
     }
     let n = inputs.len();
-    let answer =
-        events_accept(bus, identity, &inputs, std::slice::from_ref(&decl.scope_id)).await?;
+    let (answer, _) =
+        events_accept(bus, identity, inputs, std::slice::from_ref(&decl.scope_id)).await?;
     Ok(PageAccepted {
         events: n,
         added: answer.events.iter().filter(|a| a.added).count(),

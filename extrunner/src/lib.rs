@@ -14,6 +14,12 @@
 //! ([`render`]), the agents' plugin written from every package's playbooks
 //! ([`playbooks`]), and the host's actions a package invokes for a person
 //! (`action.submit`) with the Work read it finds their Work with ([`actions`]).
+//!
+//! The modules are layered one way: [`identity`] and [`storage`] (storaged's typed
+//! calls as the extensions see them) are below the scoped host, ingress, the
+//! renderings and the actions; the workspace service and the renderings reach the
+//! runner only through the narrow traits they declare ([`workspaces::Providers`],
+//! [`render::Packages`]), which the runner implements.
 
 pub mod actions;
 pub mod cli;
@@ -29,5 +35,6 @@ pub mod process;
 pub mod render;
 pub mod runner;
 pub mod service;
+pub mod storage;
 pub mod tunnels;
 pub mod workspaces;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use protocol::config::Config;
-use protocol::wire::{validate_kind, KvLayout, SecretUse, ValidateParams, ValidateResult};
+use protocol::wire::{validate_kind, Call, KvLayout, SecretUse, ValidateParams, ValidateResult};
 use protocol::{CallOptions, Handler};
 use serde_json::Value;
 
@@ -619,7 +619,7 @@ async fn validate_with(
         };
         let answer = match process
             .peer()
-            .call_with("validate", &object.params, call)
+            .call_with(ValidateParams::METHOD, &object.params, call)
             .await
         {
             Ok(v) => serde_json::from_value::<ValidateResult>(v)

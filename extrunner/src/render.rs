@@ -19,11 +19,15 @@
 //! generically. One Event never fails the call. The host cuts an owner's text to the
 //! bound again (at a character boundary, `truncated`), whatever the owner said.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use crate::host::{declared_family, gate_wire_event, read_event, Identity};
-use crate::runner::Runner;
+use crate::identity::{declared_family, gate_wire_event, Identity};
+use crate::storage::read_event;
+use busapi::store::WorkGetRequest;
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::config::Config;
 use protocol::manifest::Manifest;
@@ -31,8 +35,9 @@ use protocol::wire::{
     EventRenderOwnedParams, EventRenderOwnedResult, EventRenderParams, EventRenderResult,
     RenderedEvent, MAX_RENDERED_BYTES,
 };
-use protocol::{Code, RpcError};
-use serde_json::{json, Value};
+use protocol::{CallError, Code, Reply, RpcError};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// The most Events one `event.render_owned` may name.
 pub const MAX_RENDER_EVENTS: usize = 100;
@@ -44,11 +49,42 @@ pub const RENDER_TOTAL: Duration = Duration::from_secs(20);
 /// How many `event.render` calls one `event.render_owned` has in flight at once.
 pub const RENDER_CONCURRENCY: usize = 8;
 
+/// A call to a running package, answered with its raw reply.
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, RpcError>> + Send + 'a>>;
+
+/// What the renderings need of the packages (extrunner's runner implements it): their
+/// manifests, the configuration in force, and a call to one of them.
+pub trait Packages: Send + Sync {
+    /// The names of the packages, in discovery order.
+    fn names(&self) -> Vec<&str>;
+    /// The manifest of the package `name`.
+    fn manifest(&self, name: &str) -> Option<&Manifest>;
+    /// The configuration generation last applied, if any.
+    fn applied(&self) -> Option<Arc<Config>>;
+    /// A host-to-extension call of `method` to the package `name`, bounded by `timeout`
+    /// (the runner's `Runner::call`, not in a transaction, without cancellation).
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        method: &'a str,
+        params: Box<RawValue>,
+        timeout: Duration,
+    ) -> CallFuture<'a>;
+}
+
 /// The running extensions the host renders through: extrunner's runner, attached
-/// once it is shared ([`Runner::shared`]).
-#[derive(Debug, Default)]
+/// once it is shared (`Runner::shared`).
+#[derive(Default)]
 pub struct Owners {
-    runner: OnceLock<Weak<Runner>>,
+    runner: OnceLock<Weak<dyn Packages>>,
+}
+
+impl std::fmt::Debug for Owners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owners")
+            .field("attached", &self.runner.get().is_some())
+            .finish()
+    }
 }
 
 impl Owners {
@@ -57,12 +93,12 @@ impl Owners {
         Arc::new(Owners::default())
     }
 
-    /// Render through the packages of `runner`.
-    pub fn attach(&self, runner: &Arc<Runner>) {
-        let _ = self.runner.set(Arc::downgrade(runner));
+    /// Render through `packages`.
+    pub fn attach(&self, packages: Weak<dyn Packages>) {
+        let _ = self.runner.set(packages);
     }
 
-    fn runner(&self) -> Option<Arc<Runner>> {
+    fn runner(&self) -> Option<Arc<dyn Packages>> {
         self.runner.get().and_then(Weak::upgrade)
     }
 }
@@ -169,14 +205,13 @@ pub async fn render_owned(
     }
     if !p.work_id.is_empty() {
         let scope = match bus
-            .call("store.work_get", &json!({ "id": p.work_id }))
+            .call_typed(&WorkGetRequest {
+                id: p.work_id.clone(),
+            })
             .await
         {
-            Ok(w) => w["work"]["scope_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            Err(e) if e.code() == Some(Code::NotFound.as_str()) => String::new(),
+            Ok(w) => w.work.scope_id,
+            Err(CallError::Rpc(e)) if e.is(Code::NotFound) => String::new(),
             Err(e) => {
                 return Err(RpcError::new(
                     Code::Unavailable,
@@ -236,7 +271,7 @@ pub async fn render_owned(
         set.spawn(async move {
             let rendered = tokio::time::timeout_at(deadline, async {
                 let _permit = permits.acquire_owned().await.ok()?;
-                render_one(&runner, &owner, &params).await
+                render_one(runner.as_ref(), &owner, &params).await
             })
             .await
             .ok()
@@ -263,14 +298,19 @@ pub async fn render_owned(
 /// One owner's `event.render`; `None` on any failure (logged), so the Event renders
 /// generically.
 async fn render_one(
-    runner: &Runner,
+    runner: &dyn Packages,
     owner: &str,
     params: &EventRenderParams,
 ) -> Option<EventRenderResult> {
     let id = params.event.id.as_str();
-    let answer = runner
-        .call(owner, "event.render", params, false, RENDER_TIMEOUT, None)
-        .await;
+    let answer = match serde_json::value::to_raw_value(params) {
+        Ok(raw) => {
+            runner
+                .call(owner, EventRenderParams::METHOD, raw, RENDER_TIMEOUT)
+                .await
+        }
+        Err(e) => Err(RpcError::unauthored(e)),
+    };
     let reply = match answer {
         Ok(reply) => reply,
         Err(e) => {
@@ -292,6 +332,7 @@ async fn render_one(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::json;
 
     fn manifest(name: &str, family: &str) -> Manifest {
         protocol::manifest::parse_manifest(

@@ -16,99 +16,35 @@
 //!   ([`Runner::reconcile`]);
 //! - `ext.registrations {}`: every package's registered ingress sources and webhook
 //!   paths (and whether every first handshake is done, so the list is complete), and
-//!   `playbook_dir`, the agents' plugin runs are given ([`crate::playbooks`]).
+//!   `playbook_dir`, the agents' plugin runs are given ([`crate::playbooks`]);
+//! - `ext.resource_sweep {type?, grace_s?, remove_dirty?}`: sweep the spare workspaces
+//!   now ([`crate::workspaces::Workspaces::sweep`]).
+//!
+//! Each method is a type of [`busapi::ext`] (its params, and its answer as
+//! `Call::Result`): the dispatch matches `T::METHOD`, decodes `T` and answers
+//! `T::Result`, so an answer that is not the declared type does not build.
 //!
 //! The service also takes the `config.applied` notification (storaged publishes it on
 //! a new generation) and wakes whoever follows the configuration ([`Service::config_changed`]).
 
 use crate::runner::Runner;
+use busapi::ext::{
+    CheckInfo, ExecutorInfo, ExtCallAny, InspectRequest, ListRequest, OperationInfo,
+    ReconcileRequest, Registration, RegistrationsRequest, RegistrationsResponse,
+    ResourceSweepRequest, ResourceSweepResponse, RestartRequest, Surfaces, TaskInfo,
+    WebhookRequest,
+};
+use busapi::Call;
+use protocol::wire::{DependencyFilterParams, RouteMatchParams};
 use protocol::{reply, BoxFuture, Code, Handler, Reply, Request, RpcError};
-use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// `ext.list`.
-pub const LIST: &str = "ext.list";
-/// `ext.inspect`.
-pub const INSPECT: &str = "ext.inspect";
-/// `ext.restart`.
-pub const RESTART: &str = "ext.restart";
-/// `ext.call`.
-pub const CALL: &str = "ext.call";
-/// `ext.webhook`.
-pub const WEBHOOK: &str = "ext.webhook";
-/// `ext.registrations`.
-pub const REGISTRATIONS: &str = "ext.registrations";
-/// `ext.reconcile`.
-pub const RECONCILE: &str = "ext.reconcile";
-/// `ext.resource_sweep`: sweep the spare workspaces now.
-pub const RESOURCE_SWEEP: &str = "ext.resource_sweep";
 /// The longest grace `ext.resource_sweep` may be given (30 days).
 pub const SWEEP_GRACE_MAX_S: u64 = 30 * 24 * 3600;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SweepParams {
-    /// Only this resource type.
-    #[serde(default, rename = "type")]
-    resource_type: Option<String>,
-    /// How long a Work must have been closed (default the periodic sweep's).
-    #[serde(default)]
-    grace_s: Option<u64>,
-    /// Remove closed Works' workspaces even with uncommitted changes.
-    #[serde(default)]
-    remove_dirty: bool,
-}
-
 /// The longest page timeout `ext.reconcile` may be given.
 pub const PAGE_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(600);
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReconcileParams {
-    name: String,
-    page: protocol::wire::IngressReconcileParams,
-    timeout_ms: u64,
-}
-/// The notification extrunner publishes when a package's registrations change.
-pub const STATE_TOPIC: &str = "ext.state";
-/// The notification storaged publishes on a new configuration generation.
-pub const CONFIG_TOPIC: &str = "config.applied";
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WebhookParams {
-    name: String,
-    /// `webhook.handle`'s params, passed on undecoded.
-    request: Box<serde_json::value::RawValue>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NameParams {
-    name: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallParams {
-    name: String,
-    method: String,
-    #[serde(default)]
-    params: Option<Value>,
-    #[serde(default)]
-    in_transaction: bool,
-    /// How long to wait for the answer (ms); default [`CALL_TIMEOUT_DEFAULT`], at
-    /// most [`CALL_TIMEOUT_MAX`]. Past it the call is cancelled and answered
-    /// `unavailable`.
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    /// Hold the call open without a deadline, until answered or cancelled: only for
-    /// the methods the catalogue marks long-lived (`tunnel.run`), and without
-    /// `timeout_ms` or `in_transaction`.
-    #[serde(default)]
-    hold: bool,
-}
 
 /// How long `ext.call` waits for an answer unless told otherwise.
 pub const CALL_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -162,18 +98,18 @@ impl Service {
 /// `dependency.filter` false.
 fn gate(runner: &Runner, name: &str, method: &str, params: &Value) -> Option<Value> {
     let refusal = match method {
-        "route.match" => serde_json::json!({"matched": false}),
-        "dependency.filter" => serde_json::json!({"matched": false}),
+        RouteMatchParams::METHOD => serde_json::json!({"matched": false}),
+        DependencyFilterParams::METHOD => serde_json::json!({"matched": false}),
         _ => return None,
     };
     let manifest = runner.manifest(name)?;
     let event = params.get("event")?;
-    let status = crate::host::event_payload_status(manifest, event);
+    let status = crate::identity::event_payload_status(manifest, event);
     if status.readable() {
         return None;
     }
     let mut answer = refusal;
-    if method == "route.match" {
+    if method == RouteMatchParams::METHOD {
         answer["reason"] = Value::from(format!(
             "unreadable payload: its schema is {status:?} for `{name}`"
         ));
@@ -181,113 +117,136 @@ fn gate(runner: &Runner, name: &str, method: &str, params: &Value) -> Option<Val
     Some(answer)
 }
 
-fn registrations(runner: &Runner, complete: bool) -> Value {
-    let extensions: Vec<Value> = runner
+fn registrations(runner: &Runner, complete: bool) -> RegistrationsResponse {
+    let extensions: Vec<Registration> = runner
         .registrations()
         .into_iter()
         .map(|(name, state, r)| {
             let manifest = runner.manifest(&name);
-            let handlers: Vec<&str> = manifest
+            let handlers: Vec<String> = manifest
                 .map(|m| {
                     m.provides
                         .routes
                         .iter()
-                        .map(|h| h.handler.as_str())
+                        .map(|h| h.handler.clone())
                         .collect()
                 })
                 .unwrap_or_default();
-            let types: Vec<&str> = manifest
+            let types: Vec<String> = manifest
                 .map(|m| {
                     m.provides
                         .extensions
                         .iter()
-                        .map(|t| t.type_name.as_str())
+                        .map(|t| t.type_name.clone())
                         .collect()
                 })
                 .unwrap_or_default();
-            let tasks: Vec<Value> = manifest
+            let tasks: Vec<TaskInfo> = manifest
                 .map(|m| {
                     m.provides
                         .tasks
                         .iter()
-                        .map(|t| serde_json::json!({"name": t.name, "interval_s": t.interval_s}))
+                        .map(|t| TaskInfo {
+                            name: t.name.clone(),
+                            // At least one second: the manifest's validation says so.
+                            interval_s: u64::try_from(t.interval_s).unwrap_or_default(),
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
-            let checks: Vec<Value> = manifest
+            let checks: Vec<CheckInfo> = manifest
                 .map(|m| {
                     m.provides
                         .checks
                         .iter()
-                        .map(|c| serde_json::json!({"name": c.name, "offline": c.offline}))
+                        .map(|c| CheckInfo {
+                            name: c.name.clone(),
+                            offline: c.offline,
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
-            let executors: Vec<Value> = manifest
+            let executors: Vec<ExecutorInfo> = manifest
                 .map(|m| {
                     m.provides
                         .executors
                         .iter()
-                        .map(|x| serde_json::json!({"name": x.name, "pool": x.pool, "inject": x.labels.inject}))
+                        .map(|x| ExecutorInfo {
+                            name: x.name.clone(),
+                            pool: x.pool.clone(),
+                            inject: x.labels.inject,
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
-            let operations: Vec<Value> = manifest
+            let operations: Vec<OperationInfo> = manifest
                 .map(|m| {
                     m.provides
                         .operations
                         .iter()
-                        .map(|o| {
-                            serde_json::json!({"name": o.name, "kind": o.kind,
-                                               "summary": o.summary, "guidance": o.guidance,
-                                               "input": o.input})
+                        .map(|o| OperationInfo {
+                            name: o.name.clone(),
+                            kind: o.kind.clone(),
+                            summary: o.summary.clone(),
+                            guidance: o.guidance.clone(),
+                            input: o.input.clone(),
                         })
                         .collect()
                 })
                 .unwrap_or_default();
             // The surfaces schedulerd calls around a run, and where.
             let surfaces = manifest
-                .map(|m| {
-                    serde_json::json!({
-                        "run_environment": m.provides.run_environment,
-                        "segment_end": m.provides.segment_end,
-                        "dependency_filter": m.provides.dependency_filter,
-                        "annotations": m.provides.annotations,
-                    })
+                .map(|m| Surfaces {
+                    run_environment: m.provides.run_environment,
+                    segment_end: m.provides.segment_end,
+                    dependency_filter: m.provides.dependency_filter,
+                    annotations: m.provides.annotations,
                 })
                 .unwrap_or_default();
-            serde_json::json!({
-                "name": name,
-                "state": state,
-                "scopes": runner.scopes_of(&name),
-                "surfaces": surfaces,
-                "handlers": handlers,
-                "operations": operations,
-                "types": types,
-                "executors": executors,
-                "tasks": tasks,
-                "checks": checks,
-                "generation": r.generation,
-                "serial": r.serial,
-                "sources": r.sources,
-                "webhooks": r.webhooks,
-                "refusal": r.refusal,
-            })
+            Registration {
+                scopes: runner.scopes_of(&name),
+                name,
+                state: state.to_owned(),
+                surfaces,
+                handlers,
+                operations,
+                types,
+                executors,
+                tasks,
+                checks,
+                generation: r.generation,
+                serial: r.serial,
+                sources: r.sources,
+                webhooks: r.webhooks,
+                refusal: r.refusal,
+            }
         })
         .collect();
-    serde_json::json!({ "complete": complete, "playbook_dir": runner.playbook_dir(),
-                        "extensions": extensions })
+    RegistrationsResponse {
+        complete,
+        playbook_dir: runner.playbook_dir().to_owned(),
+        extensions,
+    }
+}
+
+/// Encode `T`'s answer: a method whose answer is not its declared result type does not
+/// build.
+fn answer<T: Call>(result: &T::Result) -> Result<Reply, RpcError> {
+    reply(result)
 }
 
 async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Reply, RpcError> {
     match request.method.as_str() {
-        WEBHOOK => {
-            let p: WebhookParams = request.params()?;
-            reply(&runner.webhook(&p.name, &p.request).await?)
+        m if m == WebhookRequest::METHOD => {
+            let p: WebhookRequest = request.params()?;
+            answer::<WebhookRequest>(&runner.webhook(&p.name, &p.request).await?)
         }
-        REGISTRATIONS => reply(&registrations(&runner, ready)),
-        RECONCILE => {
-            let p: ReconcileParams = request.params()?;
+        // A method of no fields reads none of its params (anything sent is ignored).
+        m if m == RegistrationsRequest::METHOD => {
+            answer::<RegistrationsRequest>(&registrations(&runner, ready))
+        }
+        m if m == ReconcileRequest::METHOD => {
+            let p: ReconcileRequest = request.params()?;
             let timeout = std::time::Duration::from_millis(p.timeout_ms);
             if timeout > PAGE_TIMEOUT_MAX || timeout.is_zero() {
                 return Err(RpcError::new(
@@ -299,10 +258,10 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
                     ),
                 ));
             }
-            reply(&runner.reconcile(&p.name, &p.page, timeout).await?)
+            answer::<ReconcileRequest>(&runner.reconcile(&p.name, &p.page, timeout).await?)
         }
-        RESOURCE_SWEEP => {
-            let p: SweepParams = request.params()?;
+        m if m == ResourceSweepRequest::METHOD => {
+            let p: ResourceSweepRequest = request.params()?;
             let grace_s = p
                 .grace_s
                 .unwrap_or(crate::workspaces::SWEEP_GRACE.as_secs());
@@ -312,7 +271,7 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
                     format!("grace_s {grace_s} is over the longest grace ({SWEEP_GRACE_MAX_S} s)"),
                 ));
             }
-            let reports = runner
+            let sweeps = runner
                 .workspaces()
                 .sweep(
                     p.resource_type.as_deref(),
@@ -320,25 +279,25 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
                     p.remove_dirty,
                 )
                 .await?;
-            reply(&serde_json::json!({ "sweeps": reports }))
+            answer::<ResourceSweepRequest>(&ResourceSweepResponse { sweeps })
         }
-        LIST => reply(&runner.list()),
-        INSPECT => {
-            let p: NameParams = request.params()?;
+        m if m == ListRequest::METHOD => answer::<ListRequest>(&runner.list()),
+        m if m == InspectRequest::METHOD => {
+            let p: InspectRequest = request.params()?;
             match runner.inspect(&p.name) {
-                Some(v) => reply(&v),
+                Some(v) => answer::<InspectRequest>(&v),
                 None => Err(RpcError::new(
                     Code::NotFound,
                     format!("no extension named `{}`", p.name),
                 )),
             }
         }
-        RESTART => {
-            let p: NameParams = request.params()?;
-            reply(&runner.restart(&p.name).await?)
+        m if m == RestartRequest::METHOD => {
+            let p: RestartRequest = request.params()?;
+            answer::<RestartRequest>(&runner.restart(&p.name).await?)
         }
-        CALL => {
-            let p: CallParams = request.params()?;
+        m if m == ExtCallAny::METHOD => {
+            let p: ExtCallAny = request.params()?;
             let params = p
                 .params
                 .unwrap_or_else(|| Value::Object(Default::default()));
@@ -371,6 +330,7 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
                     ))
                 }
             };
+            // Any JSON the extension answers passes as it is (`ExtCallAny`'s result).
             runner
                 .call(
                     &p.name,
@@ -393,9 +353,9 @@ impl Handler for Service {
     }
 
     fn notify(&self, _peer: &protocol::Peer, method: &str, _params: Value) {
-        if method == CONFIG_TOPIC {
+        if method == busapi::topic::CONFIG_APPLIED {
             self.config_changed.notify_one();
-        } else if method == crate::tunnels::CHANGED_TOPIC {
+        } else if method == busapi::topic::TUNNEL_CHANGED {
             self.tunnel_changed.notify_one();
         }
     }

@@ -14,8 +14,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The notification tunneld publishes when the public URL changes.
-pub const CHANGED_TOPIC: &str = "tunnel.changed";
 /// The most tunnel runs held at once (one is configured; a few overlap while one ends).
 pub const MAX_RUNS: usize = 16;
 

@@ -25,26 +25,92 @@
 //! it now.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use busapi::ext::SweepReport;
+use busapi::store::{LeasePutRequest, LeaseRow, LeasesRequest};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::wire::{
-    Binding, OwnerStatus, ProvidedResource, ProviderAcquireParams, ProviderLookupParams,
+    Binding, ProvidedResource, ProviderAcquireParams, ProviderLookupParams,
     ProviderOwnerStatusParams, ProviderOwnerStatusResult, ProviderReconcileParams,
     ProviderReconcileResult, ProviderSweepParams, ProviderSweepResult, ResourceAcquireParams,
     ResourceLookupParams, RunRequest, MAX_PAGE_LIMIT,
 };
-use protocol::{CallError, Code, Peer, RpcError};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-
-use crate::runner::Runner;
+use protocol::{CallError, Code, Peer, Reply, RpcError};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 mod passes;
 mod sandboxes;
 pub use sandboxes::Protected;
+
+/// A call to a running package, answered with its raw reply.
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, RpcError>> + Send + 'a>>;
+
+/// What the workspace service needs of the packages that provide resources and
+/// sandboxes (extrunner's runner implements it): who provides a type, the process it
+/// runs as, what the host protects, and a call to it.
+pub trait Providers: Send + Sync {
+    /// Every resource type an admitted package provides, with the package.
+    fn resource_types(&self) -> Vec<(String, String)>;
+    /// Whether `provider`'s manifest marks `resource_type` for sweeping.
+    fn sweeps(&self, provider: &str, resource_type: &str) -> bool;
+    /// The package that provides the sandbox type `sandbox_type`, when it runs.
+    fn sandbox_provider(&self, sandbox_type: &str) -> Option<String>;
+    /// The files the applied configuration's `file:` secret references name.
+    fn secret_files(&self) -> Vec<PathBuf>;
+    /// The agents' plugin directory (empty when there is none).
+    fn playbook_dir(&self) -> String;
+    /// The connection to `provider`'s current process, when it has one.
+    fn peer(&self, provider: &str) -> Option<Peer>;
+    /// A host-to-extension call of `method` to `provider`, bounded by `timeout` (the
+    /// runner's `Runner::call`, not in a transaction, without cancellation).
+    fn call<'a>(
+        &'a self,
+        provider: &'a str,
+        method: &'a str,
+        params: Box<RawValue>,
+        timeout: Duration,
+    ) -> CallFuture<'a>;
+
+    /// The package that provides `resource_type`.
+    fn resource_provider(&self, resource_type: &str) -> Option<String> {
+        self.resource_types()
+            .into_iter()
+            .find(|(t, _)| t == resource_type)
+            .map(|(_, p)| p)
+    }
+}
+
+/// `C` called on `provider`, its answer as JSON.
+async fn call_provider<C: Call>(
+    runner: &dyn Providers,
+    provider: &str,
+    params: &C,
+    timeout: Duration,
+) -> Result<Value, RpcError> {
+    call_method(runner, provider, C::METHOD, params, timeout).await
+}
+
+/// `method` called on `provider` with `params`, its answer as JSON.
+async fn call_method<P: serde::Serialize>(
+    runner: &dyn Providers,
+    provider: &str,
+    method: &str,
+    params: &P,
+    timeout: Duration,
+) -> Result<Value, RpcError> {
+    let raw = serde_json::value::to_raw_value(params).map_err(RpcError::unauthored)?;
+    runner
+        .call(provider, method, raw, timeout)
+        .await
+        .and_then(reply_value)
+}
 
 /// How often the host sweeps spare workspaces (the spec's SweepInterval).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(6 * 3600);
@@ -88,55 +154,10 @@ struct Pass {
     peer: Option<Peer>,
 }
 
-/// A lease as storaged keeps it (`store.resource_leases`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Lease {
-    /// The resource type.
-    #[serde(rename = "type")]
-    pub resource_type: String,
-    /// The provider's reference.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    /// The Work it is for.
-    #[serde(default)]
-    pub owner: String,
-    /// The Work's scope.
-    #[serde(default)]
-    pub scope_id: String,
-    /// The binding.
-    #[serde(default)]
-    pub binding: String,
-    /// The mode it was made in.
-    #[serde(default)]
-    pub mode: String,
-    /// Its directory.
-    #[serde(default)]
-    pub dir: String,
-    /// What the provider says about it (branch, head, repository).
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub data: Value,
-}
-
-/// One provider's answer to a sweep.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SweepReport {
-    /// The resource type.
-    #[serde(rename = "type")]
-    pub resource_type: String,
-    /// The package that provides it.
-    pub provider: String,
-    /// What it removed, kept and pruned; absent when it failed.
-    #[serde(default, flatten)]
-    pub result: ProviderSweepResult,
-    /// Why the pass failed, when it did.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub error: String,
-}
-
 /// The host's workspace service, shared by extrunner's scoped hosts and the runner.
 #[derive(Default)]
 pub struct Workspaces {
-    runner: OnceLock<Weak<Runner>>,
+    runner: OnceLock<Weak<dyn Providers>>,
     bus: Option<Bus>,
     runs: Mutex<HashMap<String, OpenRun>>,
     passes: Mutex<HashMap<String, Pass>>,
@@ -166,9 +187,7 @@ fn not_opened(execution_id: &str) -> RpcError {
 }
 
 fn random_id() -> String {
-    let mut b = [0u8; 12];
-    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    protocol::random::unique_hex::<12>()
 }
 
 fn store_error(method: &str, e: CallError) -> RpcError {
@@ -204,12 +223,12 @@ impl Workspaces {
         })
     }
 
-    /// Binds the runner whose packages provide the resources.
-    pub fn attach(&self, runner: &Arc<Runner>) {
-        let _ = self.runner.set(Arc::downgrade(runner));
+    /// Binds the packages that provide the resources (extrunner's runner).
+    pub fn attach(&self, providers: Weak<dyn Providers>) {
+        let _ = self.runner.set(providers);
     }
 
-    fn runner(&self) -> Result<Arc<Runner>, RpcError> {
+    fn runner(&self) -> Result<Arc<dyn Providers>, RpcError> {
         self.runner
             .get()
             .and_then(Weak::upgrade)
@@ -225,18 +244,11 @@ impl Workspaces {
         })
     }
 
-    async fn store<T: serde::de::DeserializeOwned>(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> Result<T, RpcError> {
-        let answer = self
-            .bus()?
-            .call(method, &params)
+    async fn store<C: Call>(&self, params: &C) -> Result<C::Result, RpcError> {
+        self.bus()?
+            .call_typed(params)
             .await
-            .map_err(|e| store_error(method, e))?;
-        serde_json::from_value(answer)
-            .map_err(|e| RpcError::unauthored(format_args!("the answer to {method}: {e}")))
+            .map_err(|e| store_error(C::METHOD, e))
     }
 
     // -----------------------------------------------------------------------------------
@@ -318,7 +330,7 @@ impl Workspaces {
     }
 
     /// The package that provides `resource_type`.
-    fn provider(&self, runner: &Runner, resource_type: &str) -> Result<String, RpcError> {
+    fn provider(&self, runner: &dyn Providers, resource_type: &str) -> Result<String, RpcError> {
         runner.resource_provider(resource_type).ok_or_else(|| {
             RpcError::new(
                 Code::Unavailable,
@@ -349,7 +361,7 @@ impl Workspaces {
             ));
         };
         let runner = self.runner()?;
-        let provider = self.provider(&runner, &resource.resource_type)?;
+        let provider = self.provider(runner.as_ref(), &resource.resource_type)?;
         let params = ProviderAcquireParams {
             resource_type: resource.resource_type.clone(),
             owner: run.work_id.clone(),
@@ -363,21 +375,10 @@ impl Workspaces {
         let mut tries = 0;
         let got: ProvidedResource = loop {
             tries += 1;
-            self.ensure_reconciled(&runner, &provider, &resource.resource_type)
+            self.ensure_reconciled(runner.as_ref(), &provider, &resource.resource_type)
                 .await?;
             let started = Instant::now();
-            match runner
-                .call(
-                    &provider,
-                    "provider.acquire",
-                    &params,
-                    false,
-                    ACQUIRE_TIMEOUT,
-                    None,
-                )
-                .await
-                .and_then(reply_value)
-            {
+            match call_provider(runner.as_ref(), &provider, &params, ACQUIRE_TIMEOUT).await {
                 Ok(v) => {
                     let got: ProvidedResource = serde_json::from_value(v).map_err(|e| {
                         RpcError::unauthored(format_args!(
@@ -448,25 +449,15 @@ impl Workspaces {
             ));
         }
         let runner = self.runner()?;
-        let provider = self.provider(&runner, &resource.resource_type)?;
-        self.ensure_reconciled(&runner, &provider, &resource.resource_type)
+        let provider = self.provider(runner.as_ref(), &resource.resource_type)?;
+        self.ensure_reconciled(runner.as_ref(), &provider, &resource.resource_type)
             .await?;
         let params = ProviderLookupParams {
             resource_type: resource.resource_type.clone(),
             reference: p.reference.clone(),
             config: resource.config.clone(),
         };
-        let v = runner
-            .call(
-                &provider,
-                "provider.lookup",
-                &params,
-                false,
-                PASS_TIMEOUT,
-                None,
-            )
-            .await
-            .and_then(reply_value)?;
+        let v = call_provider(runner.as_ref(), &provider, &params, PASS_TIMEOUT).await?;
         let got: ProvidedResource = serde_json::from_value(v).map_err(|e| {
             RpcError::unauthored(format_args!(
                 "{provider:?} answered provider.lookup with something else: {e}"
@@ -485,17 +476,18 @@ impl Workspaces {
         binding: &str,
         execution_id: &str,
     ) -> Result<(), RpcError> {
-        let mut params = json!({
-            "type": resource_type, "ref": got.reference, "owner": owner,
-            "scope_id": scope_id, "binding": binding, "mode": got.mode, "dir": got.dir,
-        });
-        if !got.data.is_null() {
-            params["data"] = got.data.clone();
-        }
-        if !execution_id.is_empty() {
-            params["execution_id"] = json!(execution_id);
-        }
-        let _: Value = self.store("store.resource_lease_put", params).await?;
+        self.store(&LeasePutRequest {
+            resource_type: resource_type.to_owned(),
+            reference: got.reference.clone(),
+            owner: owner.to_owned(),
+            scope_id: scope_id.to_owned(),
+            binding: binding.to_owned(),
+            mode: got.mode.clone(),
+            dir: got.dir.clone(),
+            data: (!got.data.is_null()).then(|| got.data.clone()),
+            execution_id: (!execution_id.is_empty()).then(|| execution_id.to_owned()),
+        })
+        .await?;
         Ok(())
     }
 
@@ -504,25 +496,18 @@ impl Workspaces {
         &self,
         resource_type: Option<&str>,
         owner: Option<&str>,
-    ) -> Result<Vec<Lease>, RpcError> {
-        #[derive(Deserialize)]
-        struct Page {
-            #[serde(default)]
-            leases: Vec<Lease>,
-            #[serde(default)]
-            next: String,
-        }
+    ) -> Result<Vec<LeaseRow>, RpcError> {
         let mut out = Vec::new();
         let mut after = String::new();
         loop {
-            let mut params = json!({"after": after, "limit": MAX_PAGE_LIMIT});
-            if let Some(t) = resource_type {
-                params["type"] = json!(t);
-            }
-            if let Some(o) = owner {
-                params["owner"] = json!(o);
-            }
-            let page: Page = self.store("store.resource_leases", params).await?;
+            let page = self
+                .store(&LeasesRequest {
+                    resource_type: resource_type.map(str::to_owned),
+                    owner: owner.map(str::to_owned),
+                    after: after.clone(),
+                    limit: MAX_PAGE_LIMIT,
+                })
+                .await?;
             out.extend(page.leases);
             if page.next.is_empty() {
                 return Ok(out);
@@ -563,6 +548,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use protocol::wire::{ResourceBinding, Work};
+    use serde_json::json;
 
     fn peer() -> Peer {
         let (ar, aw) = tokio::io::duplex(4096);

@@ -54,7 +54,11 @@ impl Handler for Sched {
                     protocol::reply(&json!({"work_id": p["work_id"], "state": "cancelled",
                         "epoch": r["epoch"], "attempt": null}))
                 }
-                Ok(r) => protocol::reply(&r),
+                // schedulerd's answer: the store's, with the Work named.
+                Ok(mut r) => {
+                    r["work_id"] = p["work_id"].clone();
+                    protocol::reply(&r)
+                }
                 Err(CallError::Rpc(e)) => Err(e),
                 Err(e) => Err(RpcError::new(protocol::Code::Unavailable, e.to_string())),
             }

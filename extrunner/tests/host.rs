@@ -199,6 +199,18 @@ async fn allowed_calls_work_end_to_end() {
     let got = h.call("kv.get", json!({"key": "a"})).await.unwrap();
     assert_eq!(got["value"], json!({"n": 1}));
     let version = got["version"].as_str().unwrap().to_string();
+    // A key holding JSON null reads as that value, not as an absent key.
+    h.call(
+        "kv.commit",
+        json!({"puts": [{"key": "nul", "value": null}]}),
+    )
+    .await
+    .unwrap();
+    let got = h.call("kv.get", json!({"key": "nul"})).await.unwrap();
+    assert_eq!(got.get("value"), Some(&Value::Null), "{got}");
+    assert!(got["version"].is_string(), "{got}");
+    let none = h.call("kv.get", json!({"key": "none"})).await.unwrap();
+    assert_eq!(none, json!({}), "{none}");
     assert_eq!(h.stored("notes.cache", "b").await, json!(2));
     let list = h
         .call("kv.list", json!({"namespace": "notes.cache"}))

@@ -246,6 +246,32 @@ async fn serves_ext_methods_survives_a_crash_and_stops_every_extension() {
         "{list}"
     );
     assert_eq!(list["conflicts"], json!([]));
+    // An invalid package's report names its rule, `null` when none was broken.
+    let broken = reports.iter().find(|r| r["name"] == "broken").unwrap();
+    assert!(broken.get("rule").is_some(), "{broken}");
+    // The same answers, read with busapi's types.
+    let typed = within(bus.call_typed(&busapi::ext::ListRequest {}))
+        .await
+        .unwrap();
+    let summary = typed
+        .extensions
+        .iter()
+        .find(|e| e.name == "testext")
+        .unwrap();
+    assert_eq!(
+        (summary.state.as_str(), summary.pid),
+        ("running", Some(pid))
+    );
+    assert!(typed
+        .reports
+        .iter()
+        .any(|r| r.name == "broken" && r.kind == "invalid" && r.rule.is_some()));
+    let regs = within(bus.call_typed(&busapi::ext::RegistrationsRequest {}))
+        .await
+        .unwrap();
+    assert!(regs.complete, "{regs:?}");
+    assert_eq!(regs.extensions[0].name, "testext", "{regs:?}");
+    assert_eq!(regs.extensions[0].state, "running", "{regs:?}");
 
     // inspect
     let info = call(&bus, "ext.inspect", json!({"name": "testext"}))

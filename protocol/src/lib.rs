@@ -3,13 +3,13 @@
 //! protocol versions, the extension manifest, the method catalogue and the wire
 //! types.
 
-mod alloc;
 pub mod b64;
 pub mod catalogue;
 pub mod config;
 pub mod conn;
 pub mod error;
 pub mod manifest;
+pub mod random;
 pub mod sandbox;
 pub mod time;
 pub mod toolbelt;

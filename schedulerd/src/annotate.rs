@@ -13,9 +13,12 @@
 
 use std::time::Duration;
 
-use protocol::wire::{AnnotatedAttempt, Call, WorkAnnotateParams};
-use serde_json::{json, Value};
+use busapi::ext::ExtCall;
+use busapi::store::{ExecutionRow, ExecutionsRequest, WaitsRequest, WorkGetRequest};
+use busapi::Call;
+use protocol::wire::{AnnotatedAttempt, WorkAnnotateParams};
 
+use crate::ports::ms;
 use crate::router::Router;
 
 /// How many `work.annotate` calls may be in flight at once.
@@ -23,18 +26,15 @@ pub const MAX_IN_FLIGHT: usize = crate::router::ANNOTATIONS_IN_FLIGHT;
 /// How long one `work.annotate` call may take.
 pub const ANNOTATE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The latest attempt among `executions` (a `store.executions` answer).
-pub fn latest_attempt(executions: &Value) -> Option<AnnotatedAttempt> {
-    let latest = executions["executions"]
-        .as_array()?
-        .iter()
-        .max_by_key(|e| e["attempt"].as_i64().unwrap_or(0))?;
-    let result = &latest["result"];
+/// The latest attempt among `executions` (a `store.executions` page).
+pub fn latest_attempt(executions: &[ExecutionRow]) -> Option<AnnotatedAttempt> {
+    let latest = executions.iter().max_by_key(|e| e.attempt)?;
+    let result = &latest.result;
     let text = |k: &str| result[k].as_str().unwrap_or_default().to_owned();
     Some(AnnotatedAttempt {
-        execution_id: latest["id"].as_str().unwrap_or_default().to_owned(),
-        attempt: latest["attempt"].as_i64().unwrap_or(0),
-        state: latest["state"].as_str().unwrap_or_default().to_owned(),
+        execution_id: latest.id.clone(),
+        attempt: latest.attempt,
+        state: latest.state.clone(),
         summary: text("summary"),
         error: text("error"),
     })
@@ -57,54 +57,53 @@ impl Router {
     }
 
     async fn annotate_now(&self, work_id: &str) -> Result<(), String> {
-        let bus = self.bus();
-        let row = bus
-            .call("store.work_get", &json!({ "id": work_id }))
+        let store = self.store();
+        let row = store
+            .call(&WorkGetRequest {
+                id: work_id.to_owned(),
+            })
             .await
-            .map_err(|e| format!("store.work_get: {e}"))?["work"]
-            .clone();
-        let scope = row["scope_id"].as_str().unwrap_or_default().to_owned();
+            .map_err(|e| format!("{}: {e}", WorkGetRequest::METHOD))?
+            .work;
         let holders = {
             let k = self.knowledge();
             let k = k.read().map_err(|_| "the knowledge is poisoned")?;
-            k.with_surface(&scope, |s| s.annotations)
+            k.with_surface(&row.scope_id, |s| s.annotations)
         };
         if holders.is_empty() {
             return Ok(());
         }
-        let executions = bus
-            .call("store.executions", &json!({ "work_id": work_id }))
+        let executions = store
+            .call(&ExecutionsRequest {
+                work_id: Some(work_id.to_owned()),
+                ..ExecutionsRequest::default()
+            })
             .await
-            .map_err(|e| format!("store.executions: {e}"))?;
+            .map_err(|e| format!("{}: {e}", ExecutionsRequest::METHOD))?;
         let mut params = WorkAnnotateParams {
-            work: protocol::wire::Work::from_store_row(&row),
-            version: row["version"].as_i64().unwrap_or(0),
-            attempt: latest_attempt(&executions),
+            work: crate::rows::work(&row),
+            version: row.version,
+            attempt: latest_attempt(&executions.executions),
             ..WorkAnnotateParams::default()
         };
-        if row["state"] == "waiting" {
-            let waits = bus
-                .call(
-                    "store.waits",
-                    &json!({"work_id": work_id, "state": "active", "limit": 1}),
-                )
+        if row.state == "waiting" {
+            let waits = store
+                .call(&WaitsRequest {
+                    work_id: Some(work_id.to_owned()),
+                    state: Some("active".into()),
+                    limit: 1,
+                    ..WaitsRequest::default()
+                })
                 .await
-                .map_err(|e| format!("store.waits: {e}"))?;
-            if let Some(w) = waits["waits"].as_array().and_then(|a| a.first()) {
-                params.waiting_for = w["description"].as_str().unwrap_or_default().to_owned();
-                params.progress = w["progress"].as_str().unwrap_or_default().to_owned();
+                .map_err(|e| format!("{}: {e}", WaitsRequest::METHOD))?;
+            if let Some(w) = waits.waits.first() {
+                params.waiting_for = w.description.clone();
+                params.progress = w.progress.clone();
             }
         }
-        let params = serde_json::to_value(&params).map_err(|e| e.to_string())?;
         for name in holders {
-            let call = bus
-                .call(
-                    "ext.call",
-                    &json!({"name": name, "method": WorkAnnotateParams::METHOD, "params": params,
-                            "timeout_ms": u64::try_from(ANNOTATE_TIMEOUT.as_millis()).unwrap_or(u64::MAX)}),
-                )
-                .await;
-            if let Err(e) = call {
+            let call = ExtCall::new(name.clone(), params.clone()).timeout_ms(ms(ANNOTATE_TIMEOUT));
+            if let Err(e) = self.extensions().answer(&call).await {
                 tracing::warn!(OC_WORK_ID = %work_id, extension = %name, error = %e, "work.annotate failed");
             }
         }
@@ -115,16 +114,24 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn execution(id: &str, attempt: i64, state: &str, result: serde_json::Value) -> ExecutionRow {
+        serde_json::from_value(json!({"id": id, "work_id": "w", "attempt": attempt,
+            "executor": "shell", "binding": "b", "state": state, "lease_owner": "",
+            "epoch": 1, "result": result, "started_at": "now"}))
+        .unwrap()
+    }
 
     #[test]
     fn the_latest_attempt_is_the_highest_numbered() {
-        let ex = json!({"executions": [
-            {"id": "x-1", "attempt": 1, "state": "failed", "result": {"error": "boom"}},
-            {"id": "x-2", "attempt": 2, "state": "completed", "result": {"summary": "done"}},
-        ]});
+        let ex = vec![
+            execution("x-1", 1, "failed", json!({"error": "boom"})),
+            execution("x-2", 2, "completed", json!({"summary": "done"})),
+        ];
         let a = latest_attempt(&ex).unwrap();
         assert_eq!(a.execution_id, "x-2");
         assert_eq!(a.summary, "done");
-        assert!(latest_attempt(&json!({"executions": []})).is_none());
+        assert!(latest_attempt(&[]).is_none());
     }
 }

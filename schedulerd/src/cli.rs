@@ -15,6 +15,7 @@ use clap::Parser;
 use daemon::bus::{Bus, BusOptions};
 use daemon::{LogTarget, Notifier, Signal, Signals};
 
+use crate::ports::{Extensions, OnBus, Store};
 use crate::router::{Router, Stats};
 use crate::service::{Service, Wakes};
 use crate::starter::Starter;
@@ -154,9 +155,9 @@ async fn start_loop(starter: Starter, wakes: Arc<Wakes>) {
     }
 }
 
-async fn timer_loop(bus: Bus, wakes: Arc<Wakes>) {
+async fn timer_loop(store: Store, extensions: Extensions, wakes: Arc<Wakes>) {
     loop {
-        match crate::timers::pass(&bus).await {
+        match crate::timers::pass(&store, &extensions).await {
             Ok(0) => {}
             Ok(n) => {
                 tracing::debug!(timers = n, "fired");
@@ -205,8 +206,11 @@ async fn run(
 ) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let host = host_of(&args)?;
-    let client = Bus::start(BusOptions::client(&args.bus));
-    let router = Router::new(client.clone());
+    let options = BusOptions::client(&args.bus);
+    let on_bus = OnBus::new(Bus::start(options.clone()), options.call_wait);
+    let client = on_bus.bus().clone();
+    let (store, extensions) = (Store::new(on_bus.clone()), Extensions::new(on_bus));
+    let router = Router::new(store.clone(), extensions.clone());
     let stats = Arc::new(Stats::default());
     let wakes = Arc::new(Wakes::default());
     let service = Service::new(router.clone(), stats.clone(), wakes.clone());
@@ -218,10 +222,10 @@ async fn run(
             Arc::new(service.clone()),
         )
         .with_topics(&[
-            "event.accepted",
-            "config.applied",
-            "ext.state",
-            "work.changed",
+            busapi::topic::EVENT_ACCEPTED,
+            busapi::topic::CONFIG_APPLIED,
+            busapi::topic::EXT_STATE,
+            busapi::topic::WORK_CHANGED,
         ]),
     );
     let _ = notifier.status("joining the bus");
@@ -237,10 +241,10 @@ async fn run(
     }
     let knowledge = tokio::spawn(knowledge_loop(router.clone(), wakes.clone()));
     let routing = tokio::spawn(route_loop(router.clone(), stats.clone(), wakes.clone()));
-    let starter = Starter::new(client.clone(), router.clone(), host.clone());
+    let starter = Starter::new(router.clone(), host.clone());
     let beating = {
         let starter = starter.clone();
-        tokio::spawn(host.clone().run(client.clone(), move |since| {
+        tokio::spawn(host.clone().run(store.clone(), move |since| {
             let starter = starter.clone();
             tokio::spawn(async move { starter.stop_runs_taken_since(since).await });
         }))
@@ -277,11 +281,11 @@ async fn run(
         .map(|d| d.display().to_string())
         .unwrap_or_default();
     let serving = {
-        let (client, router, starter) = (client.clone(), router.clone(), starter.clone());
+        let (router, starter) = (router.clone(), starter.clone());
         tokio::spawn(async move {
             // The key is in the store: wait for storaged.
             let key = loop {
-                match crate::toolbelt::load_key(&client).await {
+                match crate::toolbelt::load_key(router.store()).await {
                     Ok(k) => break k,
                     Err(e) => {
                         tracing::warn!(error = %e, "the toolbelt key cannot be read yet");
@@ -289,15 +293,22 @@ async fn run(
                     }
                 }
             };
-            let tb = crate::toolbelt::Toolbelt::new(client, router, key, endpoint.clone(), dir);
+            let tb = crate::toolbelt::Toolbelt::new(
+                router.store().clone(),
+                router.extensions().clone(),
+                router.knowledge(),
+                key,
+                endpoint.clone(),
+                dir,
+            );
             starter.set_toolbelt(tb.clone());
             tracing::info!(endpoint = %endpoint.display(), "serving the agents' toolbelt");
             tb.serve(listener).await;
         })
     };
     let starting = tokio::spawn(start_loop(starter, wakes.clone()));
-    let timing = tokio::spawn(timer_loop(client.clone(), wakes.clone()));
-    let tasking = tokio::spawn(crate::tasks::run(client.clone(), router.clone(), host));
+    let timing = tokio::spawn(timer_loop(store.clone(), extensions, wakes.clone()));
+    let tasking = tokio::spawn(crate::tasks::run(store, router.clone(), host));
     let _ = notifier.ready();
     let _ = notifier.status("routing events");
     tracing::info!("routing events");

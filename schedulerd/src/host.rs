@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use daemon::bus::Bus;
-use serde_json::json;
+use busapi::store::HostBeatRequest;
+use busapi::Call;
 use sha2::{Digest, Sha256};
+
+use crate::ports::Store;
 
 /// How often the host beats.
 pub const HOST_BEAT: Duration = Duration::from_secs(3);
@@ -125,27 +127,27 @@ impl Host {
     }
 
     /// One beat: when this host returns from being gone, since when it was gone.
-    pub async fn beat(&self, bus: &Bus) -> Result<Option<i64>, String> {
-        let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
-        let answer = bus
-            .call(
-                "store.host_beat",
-                &json!({"host": self.id, "name": self.name, "lease_ms": lease_ms}),
-            )
+    pub async fn beat(&self, store: &Store) -> Result<Option<i64>, String> {
+        let answer = store
+            .call(&HostBeatRequest {
+                host: self.id.clone(),
+                name: self.name.clone(),
+                lease_ms: crate::ports::ms(self.lease),
+            })
             .await
-            .map_err(|e| format!("store.host_beat: {e}"))?;
-        if !self.beaten.swap(true, Ordering::SeqCst) || answer["returned"] == true {
+            .map_err(|e| format!("{}: {e}", HostBeatRequest::METHOD))?;
+        if !self.beaten.swap(true, Ordering::SeqCst) || answer.returned {
             tracing::info!(host = %self.id, name = %self.name, lease = ?self.lease, "this host is alive in the store");
         }
-        Ok(answer["gone_since_ms"].as_i64())
+        Ok(answer.gone_since_ms)
     }
 
     /// Beat every [`HOST_BEAT`], forever; `returned` is told, each time this host
     /// comes back from being gone, since when it was gone.
-    pub async fn run<F: Fn(i64) + Send + 'static>(self, bus: Bus, returned: F) {
+    pub async fn run<F: Fn(i64) + Send + 'static>(self, store: Store, returned: F) {
         let mut failing = false;
         loop {
-            match self.beat(&bus).await {
+            match self.beat(&store).await {
                 Ok(gone) => {
                     failing = false;
                     if let Some(since) = gone {

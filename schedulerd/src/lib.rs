@@ -8,11 +8,19 @@
 //! executor, settled with retries, and adoption after restarts; recurrence timers
 //! ([`timers`]); extension tasks at their intervals ([`tasks`]); the agents' toolbelt
 //! ([`toolbelt`]); this host among the hosts sharing one database ([`host`]).
+//!
+//! What it knows of the suite (configuration, what each package declares) is
+//! [`knowledge`]'s. The router, starter and toolbelt reach storaged and extrunner
+//! only through [`ports`] (typed by the `busapi` crate), so that tests run them
+//! in-process against storaged's own store.
 
 pub mod annotate;
 pub mod cli;
 pub mod host;
+pub mod knowledge;
+pub mod ports;
 pub mod router;
+pub mod rows;
 pub mod service;
 pub mod starter;
 pub mod tasks;

@@ -1,4 +1,5 @@
-//! schedulerd on the bus: `sched.*` methods, and the notifications that wake it.
+//! schedulerd on the bus: `sched.*` methods (their params and results are
+//! [`busapi::sched`]'s, which drive the dispatch), and the notifications that wake it.
 //!
 //! - `sched.route_trace {scope_id, event: {type, source?, keys?, payload: {schema?, data}}}`:
 //!   how every route of the scope would decide this hypothetical event (each route's
@@ -23,14 +24,21 @@
 //! `event.accepted` wakes the router, `config.applied` and `ext.state` make it read
 //! the configuration and the handlers again.
 
+use std::future::Future;
 use std::sync::Arc;
 
+use busapi::sched::{
+    CancelRequest, InjectRequest, InterruptRequest, RetryRequest, RouteTrace, RouteTraceRequest,
+    SchedStatus, StatusRequest, StopRequest,
+};
+use busapi::store::UnroutedEvent;
+use busapi::{topic, Call};
 use protocol::{reply, BoxFuture, Code, Handler, Peer, Reply, Request, RpcError};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::router::{RoutedEvent, Router, Stats};
+use crate::router::{Router, Stats};
+use crate::starter::Starter;
 
 /// The wakes the service hands the loops.
 #[derive(Debug, Default)]
@@ -51,55 +59,19 @@ pub struct Service {
     router: Router,
     stats: Arc<Stats>,
     wakes: Arc<Wakes>,
-    starter: Arc<std::sync::OnceLock<crate::starter::Starter>>,
+    starter: Arc<std::sync::OnceLock<Starter>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TraceEvent {
-    #[serde(rename = "type")]
-    event_type: String,
-    #[serde(default)]
-    source: String,
-    #[serde(default)]
-    keys: Vec<String>,
-    #[serde(default)]
-    payload: Option<protocol::wire::Payload>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ControlParams {
-    work_id: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    inputs: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CancelParams {
-    work_id: String,
-    #[serde(default)]
-    reason: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RetryParams {
-    work_id: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    seq: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TraceParams {
-    scope_id: String,
-    event: TraceEvent,
+/// Decode `request`'s params as `C`, and answer what `serve` makes of them: the
+/// method's params and result are `C`'s.
+async fn serve<C, F, Fut>(request: &Request, serve: F) -> Result<Reply, RpcError>
+where
+    C: Call,
+    F: FnOnce(C) -> Fut,
+    Fut: Future<Output = Result<C::Result, RpcError>>,
+{
+    let params: C = request.params()?;
+    reply(&serve(params).await?)
 }
 
 impl Service {
@@ -114,13 +86,22 @@ impl Service {
     }
 
     /// Report what `starter` runs in `sched.status`.
-    pub fn set_starter(&self, starter: crate::starter::Starter) {
+    pub fn set_starter(&self, starter: Starter) {
         let _ = self.starter.set(starter);
     }
 
-    async fn trace(router: Router, p: TraceParams) -> Result<Value, RpcError> {
+    /// The starter, once schedulerd has one.
+    fn starter(&self) -> Result<&Starter, RpcError> {
+        self.starter
+            .get()
+            .ok_or_else(|| RpcError::new(Code::Unavailable, "schedulerd is starting"))
+    }
+
+    /// `sched.route_trace`: how the scope's routes would decide the event, writing
+    /// nothing.
+    pub async fn trace(router: &Router, p: RouteTraceRequest) -> Result<RouteTrace, RpcError> {
         let payload = p.event.payload.unwrap_or_default();
-        let ev = RoutedEvent {
+        let ev = UnroutedEvent {
             seq: 0,
             id: "evt_trace".into(),
             scope_id: p.scope_id,
@@ -129,17 +110,24 @@ impl Service {
             keys: p.event.keys,
             payload: serde_json::value::to_raw_value(&payload.data)
                 .map_err(|e| RpcError::invalid_params(format!("event.payload: {e}")))?,
+            parent_id: None,
+            root_id: String::new(),
+            depth: 0,
+            accepted_ms: 0,
             schema: (!payload.schema.is_empty()).then_some(payload.schema),
-            ..RoutedEvent::default()
+            delivery_id: None,
+            occurred_at: None,
+            accepted_at: String::new(),
+            execution_id: None,
         };
-        let d = router
+        router
             .evaluate(&ev)
             .await
-            .map_err(|e| RpcError::new(Code::Unavailable, e.to_string()))?;
-        Ok(json!({"records": d.records, "outcome": d.outcome}))
+            .map_err(|e| RpcError::new(Code::Unavailable, e.to_string()))
     }
 
-    fn status(&self) -> Value {
+    /// `sched.status`.
+    pub fn status(&self) -> SchedStatus {
         let k = self.router.knowledge();
         let (generation, handlers) = match k.read() {
             Ok(k) => (
@@ -151,15 +139,15 @@ impl Service {
         let (running, blocked) = self
             .starter
             .get()
-            .map(crate::starter::Starter::snapshot)
+            .map(Starter::snapshot)
             .unwrap_or_default();
-        json!({
-            "router": self.stats.snapshot(),
-            "generation": generation,
-            "handlers": handlers,
-            "running": running,
-            "blocked": blocked,
-        })
+        SchedStatus {
+            router: self.stats.snapshot(),
+            generation,
+            handlers,
+            running,
+            blocked,
+        }
     }
 }
 
@@ -167,50 +155,52 @@ impl Handler for Service {
     fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
         let this = self.clone();
         Box::pin(async move {
+            let this = &this;
+            let conflict = |why: String| RpcError::new(Code::Conflict, why);
             match request.method.as_str() {
-                "sched.route_trace" => {
-                    let p: TraceParams = request.params()?;
-                    reply(&Service::trace(this.router.clone(), p).await?)
+                m if m == RouteTraceRequest::METHOD => {
+                    serve(&request, |p| Service::trace(&this.router, p)).await
                 }
-                "sched.status" => reply(&this.status()),
-                "sched.cancel" => {
-                    let p: CancelParams = request.params()?;
-                    let Some(starter) = this.starter.get() else {
-                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
-                    };
-                    reply(&starter.cancel(&p.work_id, &p.reason).await?)
+                m if m == StatusRequest::METHOD => {
+                    serve(&request, |_: StatusRequest| async { Ok(this.status()) }).await
                 }
-                "sched.retry" => {
-                    let p: RetryParams = request.params()?;
-                    let Some(starter) = this.starter.get() else {
-                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
-                    };
-                    reply(&starter.retry(&p.work_id, &p.reason, p.seq).await?)
+                m if m == CancelRequest::METHOD => {
+                    serve(&request, |p: CancelRequest| async move {
+                        this.starter()?.cancel(&p.work_id, &p.reason).await
+                    })
+                    .await
                 }
-                "sched.interrupt" | "sched.stop" | "sched.inject" => {
-                    let p: ControlParams = request.params()?;
-                    let control = request
-                        .method
-                        .strip_prefix("sched.")
-                        .unwrap_or_default()
-                        .to_owned();
-                    let Some(starter) = this.starter.get() else {
-                        return Err(RpcError::new(Code::Unavailable, "schedulerd is starting"));
-                    };
-                    let mut extra = serde_json::Map::new();
-                    if !p.reason.is_empty() {
-                        extra.insert("reason".into(), Value::from(p.reason));
-                    }
-                    if let Some(inputs) = p.inputs {
-                        extra.insert("inputs".into(), inputs);
-                    }
-                    match starter
-                        .control(&p.work_id, &control, Value::Object(extra))
-                        .await
-                    {
-                        Ok(v) => reply(&v),
-                        Err(why) => Err(RpcError::new(Code::Conflict, why)),
-                    }
+                m if m == RetryRequest::METHOD => {
+                    serve(&request, |p: RetryRequest| async move {
+                        this.starter()?.retry(&p.work_id, &p.reason, p.seq).await
+                    })
+                    .await
+                }
+                m if m == InterruptRequest::METHOD => {
+                    serve(&request, |p: InterruptRequest| async move {
+                        let starter = this.starter()?;
+                        starter
+                            .interrupt(&p.work_id, &p.reason)
+                            .await
+                            .map_err(conflict)
+                    })
+                    .await
+                }
+                m if m == StopRequest::METHOD => {
+                    serve(&request, |p: StopRequest| async move {
+                        this.starter()?.stop(&p.work_id).await.map_err(conflict)
+                    })
+                    .await
+                }
+                m if m == InjectRequest::METHOD => {
+                    serve(&request, |p: InjectRequest| async move {
+                        let starter = this.starter()?;
+                        starter
+                            .inject(&p.work_id, &p.inputs)
+                            .await
+                            .map_err(conflict)
+                    })
+                    .await
                 }
                 other => Err(RpcError::method_not_found(other)),
             }
@@ -219,10 +209,10 @@ impl Handler for Service {
 
     fn notify(&self, _peer: &Peer, method: &str, _params: Value) {
         match method {
-            "event.accepted" => self.wakes.events.notify_one(),
-            "config.applied" => self.wakes.config.notify_one(),
-            "ext.state" => self.wakes.extensions.notify_one(),
-            "work.changed" => self.wakes.work.notify_one(),
+            topic::EVENT_ACCEPTED => self.wakes.events.notify_one(),
+            topic::CONFIG_APPLIED => self.wakes.config.notify_one(),
+            topic::EXT_STATE => self.wakes.extensions.notify_one(),
+            topic::WORK_CHANGED => self.wakes.work.notify_one(),
             _ => {}
         }
     }

@@ -11,11 +11,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use daemon::bus::Bus;
+use busapi::ext::ExtCall;
+use busapi::store::TaskClaimRequest;
 use protocol::time::now_ms;
-use serde_json::json;
+use protocol::wire::{TaskRunParams, TaskRunResult};
 
 use crate::host::Host;
+use crate::ports::{ms, Store};
 use crate::router::Router;
 
 /// How long one pass may take.
@@ -23,8 +25,9 @@ pub const TASK_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long to wait before asking the store again after a claim failed.
 const CLAIM_RETRY_MS: i64 = 5_000;
 
-/// Run every known task on its interval, forever: the passes this host claims.
-pub async fn run(bus: Bus, router: Router, host: Host) {
+/// Run every known task on its interval, forever: the passes this host claims (in
+/// `store`, run through the router's extensions).
+pub async fn run(store: Store, router: Router, host: Host) {
     // (extension, task) → when to ask the store next (ms).
     let mut ask_at: HashMap<(String, String), i64> = HashMap::new();
     loop {
@@ -41,12 +44,13 @@ pub async fn run(bus: Bus, router: Router, host: Host) {
                 if ask_at.get(&key).is_some_and(|at| *at > now) {
                     continue;
                 }
-                let claim = bus
-                    .call(
-                        "store.task_claim",
-                        &json!({"extension": extension, "task": task,
-                                "every_ms": every.saturating_mul(1000), "host": host.id}),
-                    )
+                let claim = store
+                    .call(&TaskClaimRequest {
+                        extension: extension.clone(),
+                        task: task.clone(),
+                        every_ms: every.saturating_mul(1000),
+                        host: host.id.clone(),
+                    })
                     .await;
                 let claim = match claim {
                     Ok(c) => c,
@@ -56,26 +60,25 @@ pub async fn run(bus: Bus, router: Router, host: Host) {
                         continue;
                     }
                 };
-                ask_at.insert(
-                    key,
-                    claim["due_ms"].as_i64().unwrap_or(now + CLAIM_RETRY_MS),
-                );
-                if claim["claimed"] != true {
+                ask_at.insert(key, claim.due_ms);
+                if !claim.claimed {
                     continue;
                 }
-                let bus = bus.clone();
+                let extensions = router.extensions().clone();
                 tokio::spawn(async move {
-                    let answer = bus
-                        .call(
-                            "ext.call",
-                            &json!({"name": extension, "method": "task.run",
-                                    "params": {"task": task, "now": protocol::time::format_rfc3339_ms(protocol::time::now_ms())},
-                                    "timeout_ms": TASK_TIMEOUT.as_millis() as u64}),
-                        )
-                        .await;
-                    match answer {
+                    let params = TaskRunParams {
+                        task: task.clone(),
+                        now: protocol::time::format_rfc3339_ms(protocol::time::now_ms()),
+                    };
+                    let call = ExtCall::new(extension.clone(), params).timeout_ms(ms(TASK_TIMEOUT));
+                    match extensions.answer(&call).await {
                         Ok(a) => {
-                            tracing::info!(OC_EXTENSION = %extension, %task, detail = %a["detail"], "task pass done")
+                            // What the pass said of itself, when it said it as the
+                            // protocol has it.
+                            let detail = serde_json::from_str::<TaskRunResult>(a.get())
+                                .map(|r| r.detail)
+                                .unwrap_or_default();
+                            tracing::info!(OC_EXTENSION = %extension, %task, %detail, "task pass done")
                         }
                         Err(e) => {
                             tracing::warn!(OC_EXTENSION = %extension, %task, error = %e, "task pass failed; tried again at its next interval")

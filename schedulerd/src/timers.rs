@@ -26,10 +26,16 @@
 
 use std::time::Duration;
 
-use daemon::bus::Bus;
+use busapi::ext::ExtCall;
+use busapi::store::{
+    EventInput, EventsAcceptRequest, TimerFireRequest, TimerRow, TimersDueRequest, WaitWakeRequest,
+    WakeReason,
+};
+use busapi::Call;
 use protocol::time::{now_ms, parse_rfc3339_ms};
-use protocol::wire::RecurrenceNextResult;
-use serde_json::{json, Value};
+use protocol::wire::{RecurrenceNextParams, RecurrenceNextResult};
+
+use crate::ports::{ms, Extensions, Store};
 
 /// How long `recurrence.next` may take (the spec's in-transaction bound, with room for
 /// the bus).
@@ -47,23 +53,26 @@ fn schema_base(schema: &str) -> &str {
 }
 
 async fn next(
-    bus: &Bus,
-    t: &Value,
+    extensions: &Extensions,
+    t: &TimerRow,
     key: &str,
     after: &str,
 ) -> Result<RecurrenceNextResult, String> {
-    let owner = t["owner"].as_str().unwrap_or_default();
-    let answer = bus
-        .call(
-            "ext.call",
-            &json!({"name": owner, "method": "recurrence.next", "in_transaction": true,
-                    "timeout_ms": NEXT_TIMEOUT.as_millis() as u64,
-                    "params": {"recurrence": t["kind"], "scope_id": t["scope_id"],
-                               "key": key, "spec": t["spec"], "after": after}}),
-        )
+    let params = RecurrenceNextParams {
+        recurrence: t.kind.clone(),
+        scope_id: t.scope_id.clone(),
+        key: key.to_owned(),
+        spec: t.spec.clone(),
+        after: after.to_owned(),
+    };
+    let mut call = ExtCall::new(t.owner.clone(), params).timeout_ms(ms(NEXT_TIMEOUT));
+    call.in_transaction = true;
+    let answer = extensions
+        .answer(&call)
         .await
-        .map_err(|e| format!("recurrence.next: {e}"))?;
-    serde_json::from_value(answer).map_err(|e| format!("recurrence.next answered: {e}"))
+        .map_err(|e| format!("{}: {e}", RecurrenceNextParams::METHOD))?;
+    serde_json::from_str(answer.get())
+        .map_err(|e| format!("{} answered: {e}", RecurrenceNextParams::METHOD))
 }
 
 fn is_conflict(e: &protocol::CallError) -> bool {
@@ -71,16 +80,20 @@ fn is_conflict(e: &protocol::CallError) -> bool {
 }
 
 /// Fire one due timer. Answers the next due time it was re-armed at, if any.
-pub async fn fire(bus: &Bus, t: &Value) -> Result<Option<i64>, String> {
-    let owner = t["owner"].as_str().unwrap_or_default().to_owned();
-    let full_key = t["key"].as_str().unwrap_or_default().to_owned();
+pub async fn fire(
+    store: &Store,
+    extensions: &Extensions,
+    t: &TimerRow,
+) -> Result<Option<i64>, String> {
+    let owner = t.owner.clone();
+    let full_key = t.key.clone();
     let key = full_key
         .strip_prefix(&format!("{owner}:"))
         .unwrap_or(&full_key)
         .to_owned();
-    let due_ms = t["due_ms"].as_i64().unwrap_or(0);
-    let due_at = t["due_at"].as_str().unwrap_or_default().to_owned();
-    let first = next(bus, t, &key, &due_at).await?;
+    let due_ms = t.due_ms;
+    let due_at = t.due_at.clone();
+    let first = next(extensions, t, &key, &due_at).await?;
     if let Some(payload) = &first.payload {
         let event_type = schema_base(&payload.schema).to_owned();
         let own = event_type
@@ -92,20 +105,25 @@ pub async fn fire(bus: &Bus, t: &Value) -> Result<Option<i64>, String> {
                 payload.schema
             ));
         }
-        bus.call(
-            "store.events_accept",
-            &json!({"events": [{
-                "scope_id": t["scope_id"],
-                "type": event_type,
-                "source": format!("{owner}/timers"),
-                "delivery_id": format!("{key}@{due_at}"),
-                "schema": payload.schema,
-                "payload": payload.data,
-                "occurred_at": due_at,
-            }]}),
-        )
-        .await
-        .map_err(|e| format!("store.events_accept: {e}"))?;
+        let occurrence = EventInput {
+            scope_id: t.scope_id.clone(),
+            event_type,
+            source: format!("{owner}/timers"),
+            delivery_id: Some(format!("{key}@{due_at}")),
+            schema: Some(payload.schema.clone()),
+            payload: payload.data.clone(),
+            occurred_at: Some(due_at.clone()),
+            ..EventInput::default()
+        };
+        store
+            .call(&EventsAcceptRequest {
+                events: vec![occurrence],
+                owner: None,
+                families: None,
+                scopes: None,
+            })
+            .await
+            .map_err(|e| format!("{}: {e}", EventsAcceptRequest::METHOD))?;
     }
     let now = now_ms();
     let mut rearm = if first.next.is_empty() {
@@ -115,69 +133,70 @@ pub async fn fire(bus: &Bus, t: &Value) -> Result<Option<i64>, String> {
     };
     if rearm.is_some_and(|n| n <= now) {
         // Missed periods: the next one from now, once.
-        let again = next(bus, t, &key, &rfc3339(now)).await?;
+        let again = next(extensions, t, &key, &rfc3339(now)).await?;
         rearm = if again.next.is_empty() {
             None
         } else {
             parse_rfc3339_ms(&again.next)
         };
     }
-    let mut req = json!({"id": t["id"], "expect_due_ms": due_ms});
-    if let Some(n) = rearm {
-        req["rearm_due_ms"] = json!(n);
-    }
-    if let Err(e) = bus.call("store.timer_fire", &req).await {
+    let fire = TimerFireRequest {
+        id: t.id.clone(),
+        expect_due_ms: due_ms,
+        rearm_due_ms: rearm,
+        payload: None,
+    };
+    if let Err(e) = store.call(&fire).await {
         if is_conflict(&e) {
             // Another host's schedulerd fired it (its occurrence is the same event,
             // by its delivery ID), or it was re-armed or cancelled meanwhile.
             tracing::debug!(OC_EXTENSION = %owner, key = %full_key, due = %due_at, error = %e, "the timer was fired or re-armed elsewhere");
             return Ok(None);
         }
-        return Err(format!("store.timer_fire: {e}"));
+        return Err(format!("{}: {e}", TimerFireRequest::METHOD));
     }
     tracing::info!(OC_EXTENSION = %owner, key = %full_key, due = %due_at, next = ?rearm.map(rfc3339), "timer fired");
     Ok(rearm)
 }
 
 /// One pass: fire every due timer. Answers how many fired.
-pub async fn pass(bus: &Bus) -> Result<usize, String> {
-    let due = bus
-        .call(
-            "store.timers_due",
-            &json!({"now_ms": now_ms(), "limit": 100}),
-        )
+pub async fn pass(store: &Store, extensions: &Extensions) -> Result<usize, String> {
+    let due = store
+        .call(&TimersDueRequest {
+            now_ms: now_ms(),
+            limit: 100,
+        })
         .await
-        .map_err(|e| format!("store.timers_due: {e}"))?;
+        .map_err(|e| format!("{}: {e}", TimersDueRequest::METHOD))?;
     let mut fired = 0;
-    for t in due["timers"].as_array().into_iter().flatten() {
-        if t["owner"] == "core" {
+    for t in &due.timers {
+        if t.owner == "core" {
             // A Wait's timeout: wake it (storaged deletes the timer in the same write).
-            if t["kind"] == "wait.timeout" {
-                match bus
-                    .call(
-                        "store.wait_wake",
-                        &json!({"wait_id": t["key"], "reason": "timeout"}),
-                    )
-                    .await
-                {
+            if t.kind == "wait.timeout" {
+                let wake = WaitWakeRequest {
+                    wait_id: t.key.clone(),
+                    seq: None,
+                    reason: WakeReason::Timeout,
+                };
+                match store.call(&wake).await {
                     Ok(_) => {
-                        tracing::info!(wait = %t["key"], "a Wait timed out");
+                        tracing::info!(wait = %t.key, "a Wait timed out");
                         fired += 1;
                     }
                     Err(e) if is_conflict(&e) => {
-                        tracing::debug!(wait = %t["key"], error = %e, "the Wait was woken elsewhere")
+                        tracing::debug!(wait = %t.key, error = %e, "the Wait was woken elsewhere")
                     }
                     Err(e) => {
-                        tracing::warn!(wait = %t["key"], error = %e, "a Wait's timeout could not wake it now")
+                        tracing::warn!(wait = %t.key, error = %e, "a Wait's timeout could not wake it now")
                     }
                 }
             }
             continue;
         }
-        match fire(bus, t).await {
+        match fire(store, extensions, t).await {
             Ok(_) => fired += 1,
             Err(e) => {
-                tracing::warn!(key = %t["key"], error = %e, "a timer could not fire now; it is tried again")
+                tracing::warn!(key = %t.key, error = %e, "a timer could not fire now; it is tried again")
             }
         }
     }

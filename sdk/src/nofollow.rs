@@ -127,9 +127,7 @@ fn check_name(name: &str) -> io::Result<()> {
 
 /// 64 random bits from the kernel, in hex.
 fn random_hex() -> io::Result<String> {
-    let mut bytes = [0u8; 8];
-    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    protocol::random::hex(8)
 }
 
 /// Reads `f` (of `len` bytes), bounded: all of it up to `max` bytes; beyond that its

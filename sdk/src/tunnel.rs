@@ -88,31 +88,46 @@ pub struct Problem {
     pub message: String,
 }
 
-/// A checked config's object, and the problems found so far.
-pub type Checking<'a> = (&'a serde_json::Map<String, serde_json::Value>, Vec<Problem>);
-
-/// The start of checking a tunnel config of type `tunnel_type`: the object, and a
-/// problem for each field not in `fields`; not an object is the one problem.
-pub fn config_object<'a>(
-    v: &'a serde_json::Value,
+/// The start of checking a tunnel config of type `tunnel_type`: `T` (a
+/// `#[serde(deny_unknown_fields)]` type whose fields are all optional) read from
+/// the fields that read, and a problem for each that does not (an unknown field, a
+/// field of the wrong type: see [`crate::config::parse_each`]); not an object is the
+/// one problem.
+pub fn read_config<T: serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
     tunnel_type: &str,
-    fields: &[&str],
-) -> Result<Checking<'a>, Vec<Problem>> {
-    let Some(obj) = v.as_object() else {
-        return Err(vec![Problem {
-            path: String::new(),
-            message: format!("the {tunnel_type} tunnel config is an object"),
-        }]);
+) -> Result<(T, Vec<Problem>), Vec<Problem>> {
+    let not_object = || Problem {
+        path: String::new(),
+        message: format!("the {tunnel_type} tunnel config is an object"),
     };
-    let problems = obj
-        .keys()
-        .filter(|k| !fields.contains(&k.as_str()))
-        .map(|k| Problem {
-            path: format!("/{k}"),
-            message: format!("unknown field {k:?}"),
+    if !v.is_object() {
+        return Err(vec![not_object()]);
+    }
+    let (read, errors) = crate::config::parse_each::<T>(v);
+    let problems: Vec<Problem> = errors
+        .into_iter()
+        .map(|e| Problem {
+            path: e.pointer,
+            message: e.reason,
         })
         .collect();
-    Ok((obj, problems))
+    match read {
+        Some(t) => Ok((t, problems)),
+        None if problems.is_empty() => Err(vec![not_object()]),
+        None => Err(problems),
+    }
+}
+
+/// Adds a problem at `path` unless one there is known already (a field that did not
+/// read is reported once, not again by the checks that find it missing).
+pub fn add_problem(problems: &mut Vec<Problem>, path: &str, message: String) {
+    if !problems.iter().any(|p| p.path == path) {
+        problems.push(Problem {
+            path: path.to_owned(),
+            message,
+        });
+    }
 }
 
 /// A config's problems as `tunnel.run`'s refusal (`invalid`: the host does not

@@ -5,10 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use busapi::ext::{ExtCall, ListRequest};
+use busapi::ingress::RoutesRequest;
+use busapi::store::ConfigCurrentRequest;
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::config::{Config, TunnelSettings};
+use protocol::wire::TunnelRunParams;
 use protocol::{CallError, CallOptions, CancelToken, Code};
-use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::service::{Held, State};
@@ -30,16 +34,12 @@ pub fn next_backoff(now: Duration) -> Duration {
 
 /// The tunnel the stored configuration names: `Ok(None)` when none.
 pub async fn configured(bus: &Bus) -> Result<Option<TunnelSettings>, String> {
-    let answer = match bus.call("store.config_current", &json!({})).await {
+    let current = match bus.call_typed(&ConfigCurrentRequest {}).await {
         Ok(a) => a,
         Err(e) if e.code() == Some(Code::NotFound.as_str()) => return Ok(None),
-        Err(e) => return Err(format!("store.config_current: {e}")),
+        Err(e) => return Err(format!("{}: {e}", ConfigCurrentRequest::METHOD)),
     };
-    if answer.is_null() {
-        return Ok(None);
-    }
-    let doc = answer.get("config").cloned().unwrap_or(Value::Null);
-    let config = Config::parse(&doc).map_err(|p| {
+    let config = Config::parse(&current.config).map_err(|p| {
         format!(
             "the stored configuration has problems: {}",
             p.iter()
@@ -68,15 +68,10 @@ pub fn package_for(provider: &str, names: &[String]) -> Option<String> {
 
 async fn find_package(bus: &Bus, provider: &str) -> Result<String, String> {
     let list = bus
-        .call("ext.list", &json!({}))
+        .call_typed(&ListRequest {})
         .await
-        .map_err(|e| format!("ext.list: {e}"))?;
-    let names: Vec<String> = list["extensions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["name"].as_str().map(str::to_owned))
-        .collect();
+        .map_err(|e| format!("{}: {e}", ListRequest::METHOD))?;
+    let names: Vec<String> = list.extensions.into_iter().map(|e| e.name).collect();
     package_for(provider, &names)
         .ok_or_else(|| format!("no extension package provides the tunnel type {provider:?}"))
 }
@@ -88,10 +83,10 @@ pub async fn listen_addr(bus: &Bus, fixed: Option<SocketAddr>) -> Result<SocketA
         Some(a) => a,
         None => {
             let r = bus
-                .call("ingress.routes", &json!({}))
+                .call_typed(&RoutesRequest {})
                 .await
-                .map_err(|e| format!("ingress.routes: {e}"))?;
-            let listen = r["listen"].as_str().unwrap_or_default();
+                .map_err(|e| format!("{}: {e}", RoutesRequest::METHOD))?;
+            let listen = r.listen;
             listen
                 .parse::<SocketAddr>()
                 .map_err(|_| format!("ingressd listens on {listen:?}, not an address"))?
@@ -113,22 +108,10 @@ pub fn loopback_if_unspecified(a: SocketAddr) -> SocketAddr {
     }
 }
 
-/// A fresh run ID: `run_` and 16 hex digits from the kernel's random source (time and
-/// pid when it cannot be read).
+/// A fresh run ID: `run_` and 16 hex digits from the system's random source (time,
+/// pid and a counter when it fails: [`protocol::random::unique_hex`]).
 pub fn new_run_id() -> String {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if random.is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let mixed = (t as u64) ^ (u64::from(std::process::id()) << 32);
-        b = mixed.to_le_bytes();
-    }
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("run_{hex}")
+    format!("run_{}", protocol::random::unique_hex::<8>())
 }
 
 /// How a wait ended.
@@ -223,11 +206,17 @@ pub async fn run_loop(
         tracing::info!(run_id = %held.run_id, provider = %held.provider, package = %package, %addr, "starting the tunnel run");
         status(&format!("running the {} tunnel ({package})", held.provider));
         let cancel = CancelToken::new();
-        let request = json!({"name": package, "method": "tunnel.run", "hold": true, "params": {
-                "type": tunnel.provider, "addr": addr.to_string(),
-                "config": tunnel.run_config(), "run_id": held.run_id}});
-        let call = bus.call_with(
-            "ext.call",
+        let request = ExtCall::new(
+            package.clone(),
+            TunnelRunParams {
+                tunnel_type: tunnel.provider.clone(),
+                addr: addr.to_string(),
+                config: tunnel.run_config(),
+                run_id: held.run_id.clone(),
+            },
+        )
+        .held();
+        let call = bus.call_typed_with(
             &request,
             CallOptions {
                 timeout: None,

@@ -12,15 +12,17 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use busapi::store::TunnelRecord;
+use busapi::tunnel::{StatusRequest, TunnelStatus, UrlRequest, UrlResponse};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::{reply, BoxFuture, Code, Handler, Reply, Request, RpcError};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The notification published when the public URL changes.
-pub const CHANGED_TOPIC: &str = "tunnel.changed";
+pub const CHANGED_TOPIC: &str = busapi::topic::TUNNEL_CHANGED;
 /// The most bytes of a `tunnel.url` request taken.
-pub const MAX_URL_REQUEST: usize = 4096;
+pub const MAX_URL_REQUEST: usize = busapi::tunnel::MAX_URL_REQUEST;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -100,39 +102,34 @@ impl State {
         reason: &str,
     ) -> Result<(), String> {
         let held = held.cloned().unwrap_or_default();
-        bus.call(
-            "store.tunnel_set",
-            &json!({"url": url, "run_id": held.run_id, "provider": held.provider, "reason": reason}),
-        )
-        .await
-        .map_err(|e| format!("store.tunnel_set: {e}"))?;
+        let record = TunnelRecord {
+            url: url.to_owned(),
+            run_id: held.run_id,
+            provider: held.provider,
+            reason: reason.to_owned(),
+            updated_at: String::new(),
+        };
+        bus.call_typed(&record)
+            .await
+            .map_err(|e| format!("{}: {e}", TunnelRecord::METHOD))?;
         *lock(&self.url) = url.to_owned();
         bus.publish(CHANGED_TOPIC, &json!({ "url": url }));
         Ok(())
     }
 
-    fn status(&self) -> Value {
-        let held = self.held();
-        json!({
-            "provider": held.as_ref().map(|h| h.provider.clone()).unwrap_or_default(),
-            "package": held.as_ref().map(|h| h.package.clone()).unwrap_or_default(),
-            "run_id": held.as_ref().map(|h| h.run_id.clone()).unwrap_or_default(),
-            "url": self.url(),
-            "last_stop": lock(&self.last_stop).clone(),
-            "runs": self.runs.load(Ordering::SeqCst),
-            "refused": self.refused.load(Ordering::SeqCst),
-        })
+    /// What `tunnel.status` answers.
+    pub fn status(&self) -> TunnelStatus {
+        let held = self.held().unwrap_or_default();
+        TunnelStatus {
+            provider: held.provider,
+            package: held.package,
+            run_id: held.run_id,
+            url: self.url(),
+            last_stop: lock(&self.last_stop).clone(),
+            runs: self.runs.load(Ordering::SeqCst),
+            refused: self.refused.load(Ordering::SeqCst),
+        }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UrlParams {
-    run_id: String,
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    provider_package: String,
 }
 
 /// The bus handler.
@@ -156,7 +153,7 @@ impl Service {
     }
 }
 
-async fn take_url(state: &State, bus: &Bus, p: UrlParams) -> Result<Value, RpcError> {
+async fn take_url(state: &State, bus: &Bus, p: UrlRequest) -> Result<UrlResponse, RpcError> {
     let _order = state.order.lock().await;
     let held = state.held();
     let holds = held.as_ref().is_some_and(|h| {
@@ -190,7 +187,7 @@ async fn take_url(state: &State, bus: &Bus, p: UrlParams) -> Result<Value, RpcEr
         state.published.store(true, Ordering::SeqCst);
         tracing::info!(run_id = %p.run_id, provider = %held.provider, url = %p.url, "the tunnel's public URL");
     }
-    Ok(json!({}))
+    Ok(UrlResponse {})
 }
 
 impl Handler for Service {
@@ -199,24 +196,29 @@ impl Handler for Service {
         let client = self.client.clone();
         Box::pin(async move {
             match request.method.as_str() {
-                "tunnel.url" => {
+                m if m == UrlRequest::METHOD => {
                     if request.params.get().len() > MAX_URL_REQUEST {
                         return Err(RpcError::new(
                             Code::Invalid,
-                            format!("a tunnel.url request is at most {MAX_URL_REQUEST} bytes"),
+                            format!("a {m} request is at most {MAX_URL_REQUEST} bytes"),
                         ));
                     }
-                    let p: UrlParams = request.params()?;
-                    reply(&take_url(&state, &client, p).await?)
+                    let p: UrlRequest = request.params()?;
+                    let answer: <UrlRequest as Call>::Result = take_url(&state, &client, p).await?;
+                    reply(&answer)
                 }
-                "tunnel.status" => reply(&state.status()),
+                m if m == StatusRequest::METHOD => {
+                    let _: StatusRequest = request.params()?;
+                    let answer: <StatusRequest as Call>::Result = state.status();
+                    reply(&answer)
+                }
                 other => Err(RpcError::method_not_found(other)),
             }
         })
     }
 
     fn notify(&self, _peer: &protocol::Peer, method: &str, _params: Value) {
-        if method == "config.applied" {
+        if method == busapi::topic::CONFIG_APPLIED {
             self.config_changed.notify_one();
         }
     }

@@ -14,7 +14,6 @@
 //! `connection`) or `{"connection": "<name>", "secret": "<name>"}` (a secret of
 //! one of the connections the binding names, `connection` or one of `connections`).
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -99,13 +98,30 @@ pub enum ColdTurns {
 
 /// One `secret_env` value as written: a secret of the binding's `connection`, or
 /// of a connection named with it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 enum RawSecret {
     /// A secret of the binding's `connection`.
     Name(String),
     /// A secret of a named connection.
     From(RawSecretFrom),
+}
+
+/// What a `secret_env` value may be, for its error.
+const SECRET_FORMS: &str =
+    "must be a secret name, or {\"connection\": \"<name>\", \"secret\": \"<name>\"} naming one of the binding's connections";
+
+impl<'de> Deserialize<'de> for RawSecret {
+    /// A string, or an object of exactly `connection` and `secret`; anything else is
+    /// [`SECRET_FORMS`], at the variable's pointer.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(RawSecret::Name(s)),
+            v @ Value::Object(_) => serde_json::from_value(v)
+                .map(RawSecret::From)
+                .map_err(|_| serde::de::Error::custom(SECRET_FORMS)),
+            _ => Err(serde::de::Error::custom(SECRET_FORMS)),
+        }
+    }
 }
 
 /// `{"connection": "<name>", "secret": "<name>"}` (strict).
@@ -115,10 +131,6 @@ struct RawSecretFrom {
     connection: String,
     secret: String,
 }
-
-/// What a `secret_env` value may be, for its error.
-const SECRET_FORMS: &str =
-    "a secret name, or {\"connection\": \"<name>\", \"secret\": \"<name>\"} naming one of the binding's connections";
 
 /// Where one `secret_env` variable's value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,11 +319,6 @@ impl ClaudeConfig {
     }
 }
 
-fn field<T: DeserializeOwned>(name: &str, v: &Value, what: &str) -> Result<T, ConfigError> {
-    serde_json::from_value::<T>(v.clone())
-        .map_err(|_| ConfigError::new(name, format!("must be {what}")))
-}
-
 fn nonempty(name: &str, s: &str) -> Result<(), ConfigError> {
     if s.trim().is_empty() {
         return Err(ConfigError::new(name, "must not be empty"));
@@ -336,83 +343,21 @@ fn var_name(field: &str, name: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// Checks each field's type first (so an error names it), then reads the whole.
-fn check_types(obj: &serde_json::Map<String, Value>) -> Result<(), ConfigError> {
-    for (key, v) in obj {
-        let k = key.as_str();
-        match k {
-            "binary" | "model" | "permission_mode" | "playbook" | "plugin_dir" | "args"
-            | "status_schema" | "branch" | "workspace_mode" | "dir" | "home_seed" => {
-                field::<String>(k, v, "a string")?;
-            }
-            "structured" | "strict_mcp" | "usage" => {
-                field::<bool>(k, v, "true or false")?;
-            }
-            "handoff_minutes" | "handoff_tokens" | "auto_compact_tokens" => {
-                field::<u64>(k, v, "a whole, non-negative number")?;
-            }
-            "cold_turns" => {
-                field::<ColdTurns>(k, v, "handoff or resume")?;
-            }
-            "handoff_share" => {}
-            "env" => {
-                let m = v
-                    .as_object()
-                    .ok_or_else(|| ConfigError::new(k, "must be an object of strings"))?;
-                for (name, value) in m {
-                    if !value.is_string() {
-                        return Err(ConfigError::new(format!("{k}.{name}"), "must be a string"));
-                    }
-                }
-            }
-            "secret_env" => {
-                let m = v.as_object().ok_or_else(|| {
-                    ConfigError::new(k, "must be an object of variables to secrets")
-                })?;
-                for (name, value) in m {
-                    field::<RawSecret>(&format!("{k}.{name}"), value, SECRET_FORMS)?;
-                }
-            }
-            "pass_env" | "extra_args" | "builtin_tools" | "models" => {
-                let items = v
-                    .as_array()
-                    .ok_or_else(|| ConfigError::new(k, "must be an array of strings"))?;
-                for (i, item) in items.iter().enumerate() {
-                    if !item.is_string() {
-                        return Err(ConfigError::new(format!("{k}[{i}]"), "must be a string"));
-                    }
-                }
-            }
-            _ => {
-                return Err(ConfigError::new(
-                    k,
-                    "is not a field of the claude-code executor",
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Parses and checks a binding's executor config.
 pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
-    let empty = serde_json::Map::new();
-    let obj = match config {
-        Value::Object(obj) => obj,
-        Value::Null => &empty,
-        _ => return Err(ConfigError::new("", "the config must be an object")),
+    let raw: Raw = match config {
+        Value::Object(_) => sdk::config::parse(config)?,
+        Value::Null => Raw::default(),
+        _ => return Err(ConfigError::whole("must be an object")),
     };
-    check_types(obj)?;
-    let raw: Raw = serde_json::from_value(Value::Object(obj.clone()))
-        .map_err(|e| ConfigError::new("", format!("the config does not read: {e}")))?;
     let binary = raw.binary.unwrap_or_else(|| DEFAULT_BINARY.to_string());
-    nonempty("binary", &binary)?;
+    nonempty("/binary", &binary)?;
     let model = raw.model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    nonempty("model", &model)?;
+    nonempty("/model", &model)?;
     let permission_mode = raw
         .permission_mode
         .unwrap_or_else(|| DEFAULT_PERMISSION_MODE.to_string());
-    nonempty("permission_mode", &permission_mode)?;
+    nonempty("/permission_mode", &permission_mode)?;
     let playbook = match raw.playbook {
         None => None,
         Some(p) if p == "-" || p.is_empty() => None,
@@ -422,7 +367,7 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
             if !ok {
                 return Err(ConfigError::new(
-                    "playbook",
+                    "/playbook",
                     "must be a name (letters, digits, -, _ and .) or -",
                 ));
             }
@@ -430,44 +375,44 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
         }
     };
     if let Some(d) = &raw.plugin_dir {
-        nonempty("plugin_dir", d)?;
+        nonempty("/plugin_dir", d)?;
     }
     let args = raw.args.unwrap_or_else(|| DEFAULT_ARGS.to_string());
     if args.contains(['\n', '\0']) {
-        return Err(ConfigError::new("args", "must be one line"));
+        return Err(ConfigError::new("/args", "must be one line"));
     }
     let status_schema = raw
         .status_schema
         .unwrap_or_else(|| DEFAULT_STATUS_SCHEMA.to_string());
-    nonempty("status_schema", &status_schema)?;
+    nonempty("/status_schema", &status_schema)?;
     let workspace_mode_set = raw.workspace_mode.is_some();
     let workspace_mode = raw.workspace_mode.unwrap_or_else(|| "work".to_string());
     if workspace_mode != "work" && workspace_mode != "clone" {
-        return Err(ConfigError::new("workspace_mode", "must be work or clone"));
+        return Err(ConfigError::new("/workspace_mode", "must be work or clone"));
     }
     if let Some(d) = &raw.dir {
-        nonempty("dir", d)?;
+        nonempty("/dir", d)?;
         if !std::path::Path::new(d).is_absolute() {
-            return Err(ConfigError::new("dir", "must be an absolute path"));
+            return Err(ConfigError::new("/dir", "must be an absolute path"));
         }
     }
     if let Some(d) = &raw.home_seed {
         if !std::path::Path::new(d).is_absolute() {
-            return Err(ConfigError::new("home_seed", "must be an absolute path"));
+            return Err(ConfigError::new("/home_seed", "must be an absolute path"));
         }
     }
     let env = raw.env.unwrap_or_default();
     for name in env.keys() {
-        var_name("env", name)?;
+        var_name("/env", name)?;
     }
     let pass_env = raw.pass_env.unwrap_or_default();
     for (i, name) in pass_env.iter().enumerate() {
-        var_name(&format!("pass_env[{i}]"), name)?;
+        var_name(&format!("/pass_env/{i}"), name)?;
     }
     let mut secret_env = BTreeMap::new();
     for (name, raw) in raw.secret_env.unwrap_or_default() {
-        var_name("secret_env", &name)?;
-        let at = format!("secret_env.{name}");
+        var_name("/secret_env", &name)?;
+        let at = sdk::config::pointer(["secret_env", name.as_str()]);
         let source = match raw {
             RawSecret::Name(secret) => SecretSource {
                 connection: String::new(),
@@ -493,21 +438,21 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
     for (i, a) in extra_args.iter().enumerate() {
         if a.contains('\0') {
             return Err(ConfigError::new(
-                format!("extra_args[{i}]"),
+                format!("/extra_args/{i}"),
                 "must not contain a NUL byte",
             ));
         }
         let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
         if RESERVED_ARGS.contains(&flag) || (raw.builtin_tools.is_some() && flag == "--tools") {
             return Err(ConfigError::new(
-                format!("extra_args[{i}]"),
+                format!("/extra_args/{i}"),
                 "may not set -p, the session, the input and output formats, the MCP flags, or --tools when builtin_tools is set",
             ));
         }
     }
     let models = raw.models.unwrap_or_default();
     for (i, m) in models.iter().enumerate() {
-        nonempty(&format!("models[{i}]"), m)?;
+        nonempty(&format!("/models/{i}"), m)?;
     }
     Ok(ClaudeConfig {
         binary,
@@ -569,36 +514,59 @@ mod tests {
     fn errors_name_the_field() {
         let cases = [
             (json!([]), ""),
-            (json!({"modle": "x"}), "modle"),
-            (json!({"model": 3}), "model"),
-            (json!({"model": ""}), "model"),
-            (json!({"structured": "yes"}), "structured"),
-            (json!({"handoff_tokens": -1}), "handoff_tokens"),
-            (json!({"cold_turns": "later"}), "cold_turns"),
-            (json!({"env": {"A": 1}}), "env.A"),
-            (json!({"env": {"A=B": "1"}}), "env"),
-            (json!({"extra_args": ["--verbose", 2]}), "extra_args[1]"),
-            (json!({"extra_args": ["--resume=x"]}), "extra_args[0]"),
+            (json!({"modle": "x"}), "/modle"),
+            (json!({"model": 3}), "/model"),
+            (json!({"model": ""}), "/model"),
+            (json!({"structured": "yes"}), "/structured"),
+            (json!({"handoff_tokens": -1}), "/handoff_tokens"),
+            (json!({"cold_turns": "later"}), "/cold_turns"),
+            (json!({"env": {"A": 1}}), "/env/A"),
+            (json!({"env": {"A=B": "1"}}), "/env"),
+            (json!({"extra_args": ["--verbose", 2]}), "/extra_args/1"),
+            (json!({"extra_args": ["--resume=x"]}), "/extra_args/0"),
             (
                 json!({"extra_args": ["--tools", "Bash"], "builtin_tools": []}),
-                "extra_args[0]",
+                "/extra_args/0",
             ),
-            (json!({"dir": "relative/dir"}), "dir"),
-            (json!({"workspace_mode": "fresh"}), "workspace_mode"),
-            (json!({"playbook": "a b"}), "playbook"),
-            (json!({"pass_env": ["OK", "1BAD"]}), "pass_env[1]"),
+            (json!({"dir": "relative/dir"}), "/dir"),
+            (json!({"workspace_mode": "fresh"}), "/workspace_mode"),
+            (json!({"playbook": "a b"}), "/playbook"),
+            (json!({"pass_env": ["OK", "1BAD"]}), "/pass_env/1"),
+            (json!({"models": ["haiku", ""]}), "/models/1"),
         ];
-        for (config, field) in cases {
+        for (config, pointer) in cases {
             let e = parse(&config).unwrap_err();
-            assert_eq!(e.field, field, "{config}: {e}");
+            assert_eq!(e.pointer, pointer, "{config}: {e}");
         }
         assert_eq!(
-            parse(&json!({"extra_args": [1]})).unwrap_err().pointer(),
-            "/extra_args/0"
+            parse(&json!({"extra_args": [1]})).unwrap_err().to_string(),
+            "/extra_args/0: must be a string"
         );
         assert_eq!(
-            parse(&json!({"env": {"A": 1}})).unwrap_err().pointer(),
-            "/env/A"
+            parse(&json!({"env": {"A": 1}})).unwrap_err().to_string(),
+            "/env/A: must be a string"
+        );
+        assert_eq!(
+            parse(&json!({"cold_turns": "later"}))
+                .unwrap_err()
+                .to_string(),
+            "/cold_turns: must be handoff or resume"
+        );
+        assert_eq!(
+            parse(&json!({"handoff_tokens": "400k"}))
+                .unwrap_err()
+                .to_string(),
+            "/handoff_tokens: must be a whole, non-negative number"
+        );
+        assert_eq!(
+            parse(&json!([])).unwrap_err().to_string(),
+            "the config: must be an object"
+        );
+        // An unknown field's error lists every field there is.
+        let e = parse(&json!({"modle": "x"})).unwrap_err();
+        assert_eq!(
+            e.reason,
+            format!("unknown field (known: {})", FIELDS.join(", "))
         );
     }
 
@@ -641,16 +609,17 @@ mod tests {
             json!({"K": ""}),
             json!({"K": 3}),
             json!({"K": ["a"]}),
+            json!({"K": ["a", "s"]}),
         ] {
             let e = parse(&json!({ "secret_env": bad })).unwrap_err();
-            assert_eq!(e.pointer(), "/secret_env/K", "{bad}: {e}");
+            assert_eq!(e.pointer, "/secret_env/K", "{bad}: {e}");
         }
         let e = parse(&json!({"secret_env": {"K": {"secret": "s"}}})).unwrap_err();
         assert!(e.reason.contains("{\"connection\""), "{e}");
         let e = parse(&json!({"secret_env": ["K"]})).unwrap_err();
-        assert_eq!(e.pointer(), "/secret_env");
+        assert_eq!(e.pointer, "/secret_env");
         let e = parse(&json!({"secret_env": {"1K": "s"}})).unwrap_err();
-        assert_eq!(e.pointer(), "/secret_env");
+        assert_eq!(e.pointer, "/secret_env");
     }
 
     #[test]

@@ -1260,7 +1260,10 @@ async fn failures_an_interrupt_and_a_missing_binary() {
     let r = ext
         .turn(request("ex-bad", 1, "w-b", &json!({"modle": "x"})))
         .await;
-    failed(&r, "invalid claude-code executor config: modle:");
+    failed(
+        &r,
+        "invalid claude-code executor config: /modle: unknown field (known: binary,",
+    );
     assert_eq!(r.data.unwrap().schema, "open-conduit.claudecode.result.v1");
     let r = ext
         .turn(request(

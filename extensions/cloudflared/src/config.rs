@@ -2,6 +2,7 @@
 //! a JSON pointer for each problem.
 
 use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -23,25 +24,33 @@ pub struct Config {
 
 pub use sdk::tunnel::Problem;
 
-const FIELDS: &[&str] = &["binary", "token_file", "connection", "secret", "url"];
+/// The config as written (strict; every field optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    binary: Option<String>,
+    #[serde(default)]
+    token_file: Option<String>,
+    #[serde(default)]
+    connection: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+}
 
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
     pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
-        let (obj, mut problems) = sdk::tunnel::config_object(v, crate::TUNNEL_TYPE, FIELDS)?;
-        let mut bad = |path: &str, message: String| {
-            problems.push(Problem {
-                path: path.to_owned(),
-                message,
-            })
-        };
-        let binary = match obj.get("binary") {
+        let (raw, mut problems) = sdk::tunnel::read_config::<Raw>(v, crate::TUNNEL_TYPE)?;
+        // A field that did not read is reported once, not again as missing.
+        let failed: Vec<String> = problems.iter().map(|p| p.path.clone()).collect();
+        let mut bad =
+            |path: &str, message: String| sdk::tunnel::add_problem(&mut problems, path, message);
+        let binary = match raw.binary {
             None => "cloudflared".to_owned(),
-            Some(Value::String(s))
-                if !s.is_empty() && s.len() <= MAX_TEXT && !s.starts_with('-') =>
-            {
-                s.clone()
-            }
+            Some(s) if !s.is_empty() && s.len() <= MAX_TEXT && !s.starts_with('-') => s,
             Some(_) => {
                 bad(
                     "/binary",
@@ -50,11 +59,9 @@ impl Config {
                 String::new()
             }
         };
-        let token_file = match obj.get("token_file") {
+        let token_file = match raw.token_file {
             None => None,
-            Some(Value::String(s)) if s.starts_with('/') && s.len() <= MAX_TEXT => {
-                Some(PathBuf::from(s))
-            }
+            Some(s) if s.starts_with('/') && s.len() <= MAX_TEXT => Some(PathBuf::from(s)),
             Some(_) => {
                 bad(
                     "/token_file",
@@ -63,29 +70,25 @@ impl Config {
                 None
             }
         };
-        let url = match obj.get("url") {
+        let url = match raw.url {
             None => None,
-            Some(Value::String(s)) => {
-                if let Err(e) = sdk::tunnel::check_https(s) {
+            Some(s) => {
+                if let Err(e) = sdk::tunnel::check_https(&s) {
                     bad("/url", e);
                 }
-                Some(s.clone())
-            }
-            Some(_) => {
-                bad("/url", "url is an https:// URL".into());
-                None
+                Some(s)
             }
         };
-        let word = |k: &str| match obj.get(k) {
-            Some(Value::String(s))
-                if !s.is_empty() && s.len() <= MAX_TEXT && !s.chars().any(char::is_control) =>
-            {
-                Some(Ok(s.clone()))
-            }
-            Some(_) => Some(Err(())),
-            None => None,
+        let word = |w: Option<String>| {
+            w.map(|s| {
+                if !s.is_empty() && s.len() <= MAX_TEXT && !s.chars().any(char::is_control) {
+                    Ok(s)
+                } else {
+                    Err(())
+                }
+            })
         };
-        let token_secret = match (word("connection"), word("secret")) {
+        let token_secret = match (word(raw.connection), word(raw.secret)) {
             (None, None) => None,
             (None, Some(_)) => {
                 bad(
@@ -118,7 +121,7 @@ impl Config {
         };
         let named = token_file.is_some() || token_secret.is_some();
         match (named, &url) {
-            (true, None) if !obj.contains_key("url") => bad(
+            (true, None) if !failed.iter().any(|p| p == "/url") => bad(
                 "/url",
                 "url is required with token_file: the hostname the named tunnel's DNS route gives it, such as https://hooks.example.com".into(),
             ),
@@ -221,6 +224,23 @@ mod tests {
         for want in ["/bogus", "/binary", "/token_file", "/url"] {
             assert!(paths.iter().any(|p| p == want), "{want} in {paths:?}");
         }
+        // A field of the wrong type is one problem, however many checks it fails.
+        let typed = ValidateParams {
+            config: json!({"token_file": "/t", "url": 5, "secret": 1}),
+            ..p.clone()
+        };
+        let d = validate(&typed).diagnostics;
+        let got: Vec<(&str, &str)> = d
+            .iter()
+            .map(|d| (d.path.as_str(), d.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/secret", "must be a string"),
+                ("/url", "must be a string")
+            ]
+        );
         let named_without_url = ValidateParams {
             config: json!({"token_file": "/t"}),
             ..p.clone()

@@ -2,6 +2,7 @@
 //! field but `repository` is optional, unknown fields are refused.
 
 use protocol::{Code, RpcError};
+use sdk::config::ConfigError;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -162,21 +163,35 @@ fn invalid(message: impl Into<String>) -> RpcError {
 
 impl Config {
     /// Checks a resource config; a relative local path resolves against `config_dir`.
+    /// An error is `invalid`: `git resource config: /timeout_s: ...`.
     pub fn parse(value: &Value, config_dir: Option<&Path>) -> Result<Config, RpcError> {
-        let raw: Raw = serde_json::from_value(value.clone())
-            .map_err(|e| invalid(format!("git resource config: {e}")))?;
-        let source = source(&raw.repository, config_dir)?;
+        Config::check(value, config_dir).map_err(|e| invalid(format!("git resource config: {e}")))
+    }
+
+    /// [`Config::parse`], its error naming the field as a JSON pointer into the config.
+    pub fn check(value: &Value, config_dir: Option<&Path>) -> Result<Config, ConfigError> {
+        if !value.is_object() {
+            return Err(ConfigError::whole(
+                "must be an object with at least repository",
+            ));
+        }
+        let raw: Raw = sdk::config::parse(value)?;
+        let source = checked_source(&raw.repository, config_dir)
+            .map_err(|why| ConfigError::new("/repository", why))?;
         let mode = match raw.mode.as_deref() {
             None | Some("") => Mode::Work,
             Some(m) => Mode::parse(m).ok_or_else(|| {
-                invalid(format!(
-                    "git resource config: mode `{m}` is not shared, work or fresh"
-                ))
+                ConfigError::new("/mode", format!("`{m}` is not shared, work or fresh"))
             })?,
         };
         let base = match raw.base {
             Some(b) if !b.is_empty() => {
-                check_branch("base", &b)?;
+                if !branch_ok(&b) {
+                    return Err(ConfigError::new(
+                        "/base",
+                        format!("`{b}` is not a valid branch name"),
+                    ));
+                }
                 Some(b)
             }
             _ => None,
@@ -184,55 +199,68 @@ impl Config {
         let branch_prefix = raw
             .branch_prefix
             .unwrap_or_else(|| DEFAULT_BRANCH_PREFIX.to_string());
-        if !branch_prefix.is_empty() {
-            check_branch("branch_prefix", &format!("{branch_prefix}x"))?;
+        if !branch_prefix.is_empty() && !branch_ok(&format!("{branch_prefix}x")) {
+            return Err(ConfigError::new(
+                "/branch_prefix",
+                format!("`{branch_prefix}` does not begin a valid branch name"),
+            ));
         }
         let timeout_s = raw.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
         if timeout_s == 0 || timeout_s > MAX_TIMEOUT_S {
-            return Err(invalid(format!(
-                "git resource config: timeout_s {timeout_s} is not between 1 and {MAX_TIMEOUT_S}"
-            )));
+            return Err(ConfigError::new(
+                "/timeout_s",
+                format!("{timeout_s} is not between 1 and {MAX_TIMEOUT_S}"),
+            ));
         }
         for name in raw.env.keys() {
+            let at = sdk::config::pointer(["env", name.as_str()]);
             if !name.starts_with("GIT_") || name.len() <= 4 {
-                return Err(invalid(format!(
-                    "git resource config: env names only GIT_* variables, not `{name}`"
-                )));
+                return Err(ConfigError::new(at, "env names only GIT_* variables"));
             }
             if LAYER_DENIED.contains(&name.as_str()) {
-                return Err(invalid(format!(
-                    "git resource config: env may not set `{name}`: it would point git away from the workspace"
-                )));
+                return Err(ConfigError::new(
+                    at,
+                    "may not be set: it would point git away from the workspace",
+                ));
             }
         }
         let credential = match raw.connection.filter(|c| !c.is_empty()) {
             None => {
                 if raw.secret.is_some() || raw.username.is_some() {
-                    return Err(invalid(
-                        "git resource config: secret and username need a connection (the one holding the credential)",
+                    return Err(ConfigError::new(
+                        if raw.secret.is_some() {
+                            "/secret"
+                        } else {
+                            "/username"
+                        },
+                        "secret and username need a connection (the one holding the credential)",
                     ));
                 }
                 None
             }
             Some(connection) => {
                 if !(source.url.starts_with("https://") || source.url.starts_with("http://")) {
-                    return Err(invalid(format!(
-                        "git resource config: a connection's credential is for https:// and http:// repositories, not {}",
-                        source.display
-                    )));
+                    return Err(ConfigError::new(
+                        "/connection",
+                        format!(
+                            "a connection's credential is for https:// and http:// repositories, not {}",
+                            source.display
+                        ),
+                    ));
                 }
                 let explicit_secret = raw.secret.is_some();
                 let secret = raw.secret.unwrap_or_else(|| DEFAULT_SECRET.to_string());
                 let username = raw.username.unwrap_or_else(|| DEFAULT_USERNAME.to_string());
                 for (field, v) in [
-                    ("connection", &connection),
-                    ("secret", &secret),
-                    ("username", &username),
+                    ("/connection", &connection),
+                    ("/secret", &secret),
+                    ("/username", &username),
                 ] {
                     if v.is_empty() || v.len() > 256 || v.chars().any(|c| c.is_control()) {
-                        return Err(invalid(format!(
-                            "git resource config: {field} must be 1 to 256 bytes without control characters"
-                        )));
+                        return Err(ConfigError::new(
+                            field,
+                            "must be 1 to 256 bytes without control characters",
+                        ));
                     }
                 }
                 Some(Credential {
@@ -245,9 +273,10 @@ impl Config {
         };
         let spares = raw.spares.unwrap_or(DEFAULT_SPARES);
         if spares > MAX_SPARES {
-            return Err(invalid(format!(
-                "git resource config: spares {spares} is over {MAX_SPARES} (MAX_SPARES)"
-            )));
+            return Err(ConfigError::new(
+                "/spares",
+                format!("{spares} is over {MAX_SPARES} (MAX_SPARES)"),
+            ));
         }
         Ok(Config {
             source,
@@ -276,6 +305,16 @@ pub fn written_mode(value: &Value) -> String {
 /// Checks a branch name the way that matters before git sees it: no option
 /// injection, no ref syntax, bounded; git's own check comes after.
 pub fn check_branch(field: &str, name: &str) -> Result<(), RpcError> {
+    if !branch_ok(name) {
+        return Err(invalid(format!(
+            "{field}: `{name}` is not a valid branch name"
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_branch`]'s test.
+fn branch_ok(name: &str) -> bool {
     let bad = name.is_empty()
         || name.len() > 200
         || name.starts_with('-')
@@ -290,45 +329,42 @@ pub fn check_branch(field: &str, name: &str) -> Result<(), RpcError> {
         || name
             .chars()
             .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c));
-    if bad {
-        return Err(invalid(format!(
-            "{field}: `{name}` is not a valid branch name"
-        )));
-    }
-    Ok(())
+    !bad
 }
 
 /// Reads the repository: a URL of an allowed scheme, `user@host:path`, or a path.
 pub fn source(repository: &str, config_dir: Option<&Path>) -> Result<Source, RpcError> {
+    checked_source(repository, config_dir)
+        .map_err(|why| invalid(format!("git resource config: repository {why}")))
+}
+
+/// [`source`], its error saying what is wrong with the repository.
+fn checked_source(repository: &str, config_dir: Option<&Path>) -> Result<Source, String> {
     let r = repository.trim();
     if r.is_empty() {
-        return Err(invalid("git resource config: repository is empty"));
+        return Err("is empty".into());
     }
     if r.len() > 2048 || r.starts_with('-') || r.chars().any(|c| c.is_control()) {
-        return Err(invalid(
-            "git resource config: repository is not a usable URL or path",
-        ));
+        return Err("is not a usable URL or path".into());
     }
     let url = if let Some((scheme, _)) = r.split_once("://") {
         match scheme {
             "https" | "http" | "ssh" | "git" | "file" => r.to_string(),
             other => {
-                return Err(invalid(format!(
-                    "git resource config: repository scheme `{other}` is not https, http, ssh, git or file"
-                )))
+                return Err(format!(
+                    "scheme `{other}` is not https, http, ssh, git or file"
+                ))
             }
         }
     } else if r.contains("::") {
-        return Err(invalid(
-            "git resource config: repository names a remote helper (`<transport>::`), which is refused",
-        ));
+        return Err("names a remote helper (`<transport>::`), which is refused".into());
     } else if is_scp_like(r) || Path::new(r).is_absolute() {
         r.to_string()
     } else {
         let Some(dir) = config_dir else {
-            return Err(invalid(format!(
-                "git resource config: repository `{r}` is a relative path and there is no config directory to resolve it against"
-            )));
+            return Err(format!(
+                "`{r}` is a relative path and there is no config directory to resolve it against"
+            ));
         };
         dir.join(r).to_string_lossy().into_owned()
     };
@@ -435,6 +471,38 @@ mod tests {
         );
         assert!(Config::parse(&json!({"repository": "/r", "timeout_s": 0}), None).is_err());
         assert!(Config::parse(&json!({"repository": "/r", "base": "a..b"}), None).is_err());
+        // Each error names its field.
+        for (config, pointer) in [
+            (json!({"repository": "/r", "extra": 1}), "/extra"),
+            (json!({"repository": "/r", "timeout_s": "10"}), "/timeout_s"),
+            (json!({"repository": "/r", "timeout_s": 0}), "/timeout_s"),
+            (json!({"repository": "/r", "mode": "lent"}), "/mode"),
+            (
+                json!({"repository": "/r", "env": {"PATH": "/x"}}),
+                "/env/PATH",
+            ),
+            (
+                json!({"repository": "/r", "env": {"GIT_X": 1}}),
+                "/env/GIT_X",
+            ),
+            (json!({"repository": "ftp://x/y"}), "/repository"),
+            (json!({"repository": "/r", "secret": "s"}), "/secret"),
+            (
+                json!({"repository": "/r", "connection": "gh"}),
+                "/connection",
+            ),
+            (json!({"mode": "work"}), "/repository"),
+            (json!([]), ""),
+        ] {
+            let e = Config::check(&config, None).unwrap_err();
+            assert_eq!(e.pointer, pointer, "{config}: {e}");
+        }
+        let e =
+            Config::parse(&json!({"repository": "/r", "timeout_s": "s3cret"}), None).unwrap_err();
+        assert_eq!(
+            e.message,
+            "git resource config: /timeout_s: must be a whole, non-negative number"
+        );
         assert_eq!(written_mode(&json!({"mode": "clone"})), "fresh");
         assert_eq!(written_mode(&json!({})), "");
     }

@@ -684,6 +684,11 @@ async fn bad_inputs_are_structured_failures_that_leave_nothing() {
         .await
         .unwrap();
     assert_eq!(v["diagnostics"][0]["code"], "invalid_config");
+    assert_eq!(v["diagnostics"][0]["path"], "/repository");
+    assert_eq!(
+        v["diagnostics"][0]["message"],
+        "git resource config: /repository: scheme `ftp` is not https, http, ssh, git or file"
+    );
     let v = ext
         .call("validate", json!({"kind": "resource_mode", "type": "git", "config": {"repository": "/r", "mode": "fresh"}}))
         .await

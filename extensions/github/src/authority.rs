@@ -11,7 +11,7 @@ use protocol::wire::{ScopeAuthorizeParams, ScopeAuthorizeResult};
 use protocol::{Code, RpcError};
 use serde_json::Value;
 
-use crate::ops::{Target, WorkRef, READ_ISSUE};
+use crate::target::{Target, WorkRef, OPEN_PULL_REQUEST, READ_ISSUE};
 use crate::State;
 
 /// Where a call on another repository acts: the target, the scope and the connection.
@@ -92,12 +92,12 @@ pub async fn foreign(
                 RpcError::new(Code::Invalid, "number must be a positive integer")
             })?),
         };
-    let target = crate::ops::target(
+    let target = crate::target::target(
         &serde_json::json!({"repository": named, "number": number}),
         &WorkRef::default(),
         &[named.to_string()],
     )?;
-    if target.number.is_none() && operation != crate::ops::OPEN_PULL_REQUEST {
+    if target.number.is_none() && operation != OPEN_PULL_REQUEST {
         return Err(RpcError::new(
             Code::Invalid,
             format!("on another repository ({named}), give the issue or pull request number"),

@@ -18,6 +18,7 @@
 
 use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl, WebhookPath};
 use protocol::RpcError;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{Family, NAME, WEBHOOK_SECRET};
@@ -34,21 +35,60 @@ pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
 /// The longest reconcile interval accepted (a week), in seconds.
 pub const MAX_RECONCILE_INTERVAL_S: u64 = 7 * 24 * 3600;
 
-/// A config problem: the field (a config key, or `connection`) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The field.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
+pub use sdk::config::ConfigError;
+
+/// An entry's config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(default)]
+    repository: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    events: Option<Vec<String>>,
+    #[serde(default)]
+    reconcile_interval_s: Option<u64>,
+    #[serde(default)]
+    manage_webhook: Option<bool>,
 }
 
-impl ConfigError {
-    fn new(field: &str, message: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.to_string(),
-            message: message.into(),
-        }
+/// A `github` connection's config as written (strict; `null` is `{}`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConnection {
+    #[serde(default)]
+    api_url: Option<String>,
+    #[serde(default)]
+    git_url: Option<String>,
+    #[serde(default)]
+    app_id: Option<RawAppId>,
+    #[serde(default)]
+    installation_id: Option<RawInstallationId>,
+}
+
+/// `app_id`: the App's ID as a number, or its client ID.
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "must be a number or a non-empty string")]
+enum RawAppId {
+    Number(u64),
+    Text(String),
+}
+
+/// `installation_id`: a number, or one written as text.
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "must be a positive integer")]
+enum RawInstallationId {
+    Number(u64),
+    Text(String),
+}
+
+/// Reads a config that is an object or `null` (read as `{}`).
+fn read<T: Default + serde::de::DeserializeOwned>(config: &Value) -> Result<T, ConfigError> {
+    match config {
+        Value::Null => Ok(T::default()),
+        Value::Object(_) => sdk::config::parse(config),
+        _ => Err(ConfigError::whole("must be an object")),
     }
 }
 
@@ -65,6 +105,9 @@ pub struct ParsedConfig {
     pub reconcile_interval_s: u64,
     /// True when the `github.webhooks` task manages the repository's webhook.
     pub manage_webhook: bool,
+    /// Whether the config names `reconcile_interval_s` (else it is the default, which
+    /// a connection without an API credential turns off).
+    pub reconcile_named: bool,
 }
 
 impl ParsedConfig {
@@ -127,38 +170,25 @@ pub struct EntryConfig {
 impl EntryConfig {
     /// Parses an entry's config alone (no scope, name or connection).
     pub fn parse_config(config: &Value) -> Result<ParsedConfig, ConfigError> {
-        let empty = serde_json::Map::new();
-        let map = match config {
-            Value::Null => &empty,
-            Value::Object(map) => map,
-            _ => return Err(ConfigError::new("config", "must be an object")),
+        let raw: RawEntry = read(config)?;
+        let repository = raw
+            .repository
+            .ok_or_else(|| ConfigError::new("/repository", "is required (owner/name)"))?
+            .trim()
+            .to_string();
+        check_repository(&repository).map_err(|m| ConfigError::new("/repository", m))?;
+        let path = match raw.path {
+            None => None,
+            Some(s) => Some(normalize_path(&s).map_err(|m| ConfigError::new("/path", m))?),
         };
-        let repository = match map.get("repository") {
-            None | Some(Value::Null) => {
-                return Err(ConfigError::new("repository", "is required (owner/name)"))
-            }
-            Some(Value::String(s)) => s.trim().to_string(),
-            Some(_) => return Err(ConfigError::new("repository", "must be a string")),
-        };
-        check_repository(&repository).map_err(|m| ConfigError::new("repository", m))?;
-        let path = match map.get("path") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => {
-                Some(normalize_path(s).map_err(|m| ConfigError::new("path", m))?)
-            }
-            Some(_) => return Err(ConfigError::new("path", "must be a string")),
-        };
-        let events = match map.get("events") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(items)) => {
+        let events = match raw.events {
+            None => None,
+            Some(names) => {
                 let mut families = Vec::new();
-                for item in items {
-                    let Some(name) = item.as_str() else {
-                        return Err(ConfigError::new("events", "must be a list of strings"));
-                    };
-                    let Some(family) = Family::from_github_event(name) else {
+                for name in names {
+                    let Some(family) = Family::from_github_event(&name) else {
                         return Err(ConfigError::new(
-                            "events",
+                            "/events",
                             format!(
                                 "`{name}` is not an event this extension handles (issues, \
                                  issue_comment, pull_request, pull_request_review, \
@@ -172,40 +202,28 @@ impl EntryConfig {
                 }
                 Some(families)
             }
-            Some(_) => return Err(ConfigError::new("events", "must be a list of strings")),
         };
-        let reconcile_interval_s = match map.get("reconcile_interval_s") {
-            None | Some(Value::Null) => DEFAULT_RECONCILE_INTERVAL_S,
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(n) if n <= MAX_RECONCILE_INTERVAL_S => n,
-                _ => {
-                    return Err(ConfigError::new(
-                        "reconcile_interval_s",
-                        format!(
-                            "must be a whole number of seconds from 0 (off) to \
-                             {MAX_RECONCILE_INTERVAL_S}"
-                        ),
-                    ))
-                }
-            },
+        let reconcile_named = raw.reconcile_interval_s.is_some();
+        let reconcile_interval_s = match raw.reconcile_interval_s {
+            None => DEFAULT_RECONCILE_INTERVAL_S,
+            Some(n) if n <= MAX_RECONCILE_INTERVAL_S => n,
             Some(_) => {
                 return Err(ConfigError::new(
-                    "reconcile_interval_s",
-                    "must be a number of seconds (0: off)",
+                    "/reconcile_interval_s",
+                    format!(
+                        "must be a whole number of seconds from 0 (off) to \
+                         {MAX_RECONCILE_INTERVAL_S}"
+                    ),
                 ))
             }
-        };
-        let manage_webhook = match map.get("manage_webhook") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(ConfigError::new("manage_webhook", "must be true or false")),
         };
         Ok(ParsedConfig {
             repository,
             path,
             events,
             reconcile_interval_s,
-            manage_webhook,
+            manage_webhook: raw.manage_webhook.unwrap_or(false),
+            reconcile_named,
         })
     }
 
@@ -289,22 +307,18 @@ fn normalize_path(path: &str) -> Result<String, String> {
     Ok(trimmed.to_string())
 }
 
-/// Checks a `github` connection's config: `api_url`, when given, is an http or
-/// https URL; `app_id` and `installation_id` come together.
-pub fn check_connection_config(config: &Value) -> Result<(), String> {
-    match config.get("api_url") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(url)) => protocol::wire::check_display_url("api_url", url)
-            .map_err(|e| format!("`{url}`: {}", e.reason))?,
-        Some(_) => return Err("api_url must be a string".into()),
+/// Checks a `github` connection's config (strict: an unknown field is refused):
+/// `api_url` and `git_url`, when given, are http or https URLs; `app_id` and
+/// `installation_id` come together.
+pub fn check_connection_config(config: &Value) -> Result<(), ConfigError> {
+    let raw: RawConnection = read(config)?;
+    for (at, url) in [("/api_url", &raw.api_url), ("/git_url", &raw.git_url)] {
+        if let Some(url) = url {
+            protocol::wire::check_display_url(&at[1..], url)
+                .map_err(|e| ConfigError::new(at, format!("`{url}`: {}", e.reason)))?;
+        }
     }
-    match config.get("git_url") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(url)) => protocol::wire::check_display_url("git_url", url)
-            .map_err(|e| format!("`{url}`: {}", e.reason))?,
-        Some(_) => return Err("git_url must be a string".into()),
-    }
-    AppConfig::parse(config).map(|_| ())
+    AppConfig::of(raw).map(|_| ())
 }
 
 /// A connection's GitHub App fields: `app_id` (or the App's client ID) and
@@ -318,40 +332,51 @@ pub struct AppConfig {
 }
 
 impl AppConfig {
-    /// The App fields of a connection's config: `None` when it has neither.
+    /// The App fields of a connection's config: `None` when it has neither. The
+    /// error names the field (`/installation_id: must be a positive integer`).
     pub fn parse(config: &Value) -> Result<Option<AppConfig>, String> {
-        let app_id = match config.get("app_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
-            Some(Value::Number(n)) if n.as_u64().is_some() => Some(n.to_string()),
-            Some(_) => return Err("app_id must be a number or a non-empty string".into()),
+        read::<RawConnection>(config)
+            .and_then(AppConfig::of)
+            .map_err(|e| e.to_string())
+    }
+
+    fn of(raw: RawConnection) -> Result<Option<AppConfig>, ConfigError> {
+        let app_id = match raw.app_id {
+            None => None,
+            Some(RawAppId::Number(n)) => Some(n.to_string()),
+            Some(RawAppId::Text(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            Some(RawAppId::Text(_)) => {
+                return Err(ConfigError::new(
+                    "/app_id",
+                    "must be a number or a non-empty string",
+                ))
+            }
         };
-        let installation_id = match config.get("installation_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => Some(
-                n.as_u64()
-                    .filter(|n| *n > 0)
-                    .ok_or("installation_id must be a positive integer")?,
-            ),
-            Some(Value::String(s)) => Some(
-                s.trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("installation_id must be a positive integer")?,
-            ),
-            Some(_) => return Err("installation_id must be a positive integer".into()),
+        let positive = || ConfigError::new("/installation_id", "must be a positive integer");
+        let installation_id = match raw.installation_id {
+            None => None,
+            Some(RawInstallationId::Number(n)) => Some(n),
+            Some(RawInstallationId::Text(s)) => {
+                Some(s.trim().parse::<u64>().map_err(|_| positive())?)
+            }
         };
+        if installation_id == Some(0) {
+            return Err(positive());
+        }
         match (app_id, installation_id) {
             (None, None) => Ok(None),
             (Some(app_id), Some(installation_id)) => Ok(Some(AppConfig {
                 app_id,
                 installation_id,
             })),
-            (Some(_), None) => {
-                Err("app_id needs installation_id (a GitHub App acts as one installation)".into())
-            }
-            (None, Some(_)) => Err("installation_id needs app_id".into()),
+            (Some(_), None) => Err(ConfigError::new(
+                "/installation_id",
+                "is required with app_id (a GitHub App acts as one installation)",
+            )),
+            (None, Some(_)) => Err(ConfigError::new(
+                "/app_id",
+                "is required with installation_id",
+            )),
         }
     }
 }
@@ -389,8 +414,10 @@ impl Registry {
             if entry.name.is_empty() || entry.scope_id.is_empty() {
                 return Err(invalid(entry, "name", "and the scope must not be empty"));
             }
-            let parsed = EntryConfig::parse_config(&entry.config)
-                .map_err(|e| invalid(entry, &e.field, &e.message))?;
+            let parsed = EntryConfig::parse_config(&entry.config).map_err(|e| {
+                let field = e.pointer.strip_prefix('/').unwrap_or("config");
+                invalid(entry, field, &e.reason)
+            })?;
             if entry.connection.is_empty() {
                 return Err(invalid(
                     entry,
@@ -440,11 +467,7 @@ impl Registry {
                             .iter()
                             .any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
                 });
-            let named = entry
-                .config
-                .get("reconcile_interval_s")
-                .is_some_and(|v| !v.is_null());
-            let reconcile_interval_s = if named || api_credential {
+            let reconcile_interval_s = if parsed.reconcile_named || api_credential {
                 parsed.reconcile_interval_s
             } else {
                 0

@@ -540,19 +540,23 @@ mod tests {
         for (config, field) in [
             (
                 json!({"repository": "o/r", "reconcile_interval_s": -1}),
-                "reconcile_interval_s",
+                "/reconcile_interval_s",
             ),
             (
                 json!({"repository": "o/r", "reconcile_interval_s": "5"}),
-                "reconcile_interval_s",
+                "/reconcile_interval_s",
             ),
             (
                 json!({"repository": "o/r", "manage_webhook": "yes"}),
-                "manage_webhook",
+                "/manage_webhook",
+            ),
+            (
+                json!({"repository": "o/r", "manage_webhok": true}),
+                "/manage_webhok",
             ),
         ] {
             match EntryConfig::parse_config(&config) {
-                Err(e) => assert_eq!(e.field, field),
+                Err(e) => assert_eq!(e.pointer, field),
                 Ok(p) => panic!("{config} parsed: {p:?}"),
             }
         }

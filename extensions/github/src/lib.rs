@@ -15,7 +15,8 @@
 //!
 //! - [`api`] is a client of GitHub's REST API (token or GitHub App auth,
 //!   pagination, conditional GETs, rate limits); [`app`] signs the App's JWT.
-//! - [`ops`] serves the toolbelt operations on `operation.call`; [`waits`] serves
+//! - [`ops`] serves the toolbelt operations on `operation.call` (each acting on the
+//!   [`target`] its input names); [`waits`] serves
 //!   `github.wait` on `operation.wait` and the `github.waits` task that wakes it;
 //!   [`filter`] serves `dependency.filter`: whether a delivery satisfies a wait's plan.
 //! - [`reconcile`] serves `ingress.reconcile`: the webhook's failed deliveries,
@@ -46,6 +47,7 @@ pub mod render;
 pub mod route;
 pub mod signature;
 pub mod status;
+pub mod target;
 pub mod waits;
 pub mod webhook;
 
@@ -466,25 +468,28 @@ pub fn validate(params: &ValidateParams) -> ValidateResult {
         protocol::wire::validate_kind::EXTENSION => {
             match config::EntryConfig::parse_config(&params.config) {
                 Ok(parsed) => result.describe.push(parsed.describe()),
-                Err(e) => {
-                    let path = format!("/{}", e.field);
-                    result
-                        .diagnostics
-                        .push(diagnostic("github_entry_invalid", e.message, &path));
-                }
+                Err(e) => result.diagnostics.push(diagnostic(
+                    "github_entry_invalid",
+                    e.reason,
+                    &e.pointer,
+                )),
             }
         }
-        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::parse(&params.config) {
+        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
             Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => result
-                .diagnostics
-                .push(diagnostic("github_route_invalid", e, "")),
+            Err(e) => result.diagnostics.push(diagnostic(
+                "github_route_invalid",
+                route::RouteConfig::message(&e),
+                &e.pointer,
+            )),
         },
         protocol::wire::validate_kind::CONNECTION => {
             if let Err(e) = config::check_connection_config(&params.config) {
-                result
-                    .diagnostics
-                    .push(diagnostic("github_connection_invalid", e, "/api_url"));
+                result.diagnostics.push(diagnostic(
+                    "github_connection_invalid",
+                    e.reason,
+                    &e.pointer,
+                ));
             }
         }
         _ => {}

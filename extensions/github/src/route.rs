@@ -25,6 +25,8 @@ use protocol::wire::{
     MAX_DISPLAY_REQUESTER_BYTES, MAX_DISPLAY_TITLE_BYTES,
 };
 use protocol::RpcError;
+use sdk::config::ConfigError;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::project::truncate;
@@ -39,32 +41,41 @@ pub struct RouteConfig {
     pub labels: Vec<String>,
 }
 
-fn strings(map: &serde_json::Map<String, Value>, field: &str) -> Result<Vec<String>, String> {
-    match map.get(field) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("route config `{field}` must be a list of strings"))
-            })
-            .collect(),
-        Some(_) => Err(format!("route config `{field}` must be a list of strings")),
-    }
+/// A route's config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    #[serde(default)]
+    events: Option<Vec<String>>,
+    #[serde(default)]
+    labels: Option<Vec<String>>,
 }
 
 impl RouteConfig {
     /// Parses a route config (`null` is the empty config). Every `events`
-    /// prefix must be a family or begin with one and a `.`.
+    /// prefix must be a family or begin with one and a `.`; an unknown field is
+    /// refused. The error is [`RouteConfig::message`]'s.
     pub fn parse(config: &Value) -> Result<RouteConfig, String> {
-        let empty = serde_json::Map::new();
-        let map = match config {
-            Value::Null => &empty,
-            Value::Object(map) => map,
-            _ => return Err("route config must be an object".into()),
+        RouteConfig::check(config).map_err(|e| RouteConfig::message(&e))
+    }
+
+    /// A route config's error in a sentence: `route config /labels/0: must be a string`.
+    pub fn message(e: &ConfigError) -> String {
+        if e.pointer.is_empty() {
+            format!("route config {}", e.reason)
+        } else {
+            format!("route config {}: {}", e.pointer, e.reason)
+        }
+    }
+
+    /// [`RouteConfig::parse`], its error naming the field as a JSON pointer.
+    pub fn check(config: &Value) -> Result<RouteConfig, ConfigError> {
+        let raw: RawRoute = match config {
+            Value::Null => RawRoute::default(),
+            Value::Object(_) => sdk::config::parse(config)?,
+            _ => return Err(ConfigError::whole("must be an object")),
         };
-        let events = strings(map, "events")?;
+        let events = raw.events.unwrap_or_default();
         for prefix in &events {
             let ok = Family::of_type(prefix).is_some_and(|f| {
                 let rest = &prefix[f.name().len()..];
@@ -75,17 +86,22 @@ impl RouteConfig {
                             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             });
             if !ok {
-                return Err(format!(
-                    "route config `events`: `{prefix}` is not a github Event type or family \
-                     (github.issue, github.issue_comment, github.pull_request, \
-                     github.pull_request_review, github.pull_request_review_comment, \
-                     github.check_run, github.check_suite, github.wait, or one of them \
-                     with .<action>)"
+                return Err(ConfigError::new(
+                    "/events",
+                    format!(
+                        "`{prefix}` is not a github Event type or family \
+                         (github.issue, github.issue_comment, github.pull_request, \
+                         github.pull_request_review, github.pull_request_review_comment, \
+                         github.check_run, github.check_suite, github.wait, or one of them \
+                         with .<action>)"
+                    ),
                 ));
             }
         }
-        let labels = strings(map, "labels")?;
-        Ok(RouteConfig { events, labels })
+        Ok(RouteConfig {
+            events,
+            labels: raw.labels.unwrap_or_default(),
+        })
     }
 
     /// What the route takes, in one line.

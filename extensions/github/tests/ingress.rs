@@ -664,6 +664,52 @@ fn validate_answers_diagnostics_for_broken_entries_routes_and_connections() {
             .len(),
         1
     );
+    // Each problem is named by its pointer; an unknown field is refused.
+    let path_and_message = |kind: &str, config: Value| {
+        let d = validated(kind, config).diagnostics;
+        assert_eq!(d.len(), 1, "{d:?}");
+        (d[0].path.clone(), d[0].message.clone())
+    };
+    assert_eq!(
+        path_and_message("extension", json!({"repository": REPO, "lables": ["x"]})),
+        (
+            "/lables".to_string(),
+            "unknown field (known: repository, path, events, reconcile_interval_s, manage_webhook)"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        path_and_message(
+            "extension",
+            json!({"repository": REPO, "events": ["issues", 3]})
+        ),
+        ("/events/1".to_string(), "must be a string".to_string())
+    );
+    assert_eq!(
+        path_and_message(
+            "route",
+            json!({"events": ["github.issue"], "lables": ["agent"]})
+        ),
+        (
+            "/lables".to_string(),
+            "route config /lables: unknown field (known: events, labels)".to_string()
+        )
+    );
+    assert_eq!(
+        path_and_message("connection", json!({"app_id": 1, "installation_id": "x"})),
+        (
+            "/installation_id".to_string(),
+            "must be a positive integer".to_string()
+        )
+    );
+    assert_eq!(
+        path_and_message("connection", json!({"app_id": 1})).0,
+        "/installation_id"
+    );
+    assert_eq!(
+        path_and_message("connection", json!({"api_url": "https://x", "token": "t"})).0,
+        "/token"
+    );
     // Another type is not ours to judge.
     let other = oc_github::validate(&protocol::wire::ValidateParams {
         kind: "extension".into(),

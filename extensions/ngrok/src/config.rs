@@ -2,6 +2,7 @@
 //! pointer for each problem.
 
 use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
+use serde::Deserialize;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,7 +27,19 @@ pub struct Config {
 
 pub use sdk::tunnel::Problem;
 
-const FIELDS: &[&str] = &["binary", "authtoken_file", "domain", "api_addr"];
+/// The config as written (strict; every field optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    binary: Option<String>,
+    #[serde(default)]
+    authtoken_file: Option<String>,
+    #[serde(default)]
+    domain: Option<String>,
+    #[serde(default)]
+    api_addr: Option<String>,
+}
 
 fn is_domain(s: &str) -> bool {
     !s.is_empty()
@@ -43,20 +56,12 @@ fn is_domain(s: &str) -> bool {
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
     pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
-        let (obj, mut problems) = sdk::tunnel::config_object(v, crate::TUNNEL_TYPE, FIELDS)?;
-        let mut bad = |path: &str, message: String| {
-            problems.push(Problem {
-                path: path.to_owned(),
-                message,
-            })
-        };
-        let binary = match obj.get("binary") {
+        let (raw, mut problems) = sdk::tunnel::read_config::<Raw>(v, crate::TUNNEL_TYPE)?;
+        let mut bad =
+            |path: &str, message: String| sdk::tunnel::add_problem(&mut problems, path, message);
+        let binary = match raw.binary {
             None => "ngrok".to_owned(),
-            Some(Value::String(s))
-                if !s.is_empty() && s.len() <= MAX_TEXT && !s.starts_with('-') =>
-            {
-                s.clone()
-            }
+            Some(s) if !s.is_empty() && s.len() <= MAX_TEXT && !s.starts_with('-') => s,
             Some(_) => {
                 bad(
                     "/binary",
@@ -65,11 +70,9 @@ impl Config {
                 String::new()
             }
         };
-        let authtoken_file = match obj.get("authtoken_file") {
+        let authtoken_file = match raw.authtoken_file {
             None => None,
-            Some(Value::String(s)) if s.starts_with('/') && s.len() <= MAX_TEXT => {
-                Some(PathBuf::from(s))
-            }
+            Some(s) if s.starts_with('/') && s.len() <= MAX_TEXT => Some(PathBuf::from(s)),
             Some(_) => {
                 bad(
                     "/authtoken_file",
@@ -78,9 +81,9 @@ impl Config {
                 None
             }
         };
-        let domain = match obj.get("domain") {
+        let domain = match raw.domain {
             None => None,
-            Some(Value::String(s)) if is_domain(s) => {
+            Some(s) if is_domain(&s) => {
                 if let Err(e) = sdk::tunnel::check_https(&format!("https://{s}")) {
                     bad("/domain", e);
                 }
@@ -95,9 +98,9 @@ impl Config {
             }
         };
         let default_api: SocketAddr = ([127, 0, 0, 1], 4040).into();
-        let api_addr = match obj.get("api_addr") {
+        let api_addr = match raw.api_addr {
             None => default_api,
-            Some(Value::String(s)) => match s.parse::<SocketAddr>() {
+            Some(s) => match s.parse::<SocketAddr>() {
                 Ok(a) if a.ip().is_loopback() && a.port() != 0 => a,
                 _ => {
                     bad(
@@ -107,13 +110,6 @@ impl Config {
                     default_api
                 }
             },
-            Some(_) => {
-                bad(
-                    "/api_addr",
-                    format!("api_addr is a loopback address and port, such as {DEFAULT_API}"),
-                );
-                default_api
-            }
         };
         if !problems.is_empty() {
             return Err(problems);
@@ -207,6 +203,25 @@ mod tests {
         ] {
             assert!(paths.iter().any(|p| p == want), "{want} in {paths:?}");
         }
+        let typed = ValidateParams {
+            config: json!({"api_addr": 4040, "bogus": 1}),
+            ..p.clone()
+        };
+        let d = validate(&typed).diagnostics;
+        let got: Vec<(&str, &str)> = d
+            .iter()
+            .map(|d| (d.path.as_str(), d.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/api_addr", "must be a string"),
+                (
+                    "/bogus",
+                    "unknown field (known: binary, authtoken_file, domain, api_addr)"
+                )
+            ]
+        );
         let ok = ValidateParams {
             config: json!({"domain": "hooks.ngrok.app"}),
             ..p.clone()

@@ -1,5 +1,8 @@
 //! `oc-ngrok-extension`: the ngrok tunnel provider, served over stdio.
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     std::process::exit(oc_ngrok::main());
 }

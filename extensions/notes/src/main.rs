@@ -1,6 +1,9 @@
 //! `oc-notes-extension`: the notes example, in the release `OC_NOTES_RELEASE`
 //! names (see the crate's documentation).
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let release = match std::env::var(oc_notes::RELEASE_ENV) {
         Ok(r) => match r.parse::<u32>() {

@@ -15,6 +15,7 @@ use protocol::wire::{
     Payload, RunRequest, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
+use sdk::config::ConfigError;
 use sdk::Host;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -48,11 +49,16 @@ pub struct RunnerConfig {
 }
 
 impl RunnerConfig {
-    /// Parses a binding's config; the command must not be empty.
-    pub fn parse(config: &serde_json::Value) -> Result<RunnerConfig, String> {
-        let parsed = RunnerConfig::deserialize(config).map_err(|e| e.to_string())?;
+    /// Parses a binding's config; the command must not be empty. An error names its
+    /// field as a JSON pointer (`/command/0: must be a string`).
+    pub fn parse(config: &serde_json::Value) -> Result<RunnerConfig, ConfigError> {
+        if !config.is_object() {
+            // (serde would also read the struct from an array of its fields)
+            return Err(ConfigError::whole("must be an object"));
+        }
+        let parsed: RunnerConfig = sdk::config::parse(config)?;
         if parsed.command.first().is_none_or(String::is_empty) {
-            return Err("command: must name a program".to_string());
+            return Err(ConfigError::new("/command", "must name a program"));
         }
         Ok(parsed)
     }
@@ -406,8 +412,8 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
             .push(format!("runs {:?} as a job", cfg.command)),
         Err(e) => result.diagnostics.push(Diagnostic {
             code: "invalid_config".to_string(),
-            message: e,
-            path: "/command".to_string(),
+            message: e.to_string(),
+            path: e.pointer,
         }),
     }
     result
@@ -575,9 +581,14 @@ mod tests {
             json!({"command": [""]}),
             json!({"command": "cat"}),
             json!({"command": ["cat"], "other": 1}),
+            json!([["cat"]]),
         ] {
             assert!(RunnerConfig::parse(&bad).is_err(), "{bad}");
         }
+        let e = RunnerConfig::parse(&json!({"command": ["cat", 1]})).unwrap_err();
+        assert_eq!(e.to_string(), "/command/1: must be a string");
+        let e = RunnerConfig::parse(&json!({"command": ["cat"], "other": 1})).unwrap_err();
+        assert_eq!(e.to_string(), "/other: unknown field (known: command)");
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! Entry configs, route configs and timer specs: parsed and checked by hand, so
-//! every error names its field as a JSON pointer into the config (`/jobs/1/cron`).
+//! Entry configs, route configs and timer specs: read by `Deserialize` types
+//! ([`sdk::config::parse`]; strict but for a timer spec) and checked, so every error
+//! names its field as a JSON pointer into the config (`/jobs/1/cron`).
 
 use crate::cron::Cron;
 use crate::time::Secs;
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::fmt;
 
 /// The shortest interval an `every_s` job may have, in seconds.
 pub const MIN_EVERY_S: u64 = 10;
@@ -20,36 +21,7 @@ pub const MAX_INPUT_BYTES: usize = 64 * 1024;
 /// The only time zone schedules are read in, for now.
 pub const UTC: &str = "UTC";
 
-/// A config error: the field (a JSON pointer into the config, empty for the whole
-/// config) and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The JSON pointer of the field (`/jobs/1/cron`); empty for the config itself.
-    pub field: String,
-    /// What is wrong.
-    pub why: String,
-}
-
-impl ConfigError {
-    fn new(field: impl Into<String>, why: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            why: why.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "the config: {}", self.why)
-        } else {
-            write!(f, "{}: {}", self.field, self.why)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use sdk::config::ConfigError;
 
 /// When a job runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,40 +91,71 @@ pub fn is_job_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
-fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, ConfigError> {
-    v.as_object()
-        .ok_or_else(|| ConfigError::new(field, "must be an object"))
+/// An entry's config as written (strict).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(default)]
+    binding: Option<String>,
+    #[serde(default)]
+    jobs: Option<Vec<RawJob>>,
+    #[serde(default)]
+    timezone: Option<String>,
 }
 
-fn refuse_unknown(map: &Map<String, Value>, base: &str, known: &[&str]) -> Result<(), ConfigError> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ConfigError::new(
-            format!("{base}/{}", escape(k)),
-            format!("unknown field (known: {})", known.join(", ")),
-        )),
-        None => Ok(()),
+/// A job as written (strict).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: String,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    every_s: Option<u64>,
+    #[serde(default, deserialize_with = "sdk::config::present")]
+    input: Option<Value>,
+    #[serde(default)]
+    timezone: Option<String>,
+}
+
+/// A route's config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    #[serde(default)]
+    entry: Option<String>,
+    #[serde(default)]
+    job: Option<String>,
+}
+
+/// A timer's spec as stored. Unknown fields are ignored: a later release may add
+/// some to the specs it arms, and an older one must still read them back.
+#[derive(Debug, Deserialize)]
+struct RawSpec {
+    #[serde(default)]
+    entry: Option<String>,
+    #[serde(default)]
+    job: Option<String>,
+    #[serde(default)]
+    binding: Option<String>,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    every_s: Option<u64>,
+    #[serde(default, deserialize_with = "sdk::config::present")]
+    input: Option<Value>,
+}
+
+/// Reads `config`, an object, as `T`.
+fn read<T: serde::de::DeserializeOwned>(config: &Value) -> Result<T, ConfigError> {
+    if !config.is_object() {
+        return Err(ConfigError::whole("must be an object"));
     }
+    sdk::config::parse(config)
 }
 
-/// Escapes a key for a JSON pointer (RFC 6901).
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-fn string<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<&'a str>, ConfigError> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ConfigError::new(field, "must be a string")),
-    }
-}
-
-fn timezone(map: &Map<String, Value>, field: &str) -> Result<(), ConfigError> {
-    match string(map, "timezone", field)? {
+fn timezone(tz: Option<&str>, field: &str) -> Result<(), ConfigError> {
+    match tz {
         None | Some(UTC) => Ok(()),
         Some(other) => Err(ConfigError::new(
             field,
@@ -178,19 +181,15 @@ pub fn check_binding(binding: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_job(v: &Value, base: &str) -> Result<Job, ConfigError> {
-    let map = object(v, base)?;
-    refuse_unknown(map, base, &["name", "cron", "every_s", "input", "timezone"])?;
-    let name_field = format!("{base}/name");
-    let name = string(map, "name", &name_field)?
-        .ok_or_else(|| ConfigError::new(&name_field, "is required"))?;
-    if !is_job_name(name) {
+fn parse_job(raw: RawJob, base: &str) -> Result<Job, ConfigError> {
+    let name = raw.name;
+    if !is_job_name(&name) {
         return Err(ConfigError::new(
-            name_field,
+            format!("{base}/name"),
             format!("{name:?} is not a job name (1-{MAX_JOB_NAME_BYTES} of a-z, 0-9, _ and -)"),
         ));
     }
-    let when = match (map.get("cron"), map.get("every_s")) {
+    let when = match (raw.cron, raw.every_s) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::new(
                 base,
@@ -204,46 +203,35 @@ fn parse_job(v: &Value, base: &str) -> Result<Job, ConfigError> {
             ))
         }
         (Some(cron), None) => {
-            let field = format!("{base}/cron");
-            let text = cron
-                .as_str()
-                .ok_or_else(|| ConfigError::new(&field, "must be a string"))?
-                .trim();
-            let parsed = Cron::parse(text).map_err(|e| ConfigError::new(&field, e.to_string()))?;
+            let text = cron.trim();
+            let parsed = Cron::parse(text)
+                .map_err(|e| ConfigError::new(format!("{base}/cron"), e.to_string()))?;
             When::Cron(text.to_string(), parsed)
         }
-        (None, Some(every)) => {
-            let field = format!("{base}/every_s");
-            let s = every
-                .as_u64()
-                .ok_or_else(|| ConfigError::new(&field, "must be a whole number of seconds"))?;
+        (None, Some(s)) => {
             if !(MIN_EVERY_S..=MAX_EVERY_S).contains(&s) {
                 return Err(ConfigError::new(
-                    field,
+                    format!("{base}/every_s"),
                     format!("{s} is outside {MIN_EVERY_S}-{MAX_EVERY_S} seconds"),
                 ));
             }
             When::Every(s)
         }
     };
-    let input = match map.get("input") {
-        None => None,
-        Some(v) => {
-            let size = v.to_string().len();
-            if size > MAX_INPUT_BYTES {
-                return Err(ConfigError::new(
-                    format!("{base}/input"),
-                    format!("{size} bytes of JSON, over the limit of {MAX_INPUT_BYTES}"),
-                ));
-            }
-            Some(v.clone())
+    if let Some(v) = &raw.input {
+        let size = v.to_string().len();
+        if size > MAX_INPUT_BYTES {
+            return Err(ConfigError::new(
+                format!("{base}/input"),
+                format!("{size} bytes of JSON, over the limit of {MAX_INPUT_BYTES}"),
+            ));
         }
-    };
-    timezone(map, &format!("{base}/timezone"))?;
+    }
+    timezone(raw.timezone.as_deref(), &format!("{base}/timezone"))?;
     Ok(Job {
-        name: name.to_string(),
+        name,
         when,
-        input,
+        input: raw.input,
     })
 }
 
@@ -251,20 +239,18 @@ fn parse_job(v: &Value, base: &str) -> Result<Job, ConfigError> {
 /// `{"binding": "...", "timezone"?: "UTC", "jobs": [{"name", "cron" | "every_s",
 /// "input"?, "timezone"?}]}`. Unknown fields are refused.
 pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
-    let map = object(config, "")?;
-    refuse_unknown(map, "", &["binding", "jobs", "timezone"])?;
-    let binding = string(map, "binding", "/binding")?
+    let raw: RawEntry = read(config)?;
+    let binding = raw
+        .binding
         .ok_or_else(|| ConfigError::new("/binding", "is required: the binding the jobs run on"))?;
-    check_binding(binding).map_err(|why| ConfigError::new("/binding", why))?;
-    timezone(map, "/timezone")?;
-    let jobs = match map.get("jobs") {
-        None => return Err(ConfigError::new("/jobs", "is required (a list of jobs)")),
-        Some(Value::Array(jobs)) => jobs,
-        Some(_) => return Err(ConfigError::new("/jobs", "must be a list of jobs")),
-    };
+    check_binding(&binding).map_err(|why| ConfigError::new("/binding", why))?;
+    timezone(raw.timezone.as_deref(), "/timezone")?;
+    let jobs = raw
+        .jobs
+        .ok_or_else(|| ConfigError::new("/jobs", "is required (a list of jobs)"))?;
     let mut names = BTreeSet::new();
     let mut parsed = Vec::with_capacity(jobs.len());
-    for (i, job) in jobs.iter().enumerate() {
+    for (i, job) in jobs.into_iter().enumerate() {
         let job = parse_job(job, &format!("/jobs/{i}"))?;
         if !names.insert(job.name.clone()) {
             return Err(ConfigError::new(
@@ -278,7 +264,7 @@ pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
         parsed.push(job);
     }
     Ok(EntryConfig {
-        binding: binding.to_string(),
+        binding,
         jobs: parsed,
     })
 }
@@ -289,14 +275,11 @@ pub fn parse_route_config(config: &Value) -> Result<RouteConfig, ConfigError> {
     if config.is_null() {
         return Ok(RouteConfig::default());
     }
-    let map = object(config, "")?;
-    refuse_unknown(map, "", &["entry", "job"])?;
-    let entry = string(map, "entry", "/entry")?;
-    if entry.is_some_and(str::is_empty) {
+    let RawRoute { entry, job } = read(config)?;
+    if entry.as_deref().is_some_and(str::is_empty) {
         return Err(ConfigError::new("/entry", "must not be empty"));
     }
-    let job = string(map, "job", "/job")?;
-    if let Some(job) = job {
+    if let Some(job) = &job {
         if !is_job_name(job) {
             return Err(ConfigError::new(
                 "/job",
@@ -304,10 +287,7 @@ pub fn parse_route_config(config: &Value) -> Result<RouteConfig, ConfigError> {
             ));
         }
     }
-    Ok(RouteConfig {
-        entry: entry.map(str::to_string),
-        job: job.map(str::to_string),
-    })
+    Ok(RouteConfig { entry, job })
 }
 
 /// A timer's spec, as `configure` arms it and `recurrence.next` reads it back:
@@ -359,28 +339,32 @@ impl TimerSpec {
     /// Reads a spec back. Unknown fields are ignored (a later release may add some);
     /// the schedule is checked as a job's is.
     pub fn from_value(spec: &Value) -> Result<TimerSpec, ConfigError> {
-        let map = object(spec, "")?;
-        let text = |key: &str| -> Result<String, ConfigError> {
-            match string(map, key, &format!("/{key}"))? {
-                Some(s) if !s.is_empty() => Ok(s.to_string()),
+        let raw: RawSpec = read(spec)?;
+        let text = |key: &str, v: Option<String>| -> Result<String, ConfigError> {
+            match v {
+                Some(s) if !s.is_empty() => Ok(s),
                 _ => Err(ConfigError::new(format!("/{key}"), "is required")),
             }
         };
-        let (entry, job, binding) = (text("entry")?, text("job")?, text("binding")?);
-        let mut as_job = Map::new();
-        as_job.insert("name".into(), json!(job));
-        for key in ["cron", "every_s"] {
-            if let Some(v) = map.get(key) {
-                as_job.insert(key.into(), v.clone());
-            }
-        }
-        let parsed = parse_job(&Value::Object(as_job), "")?;
+        let entry = text("entry", raw.entry)?;
+        let job = text("job", raw.job)?;
+        let binding = text("binding", raw.binding)?;
+        let parsed = parse_job(
+            RawJob {
+                name: job.clone(),
+                cron: raw.cron,
+                every_s: raw.every_s,
+                input: None,
+                timezone: None,
+            },
+            "",
+        )?;
         Ok(TimerSpec {
             entry,
             job,
             binding,
             when: parsed.when,
-            input: map.get("input").cloned(),
+            input: raw.input,
         })
     }
 }
@@ -446,7 +430,7 @@ mod tests {
         );
         assert_eq!(
             err(json!({"binding": "b", "jobs": {}})),
-            "/jobs: must be a list of jobs"
+            "/jobs: must be an array"
         );
         assert_eq!(
             err(json!({"binding": "b", "jobs": [], "bindng": "x"})),
@@ -512,7 +496,7 @@ mod tests {
         for bad in [json!(-60), json!(60.5), json!("60")] {
             assert_eq!(
                 jobs(json!([{"name": "a", "every_s": bad}])),
-                "/jobs/0/every_s: must be a whole number of seconds"
+                "/jobs/0/every_s: must be a whole, non-negative number"
             );
         }
         assert_eq!(

@@ -428,7 +428,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
     let diagnostic = |e: config::ConfigError| Diagnostic {
         code: "invalid_config".to_string(),
         message: e.to_string(),
-        path: e.field,
+        path: e.pointer,
     };
     let mut result = ValidateResult::default();
     match (p.kind.as_str(), p.type_name.as_str()) {

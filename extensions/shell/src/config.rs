@@ -10,6 +10,7 @@
 //! `/bin/sh -c`) is required; every other field is optional. An unknown field is
 //! refused, so a misspelt `deadline_s` never silently runs without its deadline.
 
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -20,8 +21,6 @@ pub const DEFAULT_GRACE_S: u64 = 10;
 pub const MAX_SECONDS: u64 = 366 * 24 * 3600;
 /// The shell a `script` runs with.
 pub const SHELL: &str = "/bin/sh";
-
-const FIELDS: &[&str] = &["command", "script", "cwd", "env", "deadline_s", "grace_s"];
 
 pub use sdk::config::ConfigError;
 
@@ -60,26 +59,38 @@ impl ShellConfig {
     }
 }
 
-fn text(field: &str, v: &Value) -> Result<String, ConfigError> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| ConfigError::new(field, "must be a string"))?;
-    if s.contains('\0') {
-        return Err(ConfigError::new(field, "must not contain a NUL byte"));
-    }
-    Ok(s.to_string())
+/// The config as written (strict).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    deadline_s: Option<u64>,
+    #[serde(default)]
+    grace_s: Option<u64>,
 }
 
-fn seconds(field: &str, v: &Value, min: u64) -> Result<u64, ConfigError> {
-    let n = v.as_u64().ok_or_else(|| {
-        ConfigError::new(field, "must be a whole, non-negative number of seconds")
-    })?;
+fn no_nul(at: &str, s: &str) -> Result<(), ConfigError> {
+    if s.contains('\0') {
+        return Err(ConfigError::new(at, "must not contain a NUL byte"));
+    }
+    Ok(())
+}
+
+fn seconds(at: &str, n: u64, min: u64) -> Result<u64, ConfigError> {
     if n < min {
-        return Err(ConfigError::new(field, format!("must be at least {min}")));
+        return Err(ConfigError::new(at, format!("must be at least {min}")));
     }
     if n > MAX_SECONDS {
         return Err(ConfigError::new(
-            field,
+            at,
             format!("must be at most {MAX_SECONDS} seconds"),
         ));
     }
@@ -88,103 +99,81 @@ fn seconds(field: &str, v: &Value, min: u64) -> Result<u64, ConfigError> {
 
 /// Parses and checks a binding's executor config.
 pub fn parse(config: &Value) -> Result<ShellConfig, ConfigError> {
-    let obj = match config {
-        Value::Object(obj) => obj,
+    match config {
+        Value::Object(_) => {}
         Value::Null => {
             return Err(ConfigError::new(
-                "command",
+                "/command",
                 "is required: the shell executor needs a command or a script",
             ))
         }
-        _ => return Err(ConfigError::new("", "the config must be an object")),
-    };
-    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(ConfigError::new(
-            unknown.as_str(),
-            format!(
-                "is not a field of the shell executor ({})",
-                FIELDS.join(", ")
-            ),
-        ));
+        _ => return Err(ConfigError::whole("must be an object")),
     }
-    let (argv, script) = match (obj.get("command"), obj.get("script")) {
+    let raw: Raw = sdk::config::parse(config)?;
+    let (argv, script) = match (raw.command, raw.script) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::new(
-                "script",
+                "/script",
                 "give either command or script, not both",
             ))
         }
         (None, None) => {
             return Err(ConfigError::new(
-                "command",
+                "/command",
                 "is required: the shell executor needs a command or a script",
             ))
         }
-        (Some(command), None) => {
-            let items = command.as_array().ok_or_else(|| {
-                ConfigError::new("command", "must be an array of strings (an argv)")
-            })?;
-            if items.is_empty() {
-                return Err(ConfigError::new("command", "must not be empty"));
+        (Some(argv), None) => {
+            if argv.is_empty() {
+                return Err(ConfigError::new("/command", "must not be empty"));
             }
-            let mut argv = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                argv.push(text(&format!("command[{i}]"), item)?);
+            for (i, arg) in argv.iter().enumerate() {
+                no_nul(&format!("/command/{i}"), arg)?;
             }
             if argv.first().is_some_and(String::is_empty) {
                 return Err(ConfigError::new(
-                    "command[0]",
+                    "/command/0",
                     "the program must not be empty",
                 ));
             }
             (argv, false)
         }
-        (None, Some(script)) => {
-            let s = text("script", script)?;
+        (None, Some(s)) => {
+            no_nul("/script", &s)?;
             if s.trim().is_empty() {
-                return Err(ConfigError::new("script", "must not be empty"));
+                return Err(ConfigError::new("/script", "must not be empty"));
             }
             (vec![SHELL.to_string(), "-c".to_string(), s], true)
         }
     };
-    let cwd = match obj.get("cwd") {
-        None => None,
-        Some(v) => {
-            let s = text("cwd", v)?;
-            if s.is_empty() {
-                return Err(ConfigError::new("cwd", "must not be empty"));
-            }
-            Some(s)
-        }
-    };
-    let mut env = BTreeMap::new();
-    if let Some(v) = obj.get("env") {
-        let vars = v
-            .as_object()
-            .ok_or_else(|| ConfigError::new("env", "must be an object of strings"))?;
-        for (name, value) in vars {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(ConfigError::new(
-                    "env",
-                    "a variable name must be non-empty, without = or NUL",
-                ));
-            }
-            env.insert(name.clone(), text(&format!("env.{name}"), value)?);
+    if let Some(cwd) = &raw.cwd {
+        no_nul("/cwd", cwd)?;
+        if cwd.is_empty() {
+            return Err(ConfigError::new("/cwd", "must not be empty"));
         }
     }
-    let deadline_s = match obj.get("deadline_s") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(seconds("deadline_s", v, 1)?),
+    for (name, value) in &raw.env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(ConfigError::new(
+                "/env",
+                "a variable name must be non-empty, without = or NUL",
+            ));
+        }
+        no_nul(&sdk::config::pointer(["env", name.as_str()]), value)?;
+    }
+    let deadline_s = match raw.deadline_s {
+        None => None,
+        Some(n) => Some(seconds("/deadline_s", n, 1)?),
     };
-    let grace_s = match obj.get("grace_s") {
-        None | Some(Value::Null) => DEFAULT_GRACE_S,
-        Some(v) => seconds("grace_s", v, 0)?,
+    let grace_s = match raw.grace_s {
+        None => DEFAULT_GRACE_S,
+        Some(n) => seconds("/grace_s", n, 0)?,
     };
     Ok(ShellConfig {
         argv,
         script,
-        cwd,
-        env,
+        cwd: raw.cwd,
+        env: raw.env,
         deadline_s,
         grace_s,
     })
@@ -223,41 +212,51 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let cases = [
-            (json!(null), "command"),
+            (json!(null), "/command"),
             (json!([]), ""),
-            (json!({}), "command"),
-            (json!({"command": []}), "command"),
-            (json!({"command": "make"}), "command"),
-            (json!({"command": ["make", 3]}), "command[1]"),
-            (json!({"command": [""]}), "command[0]"),
-            (json!({"command": ["a"], "script": "b"}), "script"),
-            (json!({"script": "  "}), "script"),
-            (json!({"command": ["a"], "cwd": ""}), "cwd"),
-            (json!({"command": ["a"], "env": {"A": 1}}), "env.A"),
-            (json!({"command": ["a"], "env": {"A=B": "1"}}), "env"),
-            (json!({"command": ["a"], "env": []}), "env"),
-            (json!({"command": ["a"], "deadline_s": 0}), "deadline_s"),
-            (json!({"command": ["a"], "deadline_s": 1.5}), "deadline_s"),
-            (json!({"command": ["a"], "deadline_s": -1}), "deadline_s"),
-            (json!({"command": ["a"], "grace_s": "10"}), "grace_s"),
+            (json!({}), "/command"),
+            (json!({"command": []}), "/command"),
+            (json!({"command": "make"}), "/command"),
+            (json!({"command": ["make", 3]}), "/command/1"),
+            (json!({"command": [""]}), "/command/0"),
+            (json!({"command": ["a\u{0}b"]}), "/command/0"),
+            (json!({"command": ["a"], "script": "b"}), "/script"),
+            (json!({"script": "  "}), "/script"),
+            (json!({"command": ["a"], "cwd": ""}), "/cwd"),
+            (json!({"command": ["a"], "env": {"A": 1}}), "/env/A"),
+            (
+                json!({"command": ["a"], "env": {"A/B": "\u{0}"}}),
+                "/env/A~1B",
+            ),
+            (json!({"command": ["a"], "env": {"A=B": "1"}}), "/env"),
+            (json!({"command": ["a"], "env": []}), "/env"),
+            (json!({"command": ["a"], "deadline_s": 0}), "/deadline_s"),
+            (json!({"command": ["a"], "deadline_s": 1.5}), "/deadline_s"),
+            (json!({"command": ["a"], "deadline_s": -1}), "/deadline_s"),
+            (json!({"command": ["a"], "grace_s": "10"}), "/grace_s"),
             (
                 json!({"command": ["a"], "grace_s": MAX_SECONDS + 1}),
-                "grace_s",
+                "/grace_s",
             ),
-            (json!({"command": ["a"], "deadline": 5}), "deadline"),
+            (json!({"command": ["a"], "deadline": 5}), "/deadline"),
         ];
-        for (config, field) in cases {
+        for (config, pointer) in cases {
             let e = parse(&config).unwrap_err();
-            assert_eq!(e.field, field, "{config}: {e}");
-            assert!(e.to_string().starts_with(field), "{e}");
+            assert_eq!(e.pointer, pointer, "{config}: {e}");
+            if !pointer.is_empty() {
+                assert!(e.to_string().starts_with(pointer), "{e}");
+            }
         }
-    }
-
-    #[test]
-    fn pointers_escape() {
-        let e = ConfigError::new("env.A/B", "x");
-        assert_eq!(e.pointer(), "/env/A~1B");
-        assert_eq!(ConfigError::new("command[1]", "x").pointer(), "/command/1");
-        assert_eq!(ConfigError::new("", "x").pointer(), "");
+        // The reasons say what the field must be, never what it was.
+        let reason = |config: Value| parse(&config).unwrap_err().to_string();
+        assert_eq!(
+            reason(json!({"command": ["a"], "grace_s": "10"})),
+            "/grace_s: must be a whole, non-negative number"
+        );
+        assert_eq!(
+            reason(json!({"command": ["a"], "deadline": 5})),
+            "/deadline: unknown field (known: command, script, cwd, env, deadline_s, grace_s)"
+        );
+        assert_eq!(reason(json!([])), "the config: must be an object");
     }
 }

@@ -444,17 +444,17 @@ async fn a_bad_config_fails_the_run_naming_the_field() {
     let rec = Arc::new(Recorded::default());
     let ext = Ext::start(&rec, &s.state()).await;
     for (id, config, field) in [
-        ("ex-b1", json!({"command": []}), "command"),
-        ("ex-b2", json!(null), "command"),
+        ("ex-b1", json!({"command": []}), "/command"),
+        ("ex-b2", json!(null), "/command"),
         (
             "ex-b3",
             json!({"command": ["true"], "deadline_s": "soon"}),
-            "deadline_s",
+            "/deadline_s",
         ),
         (
             "ex-b4",
             json!({"command": ["true"], "env": {"A": 1}}),
-            "env.A",
+            "/env/A",
         ),
     ] {
         ext.run(id, config).await.unwrap();
@@ -469,6 +469,12 @@ async fn a_bad_config_fails_the_run_naming_the_field() {
         assert!(!s.run_dir(id).exists(), "nothing was launched");
     }
     assert!(rec.persists.lock().unwrap().is_empty());
+    // The reason says what the field must be, not what it was.
+    let r = ext.wait("ex-b3").await;
+    assert_eq!(
+        r.error,
+        "invalid shell executor config: /deadline_s: must be a whole, non-negative number"
+    );
 
     let v = ext
         .call(

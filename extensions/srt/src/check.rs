@@ -10,7 +10,7 @@
 //! binding sets `max_processes`).
 
 use crate::config;
-use protocol::wire::{CheckRunParams, CheckRunResult};
+use protocol::wire::{CheckRunParams, CheckRunResult, ResourceBinding};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -245,12 +245,14 @@ pub async fn check(p: &CheckRunParams, scratch: &Path) -> CheckRunResult {
     for scope in &p.config.scopes {
         for b in &scope.bindings {
             let Some(sandbox) = &b.sandbox else { continue };
-            if sandbox.get("type").and_then(serde_json::Value::as_str) != Some(crate::SANDBOX_TYPE)
-            {
+            // A sandbox is a provider type and its config, as a resource is.
+            let Ok(sandbox) = serde_json::from_value::<ResourceBinding>(sandbox.clone()) else {
+                continue;
+            };
+            if sandbox.resource_type != crate::SANDBOX_TYPE {
                 continue;
             }
-            let raw = sandbox.get("config").cloned().unwrap_or_default();
-            match config::parse(&raw) {
+            match config::parse(&sandbox.config) {
                 Ok(c) => {
                     if c.max_processes.is_some() {
                         explicit.push(format!("{}.{}", scope.id, b.name));

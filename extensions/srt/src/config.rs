@@ -1,6 +1,7 @@
 //! The binding's `sandbox.config` for type `srt`.
 
 use protocol::wire::{validate_kind, Diagnostic, ValidateParams, ValidateResult};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The most entries in `allowed_domains` or `deny_read`.
@@ -35,112 +36,88 @@ impl SrtConfig {
 }
 
 /// A config problem: its JSON pointer and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The field's pointer inside the config.
-    pub pointer: String,
-    /// What is wrong.
-    pub message: String,
+pub use sdk::config::ConfigError as Problem;
+
+/// The config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    srt: Option<String>,
+    #[serde(default)]
+    allowed_domains: Vec<String>,
+    #[serde(default)]
+    deny_read: Vec<String>,
+    #[serde(default)]
+    max_processes: Option<u64>,
 }
 
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.pointer, self.message)
-    }
-}
-
-fn problem(pointer: &str, message: impl Into<String>) -> Problem {
-    Problem {
-        pointer: pointer.into(),
-        message: message.into(),
-    }
-}
-
-fn strings(v: &Value, pointer: &str, path: bool) -> Result<Vec<String>, Problem> {
-    let Some(items) = v.as_array() else {
-        return Err(problem(pointer, "must be a list of strings"));
-    };
+fn strings(items: Vec<String>, at: &str, path: bool) -> Result<Vec<String>, Problem> {
     if items.len() > MAX_ENTRIES {
-        return Err(problem(
-            pointer,
+        return Err(Problem::new(
+            at,
             format!("{} entries, over the limit of {MAX_ENTRIES}", items.len()),
         ));
     }
-    let mut out = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let at = format!("{pointer}/{i}");
-        let Some(s) = item.as_str().filter(|s| !s.is_empty() && s.len() <= 4096) else {
-            return Err(problem(&at, "must be a non-empty string within 4096 bytes"));
-        };
+    for (i, s) in items.iter().enumerate() {
+        let at = format!("{at}/{i}");
+        if s.is_empty() || s.len() > 4096 {
+            return Err(Problem::new(
+                at,
+                "must be a non-empty string within 4096 bytes",
+            ));
+        }
         if path && !std::path::Path::new(s).is_absolute() {
-            return Err(problem(&at, "must be an absolute path"));
+            return Err(Problem::new(at, "must be an absolute path"));
         }
         if !path && s.contains(['/', ' ', '\0']) {
-            return Err(problem(&at, "must be a host name (a leading *. allowed)"));
+            return Err(Problem::new(
+                at,
+                "must be a host name (a leading *. allowed)",
+            ));
         }
-        out.push(s.to_owned());
     }
-    Ok(out)
+    Ok(items)
 }
 
 /// `max_processes`: null or 0 is the default, else [`MIN_PROCESSES`] to
 /// [`MAX_PROCESSES`].
-fn max_processes(v: &Value, at: &str) -> Result<Option<u64>, Problem> {
-    if v.is_null() {
-        return Ok(None);
-    }
-    let Some(n) = v.as_u64() else {
-        return Err(problem(
-            at,
-            "must be a whole number of processes (0: the default, 1024)",
-        ));
-    };
-    if n == 0 {
-        return Ok(None);
-    }
-    if !(MIN_PROCESSES..=MAX_PROCESSES).contains(&n) {
-        return Err(problem(
-            at,
+fn max_processes(n: Option<u64>) -> Result<Option<u64>, Problem> {
+    match n {
+        None | Some(0) => Ok(None),
+        Some(n) if (MIN_PROCESSES..=MAX_PROCESSES).contains(&n) => Ok(Some(n)),
+        Some(n) => Err(Problem::new(
+            "/max_processes",
             format!(
                 "{n} is out of bounds: {MIN_PROCESSES} to {MAX_PROCESSES} processes (srt and bubblewrap count too), or 0 for the default ({DEFAULT_MAX_PROCESSES})"
             ),
-        ));
+        )),
     }
-    Ok(Some(n))
 }
 
 /// Parses the config (null is the defaults).
 pub fn parse(config: &Value) -> Result<SrtConfig, Problem> {
-    let mut out = SrtConfig {
-        srt: "srt".into(),
-        ..SrtConfig::default()
+    let raw: Raw = match config {
+        Value::Null => Raw::default(),
+        Value::Object(_) => sdk::config::parse(config)?,
+        _ => return Err(Problem::whole("the sandbox config must be an object")),
     };
-    let obj = match config {
-        Value::Null => return Ok(out),
-        Value::Object(o) => o,
-        _ => return Err(problem("", "the sandbox config must be an object")),
-    };
-    for (k, v) in obj {
-        let at = format!("/{k}");
-        match k.as_str() {
-            "srt" => match v.as_str().filter(|s| !s.is_empty() && !s.contains('\0')) {
-                Some(s) => out.srt = s.to_owned(),
-                None => return Err(problem(&at, "must be the srt program, a non-empty string")),
-            },
-            "allowed_domains" => out.allowed_domains = strings(v, &at, false)?,
-            "deny_read" => out.deny_read = strings(v, &at, true)?,
-            "max_processes" => out.max_processes = max_processes(v, &at)?,
-            other => {
-                return Err(problem(
-                    &at,
-                    format!(
-                        "unknown field {other:?} (srt, allowed_domains, deny_read, max_processes)"
-                    ),
-                ))
-            }
+    let srt = match raw.srt {
+        None => "srt".to_owned(),
+        Some(s) if !s.is_empty() && !s.contains('\0') => s,
+        Some(_) => {
+            return Err(Problem::new(
+                "/srt",
+                "must be the srt program, a non-empty string",
+            ))
         }
-    }
-    Ok(out)
+    };
+    Ok(SrtConfig {
+        srt,
+        allowed_domains: strings(raw.allowed_domains, "/allowed_domains", false)?,
+        deny_read: strings(raw.deny_read, "/deny_read", true)?,
+        max_processes: max_processes(raw.max_processes)?,
+    })
 }
 
 /// Answers `validate` kind `sandbox`, type `srt`.
@@ -162,7 +139,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         )),
         Err(e) => result.diagnostics.push(Diagnostic {
             code: "invalid_config".into(),
-            message: e.message,
+            message: e.reason,
             path: e.pointer,
         }),
     }
@@ -181,6 +158,14 @@ mod tests {
         let c = parse(&json!({"srt": "/opt/srt", "allowed_domains": ["api.github.com"]})).unwrap();
         assert_eq!(c.allowed_domains, ["api.github.com"]);
         assert_eq!(parse(&json!({"x": 1})).unwrap_err().pointer, "/x");
+        assert_eq!(
+            parse(&json!({"x": 1})).unwrap_err().reason,
+            "unknown field (known: srt, allowed_domains, deny_read, max_processes)"
+        );
+        assert_eq!(
+            parse(&json!({"deny_read": ["/a", 3]})).unwrap_err().pointer,
+            "/deny_read/1"
+        );
         assert_eq!(
             parse(&json!({"deny_read": ["rel"]})).unwrap_err().pointer,
             "/deny_read/0"
@@ -209,8 +194,13 @@ mod tests {
         }
         let e = parse(&json!({"max_processes": 5})).unwrap_err();
         assert!(
-            e.message.contains("32 to 4194304") && e.message.contains("5 is out of bounds"),
+            e.reason.contains("32 to 4194304") && e.reason.contains("5 is out of bounds"),
             "{e}"
+        );
+        let e = parse(&json!({"max_processes": "64"})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/max_processes: must be a whole, non-negative number"
         );
     }
 }

@@ -18,7 +18,8 @@
 //! inside, and as root a pids cgroup).
 //!
 //! Modules: [`config`] the sandbox config, [`plan`] the settings and the argv,
-//! [`limit`] the process limit, [`adopt`] the proof, [`check`] the doctor check.
+//! [`limit`] the process limit, [`adopt`] the proof, [`check`] the doctor check,
+//! [`shell`] the shell quoting of the plan's and the limit's command lines.
 
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod check;
 pub mod config;
 pub mod limit;
 pub mod plan;
+pub mod shell;
 
 use protocol::sandbox::{SandboxProviderAdoptParams, SandboxProviderPlanParams};
 use protocol::wire::{CheckRunParams, ValidateParams};

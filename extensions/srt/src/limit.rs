@@ -181,9 +181,9 @@ pub fn sweep(base: &Path, keep: &str) {
 /// The shell that enters `group` (re-made with `pids.max = max` if a sweep took
 /// it) and execs the rest of its arguments: `sh -c SCRIPT sh ARGV…`.
 pub fn enter_script(group: &Path, max: u64) -> String {
-    let g = crate::plan::quote(&group.display().to_string());
-    let procs = crate::plan::quote(&group.join("cgroup.procs").display().to_string());
-    let pids_max = crate::plan::quote(&group.join("pids.max").display().to_string());
+    let g = crate::shell::quote(&group.display().to_string());
+    let procs = crate::shell::quote(&group.join("cgroup.procs").display().to_string());
+    let pids_max = crate::shell::quote(&group.join("pids.max").display().to_string());
     format!("mkdir -p {g} && echo {max} > {pids_max} && echo $$ > {procs} && exec \"$@\"")
 }
 

@@ -8,6 +8,7 @@
 //! enters the run's pids cgroup first ([`crate::limit`]).
 
 use crate::config;
+use crate::shell::shell_line;
 use protocol::sandbox::{within, SandboxPlan, SandboxProviderPlanParams};
 use protocol::{Code, RpcError};
 use serde_json::{json, Value};
@@ -45,16 +46,6 @@ pub fn sha256(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// `arg` single-quoted for a POSIX shell.
-pub fn quote(arg: &str) -> String {
-    format!("'{}'", arg.replace('\'', r"'\''"))
-}
-
-/// `argv` as one POSIX shell command line (each argument single-quoted).
-pub fn shell_line(argv: &[String]) -> String {
-    argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
 /// The command line srt runs inside (in bash): the run's process limit, then the

@@ -2,6 +2,7 @@
 //! pointer for each problem.
 
 use protocol::wire::{validate_kind, ValidateParams, ValidateResult};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -42,21 +43,38 @@ pub struct Config {
 
 pub use sdk::tunnel::Problem;
 
-const FIELDS: &[&str] = &[
-    "host",
-    "user",
-    "port",
-    "remote_port",
-    "remote_bind",
-    "url",
-    "identity_file",
-    "connection",
-    "secret",
-    "known_hosts",
-    "strict_host_key_checking",
-    "server_alive_interval_s",
-    "ssh",
-];
+/// The config as written (strict; every field optional: the required ones are
+/// checked after, with the others).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    port: Option<u16>,
+    #[serde(default)]
+    remote_port: Option<u16>,
+    #[serde(default)]
+    remote_bind: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    identity_file: Option<String>,
+    #[serde(default)]
+    connection: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    known_hosts: Option<String>,
+    #[serde(default)]
+    strict_host_key_checking: Option<String>,
+    #[serde(default)]
+    server_alive_interval_s: Option<u64>,
+    #[serde(default)]
+    ssh: Option<String>,
+}
 
 fn safe_word(s: &str) -> bool {
     !s.is_empty()
@@ -70,47 +88,49 @@ fn safe_word(s: &str) -> bool {
 impl Config {
     /// Parse and check `v`: every problem, each with its pointer.
     pub fn parse(v: &Value) -> Result<Config, Vec<Problem>> {
-        let (obj, mut problems) = sdk::tunnel::config_object(v, crate::TUNNEL_TYPE, FIELDS)?;
-        let mut bad = |path: &str, message: String| {
-            problems.push(Problem {
-                path: path.to_owned(),
-                message,
-            })
-        };
-        let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_owned);
-        let host = text("host").unwrap_or_default();
+        let (raw, mut problems) = sdk::tunnel::read_config::<Raw>(v, crate::TUNNEL_TYPE)?;
+        let mut bad =
+            |path: &str, message: String| sdk::tunnel::add_problem(&mut problems, path, message);
+        let host = raw.host.unwrap_or_default();
         if !safe_word(&host) {
             bad("/host", "host is required: a host name or address".into());
         }
-        let user = text("user").unwrap_or_default();
+        let user = raw.user.unwrap_or_default();
         if !safe_word(&user) || user.contains(':') {
             bad("/user", "user is required: a login name".into());
         }
-        let port_of =
-            |k: &str, default: Option<u16>, bad: &mut dyn FnMut(&str, String)| match obj.get(k) {
-                None if default.is_some() => default.unwrap_or_default(),
-                None => {
-                    bad(
-                        &format!("/{k}"),
-                        format!("{k} is required: a port, 1 to 65535"),
-                    );
-                    0
+        let port = match raw.port {
+            None => 22,
+            Some(0) => {
+                bad("/port", "port is a port, 1 to 65535".into());
+                0
+            }
+            Some(p) => p,
+        };
+        let remote_port = match raw.remote_port {
+            None => {
+                bad(
+                    "/remote_port",
+                    "remote_port is required: a port, 1 to 65535".into(),
+                );
+                0
+            }
+            Some(0) => {
+                bad("/remote_port", "remote_port is a port, 1 to 65535".into());
+                0
+            }
+            Some(p) => p,
+        };
+        let remote_bind = match raw.remote_bind {
+            None => String::new(),
+            Some(b) => {
+                if !safe_word(&b) {
+                    bad("/remote_bind", "remote_bind is an address".into());
                 }
-                Some(v) => match v.as_u64().and_then(|p| u16::try_from(p).ok()) {
-                    Some(p) if p > 0 => p,
-                    _ => {
-                        bad(&format!("/{k}"), format!("{k} is a port, 1 to 65535"));
-                        0
-                    }
-                },
-            };
-        let port = port_of("port", Some(22), &mut bad);
-        let remote_port = port_of("remote_port", None, &mut bad);
-        let remote_bind = text("remote_bind").unwrap_or_default();
-        if obj.contains_key("remote_bind") && !safe_word(&remote_bind) {
-            bad("/remote_bind", "remote_bind is an address".into());
-        }
-        let url = text("url").unwrap_or_default();
+                b
+            }
+        };
+        let url = raw.url.unwrap_or_default();
         let expanded = expand(&url, &host, remote_port);
         if url.is_empty() {
             bad(
@@ -120,21 +140,19 @@ impl Config {
         } else if let Err(e) = protocol::config::check_public_url(&expanded) {
             bad("/url", e);
         }
-        let path_of = |k: &str, bad: &mut dyn FnMut(&str, String)| match obj.get(k) {
+        let mut path_of = |k: &str, v: Option<String>| match v {
             None => None,
-            Some(Value::String(s)) if s.starts_with('/') && s.len() <= MAX_TEXT => {
-                Some(PathBuf::from(s))
-            }
+            Some(s) if s.starts_with('/') && s.len() <= MAX_TEXT => Some(PathBuf::from(s)),
             Some(_) => {
                 bad(&format!("/{k}"), format!("{k} is an absolute path"));
                 None
             }
         };
-        let identity_file = path_of("identity_file", &mut bad);
-        let known_hosts = path_of("known_hosts", &mut bad);
-        let key_secret = match text("connection") {
+        let identity_file = path_of("identity_file", raw.identity_file);
+        let known_hosts = path_of("known_hosts", raw.known_hosts);
+        let key_secret = match raw.connection {
             None => {
-                if obj.contains_key("secret") {
+                if raw.secret.is_some() {
                     bad(
                         "/secret",
                         "secret needs a connection (the one holding the key)".into(),
@@ -143,7 +161,7 @@ impl Config {
                 None
             }
             Some(c) => {
-                let secret = text("secret").unwrap_or_else(|| "private_key".into());
+                let secret = raw.secret.unwrap_or_else(|| "private_key".into());
                 if !safe_word(&c) {
                     bad("/connection", "connection is a connection's name".into());
                 }
@@ -160,27 +178,25 @@ impl Config {
                 Some((c, secret))
             }
         };
-        let strict = text("strict_host_key_checking").unwrap_or_else(|| "yes".into());
+        let strict = raw.strict_host_key_checking.unwrap_or_else(|| "yes".into());
         if !matches!(strict.as_str(), "yes" | "accept-new" | "no") {
             bad(
                 "/strict_host_key_checking",
                 "strict_host_key_checking is yes, accept-new or no".into(),
             );
         }
-        let alive = match obj.get("server_alive_interval_s") {
+        let alive = match raw.server_alive_interval_s {
             None => 15,
-            Some(v) => match v.as_u64() {
-                Some(s) if (1..=MAX_ALIVE_S).contains(&s) => s,
-                _ => {
-                    bad(
-                        "/server_alive_interval_s",
-                        format!("server_alive_interval_s is 1 to {MAX_ALIVE_S} seconds"),
-                    );
-                    15
-                }
-            },
+            Some(s) if (1..=MAX_ALIVE_S).contains(&s) => s,
+            Some(_) => {
+                bad(
+                    "/server_alive_interval_s",
+                    format!("server_alive_interval_s is 1 to {MAX_ALIVE_S} seconds"),
+                );
+                15
+            }
         };
-        let ssh = text("ssh").unwrap_or_else(|| "ssh".into());
+        let ssh = raw.ssh.unwrap_or_else(|| "ssh".into());
         if ssh.is_empty() || ssh.len() > MAX_TEXT || ssh.starts_with('-') {
             bad("/ssh", "ssh is a program name or path".into());
         }
@@ -329,6 +345,20 @@ mod tests {
         ] {
             assert!(paths.contains(&want), "{want} in {paths:?}");
         }
+        // A field of the wrong type is one problem, not another as missing.
+        let typed = ValidateParams {
+            config: json!({"host": "h", "user": "u", "remote_port": "9000", "url": "https://h"}),
+            ..p.clone()
+        };
+        let d = validate(&typed).diagnostics;
+        let got: Vec<(&str, &str)> = d
+            .iter()
+            .map(|d| (d.path.as_str(), d.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [("/remote_port", "must be a whole number from 0 to 65535")]
+        );
         let ok = ValidateParams {
             config: json!({"host": "h", "user": "u", "remote_port": 9000, "url": "https://h"}),
             ..p.clone()

@@ -1,8 +1,9 @@
-//! Entry and route configs: parsed and checked by hand, so every error names its
-//! field as a JSON pointer into the config (`/signature/scheme`).
+//! Entry and route configs: read by strict `Deserialize` types
+//! ([`sdk::config::parse`]) and checked, so every error names its field as a JSON
+//! pointer into the config (`/signature/scheme`).
 
-use serde_json::{Map, Value};
-use std::fmt;
+use serde::Deserialize;
+use serde_json::Value;
 
 /// The longest webhook path an entry may register, in bytes.
 pub const MAX_PATH_BYTES: usize = 256;
@@ -16,36 +17,7 @@ pub const LOOPBACK: &str = "loopback";
 /// Paths ingressd answers itself, before any webhook route.
 const RESERVED_PATHS: &[&str] = &["/healthz", "/metrics"];
 
-/// A config error: the field (a JSON pointer into the config, empty for the whole
-/// config) and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The JSON pointer of the field (`/signature/scheme`); empty for the config itself.
-    pub field: String,
-    /// What is wrong.
-    pub why: String,
-}
-
-impl ConfigError {
-    fn new(field: impl Into<String>, why: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            why: why.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "the config: {}", self.why)
-        } else {
-            write!(f, "{}: {}", self.field, self.why)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use sdk::config::ConfigError;
 
 /// How a signature's bytes are written in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,39 +210,62 @@ pub struct RouteConfig {
     pub title_pointer: Option<String>,
 }
 
-/// One reference token of a JSON pointer, escaped (`~` as `~0`, `/` as `~1`).
-pub fn escape_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+/// An entry's config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    signature: Option<RawSignature>,
+    #[serde(default)]
+    allow_unsigned: Option<String>,
+    #[serde(default)]
+    delivery_id: Option<RawDeliveryId>,
+    #[serde(default)]
+    correlate: Option<String>,
+    #[serde(default)]
+    event_type_pointer: Option<String>,
 }
 
-/// The config as an object (`null` reads as `{}`), or an error at `at`.
-fn object<'a>(value: &'a Value, at: &str) -> Result<Option<&'a Map<String, Value>>, ConfigError> {
-    match value {
-        Value::Null => Ok(None),
-        Value::Object(map) => Ok(Some(map)),
-        _ => Err(ConfigError::new(at, "must be an object")),
-    }
+/// `signature` as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSignature {
+    #[serde(default)]
+    scheme: Option<String>,
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    timestamp_header: Option<String>,
 }
 
-/// Refuses any key of `map` not in `known`.
-fn only(map: &Map<String, Value>, at: &str, known: &[&str]) -> Result<(), ConfigError> {
-    for key in map.keys() {
-        if !known.contains(&key.as_str()) {
-            return Err(ConfigError::new(
-                format!("{at}/{}", escape_token(key)),
-                format!("is not a field here (known: {})", known.join(", ")),
-            ));
-        }
-    }
-    Ok(())
+/// `delivery_id` as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeliveryId {
+    #[serde(default)]
+    header: Option<String>,
 }
 
-/// A string field, if present.
-fn string(map: &Map<String, Value>, at: &str, key: &str) -> Result<Option<String>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ConfigError::new(format!("{at}/{key}"), "must be a string")),
+/// A route's config as written (strict).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    #[serde(default)]
+    entry: Option<String>,
+    #[serde(default)]
+    title_pointer: Option<String>,
+}
+
+/// Reads a config that is an object or `null` (read as `{}`).
+fn read<T: Default + serde::de::DeserializeOwned>(config: &Value) -> Result<T, ConfigError> {
+    match config {
+        Value::Null => Ok(T::default()),
+        Value::Object(_) => sdk::config::parse(config),
+        _ => Err(ConfigError::whole("must be an object")),
     }
 }
 
@@ -350,37 +345,14 @@ pub fn check_path(path: &str) -> Result<String, String> {
 /// `header`, `format` or `timestamp_header` and needs `allow_unsigned: loopback`,
 /// which no signed scheme takes.
 pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
-    let empty = Map::new();
-    let map = object(config, "")?.unwrap_or(&empty);
-    only(
-        map,
-        "",
-        &[
-            "path",
-            "signature",
-            "allow_unsigned",
-            "delivery_id",
-            "correlate",
-            "event_type_pointer",
-        ],
-    )?;
-
-    let path = match string(map, "", "path")? {
+    let raw: RawEntry = read(config)?;
+    let path = match raw.path {
         Some(p) => Some(check_path(&p).map_err(|why| ConfigError::new("/path", why))?),
         None => None,
     };
-
-    let signature = map.get("signature").unwrap_or(&Value::Null);
-    let sig = object(signature, "/signature")?.unwrap_or(&empty);
-    only(
-        sig,
-        "/signature",
-        &["scheme", "header", "format", "timestamp_header"],
-    )?;
-    let scheme_name = string(sig, "/signature", "scheme")?;
-    let header = string(sig, "/signature", "header")?;
-    let format = string(sig, "/signature", "format")?;
-    let timestamp_header = string(sig, "/signature", "timestamp_header")?;
+    let sig = raw.signature.unwrap_or_default();
+    let (scheme_name, header, format, timestamp_header) =
+        (sig.scheme, sig.header, sig.format, sig.timestamp_header);
     let scheme = match scheme_name.as_deref().unwrap_or("hmac-sha256") {
         "hmac-sha256" => {
             let header = header.unwrap_or_else(|| DEFAULT_SIGNATURE_HEADER.to_string());
@@ -430,7 +402,7 @@ pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
         }
     };
 
-    match (string(map, "", "allow_unsigned")?, &scheme) {
+    match (raw.allow_unsigned, &scheme) {
         (Some(v), _) if v != LOOPBACK => {
             return Err(ConfigError::new(
                 "/allow_unsigned",
@@ -455,37 +427,29 @@ pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
         _ => {}
     }
 
-    let delivery = map.get("delivery_id").unwrap_or(&Value::Null);
-    let delivery_id = match object(delivery, "/delivery_id")? {
+    let delivery_id = match raw.delivery_id {
         Some(_) if scheme == Scheme::StandardWebhooks => {
             return Err(ConfigError::new(
                 "/delivery_id",
                 "scheme standard-webhooks takes the delivery ID from webhook-id",
             ));
         }
-        Some(d) => {
-            only(d, "/delivery_id", &["header"])?;
-            match string(d, "/delivery_id", "header")? {
-                Some(h) => {
-                    check_header("/delivery_id/header", &h)?;
-                    DeliveryIdFrom::Header(h)
-                }
-                None => DeliveryIdFrom::BodyHash,
-            }
+        Some(RawDeliveryId { header: Some(h) }) => {
+            check_header("/delivery_id/header", &h)?;
+            DeliveryIdFrom::Header(h)
         }
+        Some(RawDeliveryId { header: None }) => DeliveryIdFrom::BodyHash,
         None if scheme == Scheme::StandardWebhooks => DeliveryIdFrom::WebhookId,
         None => DeliveryIdFrom::BodyHash,
     };
 
-    let pointer = |key: &str| -> Result<Option<String>, ConfigError> {
-        let p = string(map, "", key)?;
-        if let Some(p) = &p {
-            check_pointer(&format!("/{key}"), p)?;
-        }
-        Ok(p)
-    };
-    let correlate = pointer("correlate")?;
-    let event_type_pointer = pointer("event_type_pointer")?;
+    if let Some(p) = &raw.correlate {
+        check_pointer("/correlate", p)?;
+    }
+    if let Some(p) = &raw.event_type_pointer {
+        check_pointer("/event_type_pointer", p)?;
+    }
+    let (correlate, event_type_pointer) = (raw.correlate, raw.event_type_pointer);
 
     Ok(EntryConfig {
         path,
@@ -498,14 +462,13 @@ pub fn parse_entry_config(config: &Value) -> Result<EntryConfig, ConfigError> {
 
 /// Parses a route's config (handler `webhook`): `entry` and `title_pointer`.
 pub fn parse_route_config(config: &Value) -> Result<RouteConfig, ConfigError> {
-    let empty = Map::new();
-    let map = object(config, "")?.unwrap_or(&empty);
-    only(map, "", &["entry", "title_pointer"])?;
-    let entry = string(map, "", "entry")?;
+    let RawRoute {
+        entry,
+        title_pointer,
+    } = read(config)?;
     if entry.as_deref() == Some("") {
         return Err(ConfigError::new("/entry", "is empty"));
     }
-    let title_pointer = string(map, "", "title_pointer")?;
     if let Some(p) = &title_pointer {
         check_pointer("/title_pointer", p)?;
     }
@@ -648,7 +611,7 @@ mod tests {
         ];
         for (config, field) in cases {
             let e = err(config.clone());
-            assert_eq!(e.field, field, "{config}: {e}");
+            assert_eq!(e.pointer, field, "{config}: {e}");
             assert!(
                 e.to_string().starts_with(if field.is_empty() {
                     "the config"
@@ -657,6 +620,20 @@ mod tests {
                 }),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn reasons_say_what_a_field_must_be() {
+        for (config, text) in [
+            (json!({"paht": "/x"}), "/paht: unknown field (known: path, signature, allow_unsigned, delivery_id, correlate, event_type_pointer)"),
+            (json!({"path": 3}), "/path: must be a string"),
+            (json!({"signature": "hmac"}), "/signature: must be an object"),
+            (json!({"signature": {"sheme": "none"}}), "/signature/sheme: unknown field (known: scheme, header, format, timestamp_header)"),
+            (json!({"delivery_id": {"hdr": "X"}}), "/delivery_id/hdr: unknown field (known: header)"),
+            (json!([]), "the config: must be an object"),
+        ] {
+            assert_eq!(err(config.clone()).to_string(), text, "{config}");
         }
     }
 
@@ -700,7 +677,7 @@ mod tests {
             (json!("x"), ""),
         ] {
             let e = parse_route_config(&config).expect_err("invalid");
-            assert_eq!(e.field, field, "{config}: {e}");
+            assert_eq!(e.pointer, field, "{config}: {e}");
         }
     }
 }

@@ -170,7 +170,11 @@ impl ExtensionProcess {
             timeout: Some(opts.start_timeout),
             ..CallOptions::default()
         };
-        let answer = match self.peer.call_with("initialize", &params, call).await {
+        let answer = match self
+            .peer
+            .call_with(InitializeParams::METHOD, &params, call)
+            .await
+        {
             Ok(v) => v,
             Err(CallError::Rpc(e)) if e.is(Code::UnsupportedProtocolVersion) => {
                 return Err(StartError::Refused(Refusal::Version {
@@ -299,7 +303,7 @@ impl ExtensionProcess {
                 ..CallOptions::default()
             };
             let params = serde_json::json!({});
-            let shutdown = self.peer.call_with("shutdown", &params, call);
+            let shutdown = self.peer.call_with(ShutdownParams::METHOD, &params, call);
             tokio::select! {
                 r = shutdown => if let Err(e) = r {
                     tracing::debug!(OC_EXTENSION = %self.name, error = %e, "shutdown not answered");

@@ -31,7 +31,10 @@ pub use supervisor::*;
 use crate::configuration::Configuration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use protocol::wire::{ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout};
+use protocol::wire::{
+    Call, ConfigureParams, ConfigureResult, HostInfo, InitializeParams, InitializeResult, KvLayout,
+    ShutdownParams,
+};
 use protocol::{
     agreed_message_bytes, connect_arc, CallError, CallOptions, Code, Handler, NoHandler, Options,
     Peer, LARGE_MESSAGE_BYTES,

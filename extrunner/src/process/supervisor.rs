@@ -212,7 +212,7 @@ pub async fn send_configure(
         ..CallOptions::default()
     };
     let answer = peer
-        .call_with("configure", &params, call)
+        .call_with(ConfigureParams::METHOD, &params, call)
         .await
         .map_err(|e| StartError::Configure(e.to_string()))?;
     let result: ConfigureResult = serde_json::from_value(answer)

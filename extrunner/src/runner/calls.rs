@@ -4,8 +4,13 @@
 use super::*;
 use crate::process::State;
 use crate::tunnels::TunnelRuns;
+use busapi::Call;
 use protocol::catalogue::{method as catalogue_method, Direction};
 use protocol::manifest::is_under;
+use protocol::wire::{
+    CheckRunParams, ExecutorRecoverParams, ExecutorResumeParams, ExecutorRunParams,
+    ExecutorWaitParams, TunnelRunParams,
+};
 use protocol::{
     CallError, CallOptions, CancelToken, Code, Reply, RpcError, IN_TRANSACTION_DEADLINE,
 };
@@ -31,7 +36,7 @@ impl Runner {
         timeout: Duration,
         cancel: Option<CancelToken>,
     ) -> Result<Reply, RpcError> {
-        if method == "check.run" {
+        if method == CheckRunParams::METHOD {
             let params = self.with_check_view(name, params)?;
             return self
                 .call_within(name, method, &params, in_transaction, Some(timeout), cancel)
@@ -93,7 +98,7 @@ impl Runner {
                 ),
             ));
         }
-        let _open = if method == "tunnel.run" {
+        let _open = if method == TunnelRunParams::METHOD {
             let run_id = serde_json::to_value(params)
                 .ok()
                 .and_then(|p| p.get("run_id").and_then(Value::as_str).map(str::to_owned))
@@ -235,7 +240,7 @@ impl Runner {
         self.note_run(name, method, params, &peer);
         match peer.call_raw(method, params, opts).await {
             Ok(reply) => {
-                if method == "executor.wait" {
+                if method == ExecutorWaitParams::METHOD {
                     self.note_wait(params, &reply);
                 }
                 Ok(reply)
@@ -284,7 +289,7 @@ impl Runner {
         peer: &protocol::Peer,
     ) {
         match method {
-            "executor.run" | "executor.recover" => {
+            m if m == ExecutorRunParams::METHOD || m == ExecutorRecoverParams::METHOD => {
                 #[derive(Deserialize)]
                 struct Run {
                     run: protocol::wire::RunRequest,
@@ -294,7 +299,7 @@ impl Runner {
                     self.workspaces.open(name, peer, &p.run);
                 }
             }
-            "executor.resume" => {
+            m if m == ExecutorResumeParams::METHOD => {
                 if let Ok(p) = serde_json::to_value(params)
                     .and_then(serde_json::from_value::<protocol::wire::ExecutorResumeParams>)
                 {

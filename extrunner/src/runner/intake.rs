@@ -2,13 +2,14 @@
 
 use super::*;
 
+use busapi::ext::{ReconcilePage, WebhookAnswer};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::wire::{
-    DeliveryAccepted, HttpAnswer, IngressReconcileParams, IngressReconcileResult,
+    HttpAnswer, IngressReconcileParams, IngressReconcileResult, WebhookHandleParams,
     WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::time::Duration;
@@ -25,40 +26,6 @@ fn mark_duplicate(response: &mut HttpAnswer) {
             response.body = bytes;
         }
     }
-}
-
-/// The answer of `ext.webhook`: the extension's HTTP answer, sent only once the
-/// deliveries it carried are durable, and what each delivery is now.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WebhookAnswer {
-    /// The HTTP answer.
-    pub response: HttpAnswer,
-    /// Each delivery's accepted events (the earlier ones for a redelivery).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deliveries: Vec<DeliveryAccepted>,
-    /// The sources of the deliveries, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<String>,
-}
-
-/// The answer of `ext.reconcile`: one page, accepted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReconcilePage {
-    /// Observations in the page.
-    pub items: usize,
-    /// Events they carried.
-    pub events: usize,
-    /// Of them, how many were new.
-    pub added: usize,
-    /// The next page's cursor.
-    #[serde(default)]
-    pub cursor: String,
-    /// On the last page, the checkpoint to keep.
-    #[serde(default)]
-    pub checkpoint: String,
-    /// True on the scan's last page.
-    #[serde(default)]
-    pub complete: bool,
 }
 
 impl Runner {
@@ -84,7 +51,16 @@ impl Runner {
         let (e, bus) = self.ingress_entry(name)?;
         // The request goes to the extension as ingressd sent it, undecoded.
         let begun = tokio::time::Instant::now();
-        let handle = |timeout| self.call(name, "webhook.handle", request, false, timeout, None);
+        let handle = |timeout| {
+            self.call(
+                name,
+                WebhookHandleParams::METHOD,
+                request,
+                false,
+                timeout,
+                None,
+            )
+        };
         let reply = match handle(WEBHOOK_TIMEOUT).await {
             // webhook.handle only verifies and parses (nothing is kept until the host
             // accepts), so a call the extension's crash ended is asked again of the
@@ -153,10 +129,21 @@ impl Runner {
                 format!("`{name}` registered no source {:?}", params.source),
             ));
         }
-        let value = serde_json::to_value(params)
-            .map_err(|err| RpcError::unauthored(format_args!("ingress.reconcile params: {err}")))?;
+        let value = serde_json::to_value(params).map_err(|err| {
+            RpcError::unauthored(format_args!(
+                "{} params: {err}",
+                IngressReconcileParams::METHOD
+            ))
+        })?;
         let reply = self
-            .call(name, "ingress.reconcile", &value, false, page_timeout, None)
+            .call(
+                name,
+                IngressReconcileParams::METHOD,
+                &value,
+                false,
+                page_timeout,
+                None,
+            )
             .await?;
         let bytes = reply.get().len() as u64;
         if params.max_bytes > 0 && bytes > params.max_bytes {

@@ -9,8 +9,11 @@
 //!
 //! The runner answers what the `ext.*` bus methods show ([`Runner::list`],
 //! [`Runner::inspect`]), restarts a package on the operator's request
-//! ([`Runner::restart`]), forwards a host-to-extension call ([`Runner::call`])
-//! and stops every extension, each with its process group ([`Runner::stop_all`]).
+//! ([`Runner::restart`]: all three in `view.rs`), forwards a host-to-extension call
+//! ([`Runner::call`], `calls.rs`) and the deliveries of `ext.webhook` and
+//! `ext.reconcile` (`intake.rs`), configures the packages again on a new generation
+//! or tunnel URL ([`Runner::apply`], `configure.rs`), and stops every extension, each
+//! with its process group ([`Runner::stop_all`]).
 
 use crate::configuration::{Configuration, Registered};
 use crate::conflicts::{check_conflicts, Claimant, Conflict, HostNames};
@@ -20,13 +23,15 @@ use crate::process::send_configure;
 use crate::process::{
     KvLayouts, LayoutFuture, ProcessExit, ProcessSpec, State, Supervisor, SupervisorOptions,
 };
+use crate::render::{CallFuture as RenderCall, Packages};
 use crate::tunnels::TunnelRuns;
-use crate::workspaces::Workspaces;
+use crate::workspaces::{CallFuture as WorkspaceCall, Providers, Workspaces};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::config::Config;
-use protocol::wire::KvLayout;
+use protocol::wire::{ConfigureParams, InitializeParams, KvLayout, ShutdownParams};
 use protocol::{Code, RpcError};
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,12 +40,22 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 mod calls;
+mod configure;
 mod intake;
+mod layouts;
+mod view;
 
-pub use intake::{ReconcilePage, WebhookAnswer, WEBHOOK_TIMEOUT};
+use configure::configure_entry;
+pub use intake::WEBHOOK_TIMEOUT;
+pub use layouts::BusKvLayouts;
+pub use view::{state_name, Counts};
 
 /// The methods only the host's lifecycle sends; never forwarded by `ext.call`.
-const LIFECYCLE: &[&str] = &["initialize", "configure", "shutdown"];
+const LIFECYCLE: &[&str] = &[
+    InitializeParams::METHOD,
+    ConfigureParams::METHOD,
+    ShutdownParams::METHOD,
+];
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -68,52 +83,6 @@ pub struct RunnerConfig {
     /// start (and its hash); `None` configures them with nothing until
     /// [`Runner::apply`].
     pub initial: Option<(Config, String)>,
-}
-
-/// The KV layout versions storaged records (`store.kv_layout_get/set`), over
-/// the bus.
-#[derive(Debug, Clone)]
-pub struct BusKvLayouts {
-    bus: Bus,
-}
-
-impl BusKvLayouts {
-    /// The layouts storaged keeps, reached on `bus`.
-    pub fn new(bus: Bus) -> BusKvLayouts {
-        BusKvLayouts { bus }
-    }
-}
-
-impl KvLayouts for BusKvLayouts {
-    fn get<'a>(&'a self, name: &'a str) -> LayoutFuture<'a, u32> {
-        Box::pin(async move {
-            let answer = self
-                .bus
-                .call("store.kv_layout_get", &json!({ "extension": name }))
-                .await
-                .map_err(|e| format!("store.kv_layout_get: {e}"))?;
-            match answer.get("version") {
-                None | Some(Value::Null) => Ok(0),
-                Some(v) => v
-                    .as_u64()
-                    .and_then(|v| u32::try_from(v).ok())
-                    .ok_or_else(|| format!("store.kv_layout_get answered version {v}")),
-            }
-        })
-    }
-
-    fn set<'a>(&'a self, name: &'a str, version: u32) -> LayoutFuture<'a, ()> {
-        Box::pin(async move {
-            self.bus
-                .call(
-                    "store.kv_layout_set",
-                    &json!({ "extension": name, "version": version }),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| format!("store.kv_layout_set: {e}"))
-        })
-    }
 }
 
 /// The process before an operator's restart replaced it.
@@ -182,125 +151,6 @@ impl std::fmt::Debug for Runner {
             .field("conflicts", &self.conflicts.len())
             .finish()
     }
-}
-
-/// How many extensions are where (for `STATUS=`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Discovered and offered packages.
-    pub packages: usize,
-    /// Running.
-    pub running: usize,
-    /// Refused for good.
-    pub refused: usize,
-    /// Starting or waiting to restart.
-    pub starting: usize,
-    /// Not started because of a conflict.
-    pub not_started: usize,
-}
-
-impl std::fmt::Display for Counts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural = |n: usize| if n == 1 { "" } else { "s" };
-        if self.not_started > 0 {
-            return write!(
-                f,
-                "{} extension{} not started: conflicts in the package set",
-                self.not_started,
-                plural(self.not_started)
-            );
-        }
-        write!(
-            f,
-            "{} extension{} running, {} refused",
-            self.running,
-            plural(self.running),
-            self.refused
-        )?;
-        if self.starting > 0 {
-            write!(f, ", {} starting", self.starting)?;
-        }
-        Ok(())
-    }
-}
-
-/// The state's name on the bus.
-pub fn state_name(state: &State) -> &'static str {
-    match state {
-        State::Starting => "starting",
-        State::Running => "running",
-        State::Backoff { .. } => "backoff",
-        State::Refused { .. } => "refused",
-        State::Stopped => "stopped",
-    }
-}
-
-fn report_kind(kind: &ReportKind) -> &'static str {
-    match kind {
-        ReportKind::Invalid { .. } => "invalid",
-        ReportKind::NoManifest => "no_manifest",
-        ReportKind::ShadowedBundled { .. } => "shadowed_bundled",
-        ReportKind::Unreadable { .. } => "unreadable",
-    }
-}
-
-fn report_json(r: &Report) -> Value {
-    let mut v = json!({
-        "name": r.name,
-        "dir": r.dir.display().to_string(),
-        "origin": r.origin.as_str(),
-        "kind": report_kind(&r.kind),
-        "message": r.message,
-    });
-    if let ReportKind::Invalid {
-        rule, needs_newer, ..
-    } = &r.kind
-    {
-        v["rule"] = json!(rule);
-        v["needs_newer"] = json!(needs_newer);
-    }
-    v
-}
-
-fn claimant_json(c: &Claimant) -> Value {
-    match c {
-        Claimant::Host => json!({"host": true}),
-        Claimant::Package { name, dir } => {
-            json!({"package": name, "dir": dir.display().to_string()})
-        }
-    }
-}
-
-fn conflict_json(c: &Conflict) -> Value {
-    json!({
-        "kind": c.kind,
-        "name": c.name,
-        "first": claimant_json(&c.first),
-        "second": claimant_json(&c.second),
-        "packages": c.packages().collect::<Vec<_>>(),
-        "message": c.to_string(),
-    })
-}
-
-/// Set what `configure` sends `manifest`'s package from `doc`, and rebind its identity.
-fn configure_entry(
-    doc: &Config,
-    generation: &str,
-    manifest: &protocol::manifest::Manifest,
-    configuration: &Configuration,
-    identity: &BoundIdentity,
-) {
-    let ec = doc.for_extension(manifest, generation);
-    let refs: BTreeMap<String, BTreeMap<String, String>> = ec
-        .connections
-        .iter()
-        .filter_map(|c| doc.connection(c))
-        .map(|c| (c.name.clone(), c.secret_refs.clone()))
-        .collect();
-    configuration.set(ec.params, refs);
-    configuration.set_document(std::sync::Arc::new(doc.clone()));
-    identity.rebind(ec.scopes, ec.connections);
-    identity.rebind_unscoped(ec.unscoped_connections);
 }
 
 fn unavailable(message: impl Into<String>) -> RpcError {
@@ -452,8 +302,9 @@ impl Runner {
     /// `event.render_owned` the Events' owners.
     pub fn shared(self) -> Arc<Runner> {
         let runner = Arc::new(self);
-        runner.workspaces.attach(&runner);
-        runner.owners.attach(&runner);
+        let weak = Arc::downgrade(&runner);
+        runner.workspaces.attach(weak.clone());
+        runner.owners.attach(weak);
         runner
     }
 
@@ -597,252 +448,6 @@ impl Runner {
         c
     }
 
-    fn restarts(e: &Entry, sup: Option<&Supervisor>) -> u64 {
-        let before = lock(&e.previous).map_or(0, |p| p.restarts);
-        before + sup.map_or(0, Supervisor::restarts)
-    }
-
-    fn state_of(sup: Option<&Supervisor>) -> (&'static str, Option<State>) {
-        match sup {
-            None => ("not_started", None),
-            Some(s) => {
-                let state = s.state();
-                (state_name(&state), Some(state))
-            }
-        }
-    }
-
-    fn refusal(&self, e: &Entry, sup: Option<&Supervisor>) -> Option<String> {
-        match sup.map(Supervisor::state) {
-            None => Some(crate::conflicts::describe(&self.conflicts)),
-            Some(State::Refused { reason }) => Some(reason.to_string()),
-            _ => e.configuration.registered().refusal.map(|r| {
-                format!(
-                    "refuses configuration generation {}: {}",
-                    r.generation, r.error
-                )
-            }),
-        }
-    }
-
-    /// `ext.list`: every package, the discovery reports and the conflicts.
-    pub fn list(&self) -> Value {
-        let extensions: Vec<Value> = self
-            .entries
-            .iter()
-            .map(|e| {
-                let sup = e.supervisor();
-                let sup = sup.as_deref();
-                let (state, _) = Self::state_of(sup);
-                let running = state == "running";
-                json!({
-                    "name": e.package.name,
-                    "origin": e.package.origin.as_str(),
-                    "bundled": e.package.origin == Origin::Bundled,
-                    "version": e.package.manifest.version,
-                    "state": state,
-                    "restarts": Self::restarts(e, sup),
-                    "pid": if running { sup.and_then(Supervisor::pid) } else { None },
-                    "protocol_version": sup.and_then(Supervisor::protocol_version),
-                    "refusal": self.refusal(e, sup),
-                })
-            })
-            .collect();
-        json!({
-            "extensions": extensions,
-            "reports": self.reports.iter().map(report_json).collect::<Vec<_>>(),
-            "conflicts": self.conflicts.iter().map(conflict_json).collect::<Vec<_>>(),
-        })
-    }
-
-    /// `ext.inspect`: one package in detail, or `None` for an unknown name.
-    pub fn inspect(&self, name: &str) -> Option<Value> {
-        let e = self.entry(name)?;
-        let sup = e.supervisor();
-        let sup = sup.as_deref();
-        let (state_text, state) = Self::state_of(sup);
-        let previous = *lock(&e.previous);
-        let last_exit = match (sup.and_then(Supervisor::last_exit), &state) {
-            (Some(exit), Some(state)) => Some(json!({
-                "status": exit.to_string(),
-                "why": match state {
-                    State::Refused { .. } => "refused",
-                    State::Stopped => "stopped",
-                    _ => "crashed",
-                },
-            })),
-            _ => previous.and_then(|p| p.exit).map(
-                |exit| json!({"status": exit.to_string(), "why": "restarted by the operator"}),
-            ),
-        };
-        let running = state_text == "running";
-        let mut v = json!({
-            "name": e.package.name,
-            "origin": e.package.origin.as_str(),
-            "version": e.package.manifest.version,
-            "title": e.package.manifest.title,
-            "state": state_text,
-            "protocol_version": sup.and_then(Supervisor::protocol_version),
-            "protocol_versions": e.package.manifest.protocol,
-            "restarts": Self::restarts(e, sup),
-            "pid": if running { sup.and_then(Supervisor::pid) } else { None },
-            "last_exit": last_exit,
-            "refusal": self.refusal(e, sup),
-            "permissions": e.package.manifest.permissions,
-            "command": e.package.manifest.command,
-            "dir": e.package.dir.display().to_string(),
-            "state_dir": e.spec.state_dir.display().to_string(),
-            "log": e.spec.log_path.display().to_string(),
-            "grants": e.spec.grants,
-        });
-        if let Some(State::Backoff { until }) = state {
-            let ms = until.saturating_duration_since(Instant::now()).as_millis();
-            v["restart_in_ms"] = json!(u64::try_from(ms).unwrap_or(u64::MAX));
-        }
-        if sup.is_none() {
-            v["conflicts"] = self
-                .conflicts
-                .iter()
-                .filter(|c| c.packages().any(|p| p == name))
-                .map(conflict_json)
-                .collect();
-        }
-        Some(v)
-    }
-
-    /// `ext.restart`: stop the extension and start it again; a refused one is
-    /// tried again (the operator may have fixed it). Answers the new state.
-    pub async fn restart(&self, name: &str) -> Result<Value, RpcError> {
-        let Some(e) = self.entry(name) else {
-            return Err(RpcError::new(
-                Code::NotFound,
-                format!("no extension named `{name}`"),
-            ));
-        };
-        let _serial = e.restarting.lock().await;
-        if self.stopping.load(Ordering::SeqCst) {
-            return Err(RpcError::new(
-                Code::ShuttingDown,
-                "extrunner is stopping every extension",
-            ));
-        }
-        let Some(old) = e.supervisor() else {
-            return Err(RpcError::new(
-                Code::Conflict,
-                format!(
-                    "`{name}` is not started: {}",
-                    crate::conflicts::describe(&self.conflicts)
-                ),
-            ));
-        };
-        tracing::info!(OC_EXTENSION = %name, "restarting the extension, as the operator asked");
-        old.stop().await;
-        {
-            let mut prev = lock(&e.previous);
-            let before = prev.map_or(0, |p| p.restarts);
-            *prev = Some(Previous {
-                exit: old.last_exit().or(prev.and_then(|p| p.exit)),
-                restarts: before + old.restarts(),
-            });
-        }
-        let new = Arc::new(Supervisor::start(e.spec.clone(), e.options.clone()));
-        *lock(&e.supervisor) = Some(new.clone());
-        let mut rx = new.subscribe();
-        loop {
-            rx.borrow_and_update();
-            if settled(&new) {
-                break;
-            }
-            if rx.changed().await.is_err() {
-                break;
-            }
-        }
-        let state = new.state();
-        Ok(json!({
-            "name": name,
-            "state": state_name(&state),
-            "pid": if state == State::Running { new.pid() } else { None },
-            "refusal": match state { State::Refused { reason } => Some(reason.to_string()), _ => None },
-        }))
-    }
-
-    /// A new configuration generation: every package's configure params and
-    /// identity are replaced, and each running one is sent `configure` again without
-    /// a restart (with its KV layout current). Answers, for each package configured
-    /// again, the reason it failed, if it did; a failed one keeps its earlier
-    /// registration and gets the new configuration at its next start.
-    pub async fn apply(&self, doc: &Config, generation: &str) -> Vec<(String, Result<(), String>)> {
-        *lock(&self.applied) = Some(Arc::new(doc.clone()));
-        for e in &self.entries {
-            configure_entry(
-                doc,
-                generation,
-                &e.package.manifest,
-                &e.configuration,
-                &e.identity,
-            );
-        }
-        self.configure_running(generation).await
-    }
-
-    /// The tunnel's public URL changed (`None`: none published): every package is
-    /// configured with it in place of `settings.webhooks.public_url`, the running ones
-    /// again at once without a restart (spec: configure is sent again on every tunnel
-    /// URL change). Answers what [`Runner::apply`] does; nothing when it did not change.
-    pub async fn set_public_url(&self, url: Option<String>) -> Vec<(String, Result<(), String>)> {
-        if !self.tunnels.set_public_url(url) {
-            return Vec::new();
-        }
-        let url = self.tunnels.public_url();
-        let mut generation = String::new();
-        for e in &self.entries {
-            e.configuration.set_tunnel_url(url.clone());
-            generation = e.configuration.params().generation;
-        }
-        self.configure_running(&generation).await
-    }
-
-    async fn configure_running(&self, generation: &str) -> Vec<(String, Result<(), String>)> {
-        let mut out = Vec::new();
-        for e in &self.entries {
-            let Some(peer) = e.supervisor().and_then(|s| s.peer()) else {
-                continue;
-            };
-            let declared = crate::process::declared_kv_version(&e.spec.manifest_json);
-            let kv = KvLayout {
-                stored: declared,
-                declared,
-            };
-            let r = send_configure(&peer, &e.options, kv, e.options.configure_timeout)
-                .await
-                .map(|_| ())
-                .map_err(|err| err.to_string());
-            match &r {
-                Ok(()) => {
-                    tracing::info!(OC_EXTENSION = %e.package.name, %generation, "configured again")
-                }
-                Err(why) => {
-                    tracing::error!(OC_EXTENSION = %e.package.name, %generation, %why, "configure failed");
-                    e.configuration.refuse(generation, why);
-                }
-            }
-            out.push((e.package.name.clone(), r));
-        }
-        out
-    }
-
-    /// What each package registered in its last configure, with its state.
-    pub fn registrations(&self) -> Vec<(String, &'static str, Registered)> {
-        self.entries
-            .iter()
-            .map(|e| {
-                let sup = e.supervisor();
-                let (state, _) = Self::state_of(sup.as_deref());
-                (e.package.name.clone(), state, e.configuration.registered())
-            })
-            .collect()
-    }
-
     /// The agents' plugin directory, written at start from every package's playbooks
     /// ([`crate::playbooks`]); empty when it could not be written.
     pub fn playbook_dir(&self) -> &str {
@@ -859,14 +464,6 @@ impl Runner {
     /// The manifest of the package `name`.
     pub fn manifest(&self, name: &str) -> Option<&protocol::manifest::Manifest> {
         self.entry(name).map(|e| &e.package.manifest)
-    }
-
-    /// Follow each package's registrations (name, receiver).
-    pub fn watch_registrations(&self) -> Vec<(String, watch::Receiver<Registered>)> {
-        self.entries
-            .iter()
-            .map(|e| (e.package.name.clone(), e.configuration.subscribe()))
-            .collect()
     }
 
     /// Stop every extension at once, each with its whole process group, and wait
@@ -888,5 +485,72 @@ impl Runner {
                 tracing::error!(error = %e, "stopping an extension failed");
             }
         }
+    }
+}
+
+/// The packages that provide resources and sandboxes, as the workspace service
+/// needs them.
+impl Providers for Runner {
+    fn resource_types(&self) -> Vec<(String, String)> {
+        Runner::resource_types(self)
+    }
+
+    fn sweeps(&self, provider: &str, resource_type: &str) -> bool {
+        Runner::sweeps(self, provider, resource_type)
+    }
+
+    fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
+        Runner::sandbox_provider(self, sandbox_type)
+    }
+
+    fn secret_files(&self) -> Vec<PathBuf> {
+        Runner::secret_files(self)
+    }
+
+    fn playbook_dir(&self) -> String {
+        Runner::playbook_dir(self).to_owned()
+    }
+
+    fn peer(&self, provider: &str) -> Option<protocol::Peer> {
+        Runner::supervisor(self, provider).and_then(|s| s.peer())
+    }
+
+    fn call<'a>(
+        &'a self,
+        provider: &'a str,
+        method: &'a str,
+        params: Box<RawValue>,
+        timeout: std::time::Duration,
+    ) -> WorkspaceCall<'a> {
+        Box::pin(async move {
+            Runner::call(self, provider, method, &*params, false, timeout, None).await
+        })
+    }
+}
+
+/// The packages that own Event families, as the renderings need them.
+impl Packages for Runner {
+    fn names(&self) -> Vec<&str> {
+        Runner::names(self)
+    }
+
+    fn manifest(&self, name: &str) -> Option<&protocol::manifest::Manifest> {
+        Runner::manifest(self, name)
+    }
+
+    fn applied(&self) -> Option<Arc<Config>> {
+        Runner::applied(self)
+    }
+
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        method: &'a str,
+        params: Box<RawValue>,
+        timeout: std::time::Duration,
+    ) -> RenderCall<'a> {
+        Box::pin(
+            async move { Runner::call(self, name, method, &*params, false, timeout, None).await },
+        )
     }
 }

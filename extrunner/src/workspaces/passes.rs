@@ -4,11 +4,12 @@
 //! a provider asks within a pass ([`Workspaces::owner_status`]).
 
 use super::*;
+use busapi::store::{LeaseDropRequest, OwnerStatusRequest, WorkGetRequest};
 
 impl Workspaces {
-    pub(super) fn begin_pass(&self, runner: &Runner, provider: &str) -> String {
+    pub(super) fn begin_pass(&self, runner: &dyn Providers, provider: &str) -> String {
         let id = random_id();
-        let peer = runner.supervisor(provider).and_then(|s| s.peer());
+        let peer = runner.peer(provider);
         lock(&self.passes).insert(
             id.clone(),
             Pass {
@@ -27,7 +28,7 @@ impl Workspaces {
     /// was reconciled already.
     pub(super) async fn ensure_reconciled(
         &self,
-        runner: &Runner,
+        runner: &dyn Providers,
         provider: &str,
         resource_type: &str,
     ) -> Result<(), RpcError> {
@@ -36,14 +37,14 @@ impl Workspaces {
             .or_default()
             .clone();
         let _held = gate.lock().await;
-        let current = runner.supervisor(provider).and_then(|s| s.peer());
+        let current = runner.peer(provider);
         if let (Some(done), Some(now)) = (lock(&self.reconciled).get(provider), &current) {
             if done.same_connection(now) && !now.is_closed() {
                 return Ok(());
             }
         }
         self.reconcile(runner, provider, resource_type).await?;
-        if let Some(peer) = runner.supervisor(provider).and_then(|s| s.peer()) {
+        if let Some(peer) = runner.peer(provider) {
             lock(&self.reconciled).insert(provider.to_owned(), peer);
         }
         Ok(())
@@ -53,7 +54,7 @@ impl Workspaces {
     /// workspaces it answers.
     pub(super) async fn reconcile(
         &self,
-        runner: &Runner,
+        runner: &dyn Providers,
         provider: &str,
         resource_type: &str,
     ) -> Result<(), RpcError> {
@@ -62,17 +63,7 @@ impl Workspaces {
             resource_type: resource_type.to_owned(),
             pass_id: pass_id.clone(),
         };
-        let answer = runner
-            .call(
-                provider,
-                "provider.reconcile",
-                &params,
-                false,
-                PASS_TIMEOUT,
-                None,
-            )
-            .await
-            .and_then(reply_value);
+        let answer = call_provider(runner, provider, &params, PASS_TIMEOUT).await;
         self.end_pass(&pass_id);
         let result: ProviderReconcileResult = serde_json::from_value(answer?).map_err(|e| {
             RpcError::unauthored(format_args!(
@@ -84,7 +75,7 @@ impl Workspaces {
                 dir = %note.dir, reason = %note.reason, "reconcile removed a half-made workspace");
         }
         let leases = self.leases(Some(resource_type), None).await?;
-        let held: HashMap<&str, &Lease> =
+        let held: HashMap<&str, &LeaseRow> =
             leases.iter().map(|l| (l.reference.as_str(), l)).collect();
         let mut recorded = 0usize;
         for r in &result.resources {
@@ -117,17 +108,8 @@ impl Workspaces {
 
     /// The scope and binding of Work `id`, when storaged has it.
     pub(super) async fn work_place(&self, id: &str) -> (String, String) {
-        match self
-            .store::<Value>("store.work_get", json!({"id": id}))
-            .await
-        {
-            Ok(v) => {
-                let w = v.get("work").unwrap_or(&v);
-                (
-                    w["scope_id"].as_str().unwrap_or_default().to_owned(),
-                    w["binding"].as_str().unwrap_or_default().to_owned(),
-                )
-            }
+        match self.store(&WorkGetRequest { id: id.to_owned() }).await {
+            Ok(got) => (got.work.scope_id, got.work.binding),
             Err(_) => (String::new(), String::new()),
         }
     }
@@ -137,12 +119,11 @@ impl Workspaces {
         resource_type: &str,
         reference: &str,
     ) -> Result<(), RpcError> {
-        let _: Value = self
-            .store(
-                "store.resource_lease_drop",
-                json!({"type": resource_type, "ref": reference}),
-            )
-            .await?;
+        self.store(&LeaseDropRequest {
+            resource_type: resource_type.to_owned(),
+            reference: reference.to_owned(),
+        })
+        .await?;
         Ok(())
     }
 
@@ -151,7 +132,7 @@ impl Workspaces {
         let Ok(runner) = self.runner() else { return };
         for (resource_type, provider) in runner.resource_types() {
             if let Err(e) = self
-                .ensure_reconciled(&runner, &provider, &resource_type)
+                .ensure_reconciled(runner.as_ref(), &provider, &resource_type)
                 .await
             {
                 tracing::warn!(OC_EXTENSION = %provider, resource_type, error = %e.message,
@@ -190,7 +171,7 @@ impl Workspaces {
                 ..SweepReport::default()
             };
             match self
-                .sweep_one(&runner, &provider, &rt, grace, remove_dirty)
+                .sweep_one(runner.as_ref(), &provider, &rt, grace, remove_dirty)
                 .await
             {
                 Ok(result) => report.result = result,
@@ -206,7 +187,7 @@ impl Workspaces {
 
     pub(super) async fn sweep_one(
         &self,
-        runner: &Runner,
+        runner: &dyn Providers,
         provider: &str,
         resource_type: &str,
         grace: Duration,
@@ -221,17 +202,7 @@ impl Workspaces {
             grace_s: grace.as_secs(),
             remove_dirty,
         };
-        let answer = runner
-            .call(
-                provider,
-                "provider.sweep",
-                &params,
-                false,
-                PASS_TIMEOUT,
-                None,
-            )
-            .await
-            .and_then(reply_value);
+        let answer = call_provider(runner, provider, &params, PASS_TIMEOUT).await;
         self.end_pass(&pass_id);
         let result: ProviderSweepResult = serde_json::from_value(answer?).map_err(|e| {
             RpcError::unauthored(format_args!(
@@ -277,14 +248,7 @@ impl Workspaces {
                 p.owners.len()
             )));
         }
-        #[derive(Deserialize)]
-        struct Answer {
-            #[serde(default)]
-            owners: Vec<OwnerStatus>,
-        }
-        let answer: Answer = self
-            .store("store.owner_status", json!({"owners": p.owners}))
-            .await?;
+        let answer = self.store(&OwnerStatusRequest { owners: p.owners }).await?;
         Ok(ProviderOwnerStatusResult {
             owners: answer.owners,
         })

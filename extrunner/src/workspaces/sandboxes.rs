@@ -31,7 +31,7 @@ use protocol::{Code, Peer, RpcError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{lock, reply_value, OpenRun, Workspaces};
+use super::{call_method, lock, OpenRun, Workspaces};
 
 /// The longest one `sandbox_provider.plan` or `sandbox_provider.adopt` may take.
 pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -323,10 +323,7 @@ impl Workspaces {
         }
         let own = self.own_folders(run, execution_id).await;
         // The agents' plugin (under the state directory) may be read, never written.
-        let playbooks = self
-            .runner()
-            .map(|r| r.playbook_dir().to_owned())
-            .unwrap_or_default();
+        let playbooks = self.runner().map(|r| r.playbook_dir()).unwrap_or_default();
         let mut merged = needs;
         let reads = merged.read.len();
         for (i, need) in merged.read.iter().chain(&merged.write).enumerate() {
@@ -377,18 +374,15 @@ impl Workspaces {
             launch: p.launch,
             needs,
         };
-        let v = runner
-            .call(
-                &provider,
-                "sandbox_provider.plan",
-                &params,
-                false,
-                PROVIDER_TIMEOUT,
-                None,
-            )
-            .await
-            .and_then(reply_value)
-            .map_err(|e| provider_error(&provider, "sandbox_provider.plan", e))?;
+        let v = call_method(
+            runner.as_ref(),
+            &provider,
+            "sandbox_provider.plan",
+            &params,
+            PROVIDER_TIMEOUT,
+        )
+        .await
+        .map_err(|e| provider_error(&provider, "sandbox_provider.plan", e))?;
         let plan: SandboxPlan = serde_json::from_value(v).map_err(|e| {
             unavailable(format!(
                 "{provider:?} answered sandbox_provider.plan with something else: {e}"
@@ -467,18 +461,15 @@ impl Workspaces {
             plan: pin.plan.clone(),
             pid: p.pid,
         };
-        let v = runner
-            .call(
-                &provider,
-                "sandbox_provider.adopt",
-                &params,
-                false,
-                PROVIDER_TIMEOUT,
-                None,
-            )
-            .await
-            .and_then(reply_value)
-            .map_err(|e| provider_error(&provider, "sandbox_provider.adopt", e))?;
+        let v = call_method(
+            runner.as_ref(),
+            &provider,
+            "sandbox_provider.adopt",
+            &params,
+            PROVIDER_TIMEOUT,
+        )
+        .await
+        .map_err(|e| provider_error(&provider, "sandbox_provider.adopt", e))?;
         let proof: SandboxProviderAdoptResult = serde_json::from_value(v).map_err(|e| {
             unavailable(format!(
                 "{provider:?} answered sandbox_provider.adopt with something else: {e}"

@@ -13,13 +13,17 @@
 //! rules" list; a broken rule is [`ManifestError::Invalid`] with a short stable
 //! rule identifier and a message that names the offending path.
 //!
-//! Modules: [`validate`] (the validation rules) and [`schemas`] (payload schema
-//! evolution: how a payload's schema stands against the declared ones); the
-//! manifest's types, parsing and name syntax are here.
+//! Modules: `validate` (the validation rules), `schemas` (payload schema
+//! evolution: how a payload's schema stands against the declared ones), `load`
+//! (parsing and loading) and `names` (name syntax); the manifest's types are here.
 
+mod load;
+mod names;
 mod schemas;
 mod validate;
 
+pub use load::*;
+pub use names::*;
 pub use schemas::*;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,7 +84,7 @@ pub const EXECUTOR_POOLS: &[&str] = &["", "jobs"];
 pub const SETTING_TYPES: &[&str] = &["string", "boolean", "number", "strings"];
 
 /// The command that runs a package on the host's own executable:
-/// `open-conduit extension-run <name>` (its argv[0]).
+/// `open-conduit extension-run <name>` (its `argv[0]`).
 pub const HOST_RUN_PROGRAM: &str = "open-conduit";
 
 /// The most pages a package may contribute.
@@ -173,7 +177,7 @@ pub struct Manifest {
     /// The display name operators read; one line of at most 64 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// The argv that starts the package. A relative argv[0] resolves in the
+    /// The argv that starts the package. A relative `argv[0]` resolves in the
     /// package directory and must stay inside it.
     pub command: Vec<String>,
     /// The version of the package's KV layout (default 0, never negative).
@@ -745,237 +749,4 @@ pub struct Page {
     /// The package's route handler whose binding offers grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
-}
-
-// ---------------------------------------------------------------------------
-// Parsing and loading
-
-/// Parses and validates a manifest.
-pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, ManifestError> {
-    if bytes.len() > MAX_MANIFEST_BYTES {
-        return Err(invalid(
-            "manifest_size",
-            MANIFEST_FILE,
-            format!("{} bytes, more than {MAX_MANIFEST_BYTES}", bytes.len()),
-        ));
-    }
-    let manifest: Manifest = match serde_json::from_slice(bytes) {
-        Ok(m) => m,
-        Err(err) => return Err(map_serde_error(bytes, err)),
-    };
-    manifest.validate()?;
-    Ok(manifest)
-}
-
-/// Reads `dir/open-conduit-extension.json`, validates it, checks that the
-/// directory is named after the manifest's name, and that the command and the
-/// playbooks resolve inside the directory (following links).
-pub fn load_manifest(dir: &Path) -> Result<Manifest, ManifestError> {
-    let path = dir.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&path).map_err(|source| ManifestError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let manifest = parse_manifest(&bytes)?;
-    let root = std::fs::canonicalize(dir).map_err(|source| ManifestError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let dir_name = dir
-        .file_name()
-        .or_else(|| root.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or("");
-    if dir_name != manifest.name {
-        return Err(invalid(
-            "directory_name",
-            dir.display(),
-            format!(
-                "the package directory is named `{dir_name}` but the manifest's name is `{}`",
-                manifest.name
-            ),
-        ));
-    }
-    if !manifest.is_host_run() {
-        if let Some(program) = manifest.command.first() {
-            check_resolves_inside(&root, program, "command[0]", "command_outside")?;
-        }
-    }
-    if let Some(playbooks) = &manifest.playbooks {
-        check_resolves_inside(&root, playbooks, "playbooks", "playbooks_outside")?;
-    }
-    Ok(manifest)
-}
-
-fn check_resolves_inside(
-    root: &Path,
-    rel: &str,
-    path: &str,
-    rule: &'static str,
-) -> Result<(), ManifestError> {
-    let target = root.join(rel);
-    if std::fs::symlink_metadata(&target).is_err() {
-        // Missing: nothing to follow. The lexical check has already run.
-        return Ok(());
-    }
-    let resolved = std::fs::canonicalize(&target).map_err(|source| ManifestError::Io {
-        path: target.clone(),
-        source,
-    })?;
-    if !resolved.starts_with(root) {
-        return Err(invalid(
-            rule,
-            path,
-            format!(
-                "`{rel}` resolves to {}, outside the package directory",
-                resolved.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn map_serde_error(bytes: &[u8], err: serde_json::Error) -> ManifestError {
-    let text = err.to_string();
-    if let Some(rest) = text.strip_prefix("unknown field `") {
-        if let Some(end) = rest.find('`') {
-            let field = rest[..end].to_string();
-            let location = match locate_key(bytes, &field) {
-                Some(path) => format!(" at {path}"),
-                None => format!(" (line {}, column {})", err.line(), err.column()),
-            };
-            return ManifestError::NewerManifest {
-                kind: "field",
-                field,
-                location,
-            };
-        }
-    }
-    ManifestError::Malformed(err)
-}
-
-/// The path of the object holding `key`, when exactly one object in the
-/// document holds it.
-fn locate_key(bytes: &[u8], key: &str) -> Option<String> {
-    let value: Value = serde_json::from_slice(bytes).ok()?;
-    let mut found = Vec::new();
-    collect_key_paths(&value, "", key, &mut found);
-    if found.len() == 1 {
-        found.pop()
-    } else {
-        None
-    }
-}
-
-fn collect_key_paths(value: &Value, path: &str, key: &str, found: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let child = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                if k == key {
-                    found.push(child.clone());
-                }
-                collect_key_paths(v, &child, key, found);
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                collect_key_paths(v, &format!("{path}[{i}]"), key, found);
-            }
-        }
-        _ => {}
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Name syntax
-
-/// `[a-z][a-z0-9_-]*`, at most 64 bytes: the package name and other
-/// identifier-shaped names.
-pub fn is_identifier(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= MAX_IDENTIFIER_BYTES
-        && bytes[0].is_ascii_lowercase()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
-}
-
-/// An identifier, or identifier segments joined by dots (each segment of
-/// lower-case letters, digits, `-` and `_`, the first starting with a letter),
-/// at most 128 bytes.
-pub fn is_name(s: &str) -> bool {
-    if s.is_empty() || s.len() > MAX_NAME_BYTES {
-        return false;
-    }
-    let mut segments = s.split('.');
-    let first_ok = segments.next().is_some_and(is_identifier);
-    first_ok
-        && segments.all(|seg| {
-            !seg.is_empty()
-                && seg
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        })
-}
-
-/// Whether `s` is under the package name `own`: an identifier-shaped name is
-/// `own` or `own-…`, a dotted name is `own.…`.
-pub fn is_under(own: &str, s: &str) -> bool {
-    if s.contains('.') {
-        s.strip_prefix(own)
-            .and_then(|rest| rest.strip_prefix('.'))
-            .is_some_and(|rest| !rest.is_empty())
-    } else {
-        s == own
-            || s.strip_prefix(own)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|rest| !rest.is_empty())
-    }
-}
-
-/// A wait target kind: lower-case letters, digits, `-` or `_`.
-pub fn is_target_kind(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_IDENTIFIER_BYTES
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-}
-
-/// A top-level config field name: ASCII letters, digits, `_` and `-`.
-fn is_config_field(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_NAME_BYTES
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn is_one_line(s: &str) -> bool {
-    !s.chars().any(char::is_control)
-}
-
-/// A `.v<N>` version suffix's number, when the last segment is one.
-fn version_suffix(s: &str) -> Option<(&str, u64)> {
-    let (base, last) = s.rsplit_once('.')?;
-    let digits = last.strip_prefix('v')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().map(|n| (base, n))
-}
-
-/// Whether a path written in the manifest stays inside the package directory:
-/// relative, non-empty, and with no `..` component.
-fn stays_inside(p: &str) -> bool {
-    if p.is_empty() || p.starts_with('/') || p.starts_with('\\') {
-        return false;
-    }
-    Path::new(p)
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }

@@ -11,8 +11,12 @@
 //!   recorded on its own, after the run before it. If the store refuses a run, its
 //!   events are decided one by one, as before, so each refusal is handled as one.
 
-use super::{store_err, RouteError, RoutedEvent, Router, Stats, PAGE};
-use serde_json::{json, Value};
+use super::{poisoned, store_err, RouteError, Router, Stats, PAGE};
+use busapi::store::{
+    RouteDecideManyRequest, RouteDecideRequest, RouteDecideResponse, RouteOutcome, UnroutedEvent,
+    UnroutedRequest, WaitsMatchingRequest,
+};
+use busapi::Call;
 use std::collections::{BTreeSet, HashSet};
 
 /// The most distinct keys, or types, one page's wait lookup asks about; past it
@@ -32,22 +36,8 @@ pub struct Pass {
     pub to_work: usize,
 }
 
-/// A page of `store.unrouted`, read straight from the answer's text.
-#[derive(serde::Deserialize)]
-struct Page {
-    events: Vec<RoutedEvent>,
-    /// Whether the page was cut short by its bounds (a storaged that does not say
-    /// is read until it answers an empty page).
-    #[serde(default = "more_by_default")]
-    more: bool,
-}
-
-fn more_by_default() -> bool {
-    true
-}
-
 /// Unmatched decisions not recorded yet: (event, `store.route_decide` params).
-type Run<'a> = Vec<(&'a RoutedEvent, Value)>;
+type Run<'a> = Vec<(&'a UnroutedEvent, RouteDecideRequest)>;
 
 impl Router {
     /// One pass: route every pending event in order, stopping at the first that cannot
@@ -55,10 +45,7 @@ impl Router {
     /// Work (only those can make Work ready to start).
     pub async fn pass(&self, stats: &Stats) -> Result<Pass, RouteError> {
         {
-            let k = self
-                .knowledge
-                .read()
-                .map_err(|_| RouteError::Store("the router's knowledge is poisoned".into()))?;
+            let k = self.knowledge.read().map_err(|_| poisoned())?;
             if !k.config_loaded {
                 return Err(RouteError::NotLoaded("configuration"));
             }
@@ -68,11 +55,14 @@ impl Router {
         }
         let mut done = Pass::default();
         loop {
-            let page: Page = self
-                .bus
-                .call_as("store.unrouted", &json!({"after": 0, "limit": PAGE}))
+            let page = self
+                .store
+                .call(&UnroutedRequest {
+                    after: 0,
+                    limit: PAGE,
+                })
                 .await
-                .map_err(|e| store_err("store.unrouted", e))?;
+                .map_err(|e| store_err(UnroutedRequest::METHOD, e))?;
             let (events, more) = (page.events, page.more);
             if events.is_empty() {
                 return Ok(done);
@@ -85,7 +75,7 @@ impl Router {
                     None
                 } else {
                     match self.evaluate(ev).await {
-                        Ok(d) if d.outcome["type"] == "unmatched" => {
+                        Ok(d) if matches!(d.outcome, RouteOutcome::Unmatched { .. }) => {
                             run.push((ev, Self::decide_params(ev, &d)));
                             continue;
                         }
@@ -130,8 +120,8 @@ impl Router {
 
     /// The events of a page that some active Wait may be for: one lookup with all
     /// their keys and types, then each event against the Waits found.
-    async fn maybe_waiting(&self, events: &[RoutedEvent]) -> Result<HashSet<i64>, RouteError> {
-        let with_keys: Vec<&RoutedEvent> = events.iter().filter(|e| !e.keys.is_empty()).collect();
+    async fn maybe_waiting(&self, events: &[UnroutedEvent]) -> Result<HashSet<i64>, RouteError> {
+        let with_keys: Vec<&UnroutedEvent> = events.iter().filter(|e| !e.keys.is_empty()).collect();
         let every = || with_keys.iter().map(|e| e.seq).collect::<HashSet<i64>>();
         if with_keys.is_empty() {
             return Ok(HashSet::new());
@@ -145,34 +135,24 @@ impl Router {
             return Ok(every());
         }
         let found = self
-            .bus
-            .call(
-                "store.waits_matching",
-                &json!({"keys": keys, "types": types, "limit": LOOKUP_LIMIT}),
-            )
+            .store
+            .call(&WaitsMatchingRequest {
+                keys: keys.into_iter().map(str::to_owned).collect(),
+                types: types.into_iter().map(str::to_owned).collect(),
+                limit: LOOKUP_LIMIT as u32,
+            })
             .await
-            .map_err(|e| store_err("store.waits_matching", e))?;
-        let waits = found["waits"].as_array().cloned().unwrap_or_default();
+            .map_err(|e| store_err(WaitsMatchingRequest::METHOD, e))?;
+        let waits = found.waits;
         if waits.len() >= LOOKUP_LIMIT {
             return Ok(every());
         }
-        let texts = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        };
-        let waits: Vec<(Vec<String>, Vec<String>)> = waits
-            .iter()
-            .map(|w| (texts(&w["keys"]), texts(&w["types"])))
-            .collect();
         Ok(with_keys
             .iter()
             .filter(|ev| {
-                waits.iter().any(|(keys, types)| {
-                    keys.iter().any(|k| ev.keys.contains(k))
-                        && (types.is_empty() || types.contains(&ev.event_type))
+                waits.iter().any(|w| {
+                    w.keys.iter().any(|k| ev.keys.contains(k))
+                        && (w.types.is_empty() || w.types.contains(&ev.event_type))
                 })
             })
             .map(|ev| ev.seq)
@@ -191,25 +171,23 @@ impl Router {
         if run.is_empty() {
             return Ok(true);
         }
-        let decisions: Vec<&Value> = run.iter().map(|(_, d)| d).collect();
-        let whole = self
-            .bus
-            .call(
-                "store.route_decide_many",
-                &json!({ "decisions": decisions }),
-            )
-            .await;
-        let decided = whole
+        let (events, decisions): (Vec<&UnroutedEvent>, Vec<RouteDecideRequest>) =
+            std::mem::take(run).into_iter().unzip();
+        let many = RouteDecideManyRequest { decisions };
+        let decided = self
+            .store
+            .call(&many)
+            .await
             .ok()
-            .and_then(|a| a["decided"].as_array().cloned())
-            .filter(|d| d.len() == run.len());
+            .map(|a| a.decided)
+            .filter(|d| d.len() == events.len());
         if let Some(decided) = decided {
-            for ((ev, _), answer) in run.drain(..).zip(decided) {
+            for (ev, answer) in events.into_iter().zip(decided) {
                 self.routed(ev, &answer, stats, done);
             }
             return Ok(true);
         }
-        for (ev, params) in std::mem::take(run) {
+        for (ev, params) in events.into_iter().zip(many.decisions) {
             let answer = self.decide_with(ev, &params).await;
             match answer {
                 Ok(a) => self.routed(ev, &a, stats, done),
@@ -224,14 +202,20 @@ impl Router {
     }
 
     /// Count one routed event, and queue it for its Work's running attempt.
-    fn routed(&self, ev: &RoutedEvent, answer: &Value, stats: &Stats, done: &mut Pass) {
+    fn routed(
+        &self,
+        ev: &UnroutedEvent,
+        answer: &RouteDecideResponse,
+        stats: &Stats,
+        done: &mut Pass,
+    ) {
         done.routed += 1;
-        if answer["work_id"].is_string() {
+        if answer.work_id.is_some() {
             done.to_work += 1;
         }
         // An event for a Work whose attempt runs goes to that attempt too.
-        if answer["work_state"] == "running" && answer["created"] != true {
-            if let Some(w) = answer["work_id"].as_str() {
+        if answer.work_state.as_deref() == Some("running") && !answer.created {
+            if let Some(w) = &answer.work_id {
                 self.queue_injection(w, ev.seq);
             }
         }

@@ -6,11 +6,16 @@
 
 use std::time::Duration;
 
-use protocol::wire::{self, ExecutorWaitResult, Outcome};
+use busapi::store::LeaseRenewRequest;
+use protocol::wire::{
+    self, ExecutorRecoverParams, ExecutorStopParams, ExecutorWaitParams, ExecutorWaitResult,
+    Outcome,
+};
 use protocol::CallError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{ms, Attempt, Starter, LEASE_RENEW, LEASE_TTL, WAIT_CALL};
+use super::{epoch_u64, Attempt, Starter, LEASE_RENEW, LEASE_TTL, WAIT_CALL};
+use crate::ports::ms;
 
 /// The first wait before adoption (or a stop) is tried again; each later one doubles,
 /// up to [`ADOPT_RETRY_MAX`].
@@ -65,6 +70,17 @@ pub(super) fn refused_before_launch(e: &CallError) -> bool {
     )
 }
 
+impl Attempt {
+    /// `executor.stop` of this attempt.
+    pub(super) fn stop_params(&self) -> ExecutorStopParams {
+        ExecutorStopParams {
+            executor: self.executor.clone(),
+            execution_id: self.execution_id.clone(),
+            epoch: epoch_u64(self.epoch),
+        }
+    }
+}
+
 impl Starter {
     /// Keep the lease and wait for the run's result; recover it if the extension
     /// restarts meanwhile; then settle. With `recovery`, the run is adopted first.
@@ -76,18 +92,16 @@ impl Starter {
     pub(super) async fn observe(&self, a: Attempt, failures: i64, recovery: Option<Recovery>) {
         let (lost_tx, mut lost) = tokio::sync::watch::channel::<Option<String>>(None);
         let renew = {
-            let bus = self.bus.clone();
-            let (id, epoch) = (a.execution_id.clone(), a.epoch);
+            let store = self.store.clone();
+            let request = LeaseRenewRequest {
+                execution_id: a.execution_id.clone(),
+                epoch: a.epoch,
+                lease_ttl_ms: ms(LEASE_TTL),
+            };
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(LEASE_RENEW).await;
-                    let r = bus
-                        .call(
-                            "store.lease_renew",
-                            &json!({"execution_id": id, "epoch": epoch,
-                                    "lease_ttl_ms": ms(LEASE_TTL)}),
-                        )
-                        .await;
+                    let r = store.call(&request).await;
                     if let Err(e) = r {
                         if e.code() == Some(protocol::Code::Conflict.as_str()) {
                             let _ = lost_tx.send(Some(e.to_string()));
@@ -104,7 +118,7 @@ impl Starter {
             // Work (cancelled), not this result (which would retry it).
             Some(result) if self.is_cancelling(&a.work_id) => {
                 tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?result.outcome, error = %result.error, "the run ended while its Work is being cancelled; the cancel settles it");
-                crate::toolbelt::clear(&self.bus, &a.execution_id).await;
+                crate::toolbelt::clear(&self.store, &a.execution_id).await;
             }
             Some(result) => self.settle(&a, result, failures).await,
             None => {
@@ -131,19 +145,18 @@ impl Starter {
                     Adoption::LeaseLost => return None,
                 }
             }
-            let wait = self.ext_call(
-                &a.extension,
-                "executor.wait",
-                json!({"executor": a.executor, "execution_id": a.execution_id}),
-                WAIT_CALL,
-            );
+            let params = ExecutorWaitParams {
+                executor: a.executor.clone(),
+                execution_id: a.execution_id.clone(),
+            };
+            let wait = self.ext_call(&a.extension, params, WAIT_CALL);
             let answer = tokio::select! {
                 r = wait => r,
                 _ = lost.wait_for(Option::is_some) => return None,
             };
             match answer {
                 Ok(v) => {
-                    return Some(match serde_json::from_value::<ExecutorWaitResult>(v) {
+                    return Some(match serde_json::from_str::<ExecutorWaitResult>(v.get()) {
                         Ok(r) => r,
                         Err(e) => {
                             let mut failed = ExecutorWaitResult::new(Outcome::Failed);
@@ -168,18 +181,12 @@ impl Starter {
     /// The recovery metadata last persisted for the attempt; `None` when it cannot
     /// be read now.
     async fn stored_recovery(&self, a: &Attempt) -> Option<Value> {
-        let executions = self
-            .bus
-            .call("store.executions", &json!({"work_id": a.work_id}))
-            .await
-            .ok()?;
+        let executions = self.executions_of(&a.work_id).await?;
         Some(
-            executions["executions"]
-                .as_array()
+            executions
                 .into_iter()
-                .flatten()
-                .find(|e| e["id"] == a.execution_id.as_str())
-                .map(|e| e["recovery"].clone())
+                .find(|e| e.id == a.execution_id)
+                .map(|e| e.recovery)
                 .unwrap_or(Value::Null),
         )
     }
@@ -211,17 +218,13 @@ impl Starter {
             if let Some(recovery) = recovery {
                 let recovery: wire::Payload = serde_json::from_value(recovery).unwrap_or_default();
                 let mut run = a.run.clone();
-                run.epoch = u64::try_from(a.epoch).unwrap_or(0);
+                run.epoch = epoch_u64(a.epoch);
                 if let Some(tb) = self.toolbelt.get() {
                     run.toolbelt = tb.for_run(&a.work_id, &a.execution_id, a.epoch);
                 }
+                let params = ExecutorRecoverParams { run, recovery };
                 let r = self
-                    .ext_call(
-                        &a.extension,
-                        "executor.recover",
-                        json!({"run": run, "recovery": recovery}),
-                        Duration::from_secs(60),
-                    )
+                    .ext_call(&a.extension, params, Duration::from_secs(60))
                     .await;
                 match r {
                     Ok(_) => {
@@ -256,15 +259,9 @@ impl Starter {
         let mut delay = ADOPT_RETRY_FIRST;
         loop {
             let r = self
-                .ext_call(
-                    &a.extension,
-                    "executor.stop",
-                    json!({"executor": a.executor, "execution_id": a.execution_id,
-                           "epoch": a.epoch}),
-                    Duration::from_secs(120),
-                )
+                .ext_call(&a.extension, a.stop_params(), Duration::from_secs(120))
                 .await;
-            match r.map(serde_json::from_value::<wire::ExecutorStopResult>) {
+            match r.map(|answer| serde_json::from_str::<wire::ExecutorStopResult>(answer.get())) {
                 Ok(Ok(stop)) if stop.stopped => {
                     let mut failed = ExecutorWaitResult::new(Outcome::Failed);
                     let adopted = format!(

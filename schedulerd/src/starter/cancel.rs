@@ -16,11 +16,12 @@
 
 use std::time::Duration;
 
-use protocol::wire::ExecutorStopResult;
+use busapi::sched::{AttemptStop, CancelResult};
+use busapi::store::{ExecutionRow, WorkCancelRequest};
+use protocol::wire::{ExecutorStopParams, ExecutorStopResult};
 use protocol::{Code, RpcError};
-use serde_json::{json, Value};
 
-use super::Starter;
+use super::{epoch_u64, Starter};
 
 /// How long `sched.cancel` waits for the executor's stop before it cancels the Work
 /// anyway (saying the run may still be running): under the 60 s the CLI waits for
@@ -31,34 +32,18 @@ pub const CANCEL_STOP_WAIT: Duration = Duration::from_secs(45);
 /// anything is stopped.
 pub const MAX_CANCEL_REASON_BYTES: usize = 2048;
 
-/// What the cancel did to the running attempt.
-#[derive(Debug, Clone)]
-struct AttemptStop {
-    execution_id: String,
-    host: String,
-    stopped: bool,
-    detail: String,
-}
-
-impl AttemptStop {
-    fn json(&self) -> Value {
-        json!({"execution_id": self.execution_id, "host": self.host,
-               "stopped": self.stopped, "detail": self.detail})
-    }
-
-    /// How the attempt ended, for a person.
-    fn said(&self) -> String {
-        if self.stopped {
-            format!(
-                "its running attempt {} was stopped on host {}: {}",
-                self.execution_id, self.host, self.detail
-            )
-        } else {
-            format!(
-                "its running attempt {} may still be running on host {}: {}",
-                self.execution_id, self.host, self.detail
-            )
-        }
+/// How the attempt ended, for a person.
+fn said(stop: &AttemptStop) -> String {
+    if stop.stopped {
+        format!(
+            "its running attempt {} was stopped on host {}: {}",
+            stop.execution_id, stop.host, stop.detail
+        )
+    } else {
+        format!(
+            "its running attempt {} may still be running on host {}: {}",
+            stop.execution_id, stop.host, stop.detail
+        )
     }
 }
 
@@ -77,7 +62,7 @@ impl Starter {
     /// `null` when nothing was running, else `{execution_id, host, stopped, detail}`.
     /// The store's refusal (`not_found`, `conflict` for a Work already settled) keeps
     /// its code.
-    pub async fn cancel(&self, work_id: &str, reason: &str) -> Result<Value, RpcError> {
+    pub async fn cancel(&self, work_id: &str, reason: &str) -> Result<CancelResult, RpcError> {
         if work_id.is_empty() {
             return Err(RpcError::new(Code::Invalid, "work_id is required"));
         }
@@ -109,7 +94,7 @@ impl Starter {
         answer
     }
 
-    async fn cancel_marked(&self, work_id: &str, reason: &str) -> Result<Value, RpcError> {
+    async fn cancel_marked(&self, work_id: &str, reason: &str) -> Result<CancelResult, RpcError> {
         let running = self
             .running_execution(work_id)
             .await
@@ -119,11 +104,12 @@ impl Starter {
             None => None,
         };
         let cancelled = self
-            .bus
-            .call(
-                "store.work_cancel",
-                &json!({"work_id": work_id, "reason": reason}),
-            )
+            .store
+            .call(&WorkCancelRequest {
+                work_id: work_id.to_owned(),
+                reason: reason.to_owned(),
+                expect_version: None,
+            })
             .await;
         let cancelled = match cancelled {
             Ok(c) => c,
@@ -131,7 +117,7 @@ impl Starter {
                 let code = e.code().and_then(Code::parse).unwrap_or(Code::Unavailable);
                 let mut message = format!("Work {work_id} is not cancelled: {e}");
                 if let Some(a) = &attempt {
-                    message.push_str(&format!("; {}", a.said()));
+                    message.push_str(&format!("; {}", said(a)));
                 }
                 return Err(RpcError::new(code, message));
             }
@@ -146,21 +132,21 @@ impl Starter {
             }
             None => tracing::info!(OC_WORK_ID = %work_id, "Work cancelled; no attempt was running"),
         }
-        Ok(json!({
-            "work_id": work_id,
-            "state": "cancelled",
-            "epoch": cancelled["epoch"],
-            "execution_id": cancelled["execution_id"],
-            "wait_id": cancelled["wait_id"],
-            "attempt": attempt.as_ref().map(AttemptStop::json),
-        }))
+        Ok(CancelResult {
+            work_id: work_id.to_owned(),
+            state: "cancelled".into(),
+            epoch: cancelled.epoch,
+            execution_id: cancelled.execution_id,
+            wait_id: cancelled.wait_id,
+            attempt,
+        })
     }
 
     /// `executor.stop` on the running attempt `ex` of `work_id`, when it runs here,
     /// within [`CANCEL_STOP_WAIT`]: whether nothing of the run is left, and why.
-    async fn stop_for_cancel(&self, work_id: &str, ex: &Value) -> AttemptStop {
-        let execution_id = ex["id"].as_str().unwrap_or_default().to_owned();
-        let host = match ex["host"].as_str().unwrap_or_default() {
+    async fn stop_for_cancel(&self, work_id: &str, ex: &ExecutionRow) -> AttemptStop {
+        let execution_id = ex.id.clone();
+        let host = match ex.host.as_str() {
             "" => self.host.id.clone(),
             h => h.to_owned(),
         };
@@ -178,22 +164,19 @@ impl Starter {
                 self.host.id
             ));
         }
-        let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
+        let executor = ex.executor.clone();
         let extension = match self.extension_declaring(&executor) {
             Ok(e) => e,
             Err(why) => return not_stopped(format!("{why}: nothing here can stop the run")),
         };
         tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, "cancelling: stopping the running attempt first");
-        let answer = self
-            .ext_call(
-                &extension,
-                "executor.stop",
-                json!({"executor": executor, "execution_id": execution_id,
-                       "epoch": ex["epoch"]}),
-                CANCEL_STOP_WAIT,
-            )
-            .await;
-        match answer.map(serde_json::from_value::<ExecutorStopResult>) {
+        let params = ExecutorStopParams {
+            executor: executor.clone(),
+            execution_id: execution_id.clone(),
+            epoch: epoch_u64(ex.epoch),
+        };
+        let answer = self.ext_call(&extension, params, CANCEL_STOP_WAIT).await;
+        match answer.map(|a| serde_json::from_str::<ExecutorStopResult>(a.get())) {
             Ok(Ok(stop)) => AttemptStop {
                 execution_id: execution_id.clone(),
                 host: host.clone(),

@@ -2,85 +2,115 @@
 //! `sched.inject` through the executor) and the events routed to a Work whose
 //! attempt runs, injected into it.
 
-use protocol::wire;
-use serde_json::{json, Value};
+use std::time::Duration;
 
-use super::*;
+use busapi::sched::{ControlResult, InjectResult};
+use busapi::store::{ExecutionRow, WorkInputsRequest};
+use busapi::Call;
+use protocol::wire::{self, ExecutorInjectParams, ExecutorInterruptParams, ExecutorStopParams};
+use serde_json::Value;
+
+use super::{epoch_u64, Starter, MAX_INJECT_INPUTS};
+use crate::ports::{decode, Answer};
+
+/// How long one control of a running attempt may take.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The executor's answer to a control, as it gave it.
+fn answered(method: &str, answer: Answer) -> Result<Value, String> {
+    answer
+        .and_then(|a| decode::<Value>(method, &a))
+        .map_err(|e| format!("{method}: {e}"))
+}
 
 impl Starter {
     /// The running attempt of `work_id`: the execution row, its executor and the
     /// extension declaring it.
-    async fn running_attempt(&self, work_id: &str) -> Result<(Value, String, String), String> {
+    async fn running_attempt(
+        &self,
+        work_id: &str,
+    ) -> Result<(ExecutionRow, String, String), String> {
         let Some(ex) = self.running_execution(work_id).await? else {
             return Err(format!("Work {work_id} has no running attempt"));
         };
-        let host = ex["host"].as_str().unwrap_or_default();
-        if !host.is_empty() && host != self.host.id {
+        if !ex.host.is_empty() && ex.host != self.host.id {
             return Err(format!(
-                "the running attempt of Work {work_id} runs on host {host}, not this one ({}): \
+                "the running attempt of Work {work_id} runs on host {}, not this one ({}): \
                  its executor is there",
-                self.host.id
+                ex.host, self.host.id
             ));
         }
-        let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
+        let executor = ex.executor.clone();
         let extension = self.extension_declaring(&executor)?;
         Ok((ex, executor, extension))
     }
 
-    /// `executor.interrupt`, `executor.stop` or `executor.inject` on the running attempt
-    /// of `work_id` (for the CLI). Answers the executor's answer, with the execution.
-    /// `inject` takes `inputs`: Events, or the IDs of the Work's input events, each
-    /// injected as its own `executor.inject`.
-    pub async fn control(
-        &self,
-        work_id: &str,
-        control: &str,
-        extra: Value,
-    ) -> Result<Value, String> {
-        let method = match control {
-            "interrupt" => "executor.interrupt",
-            "stop" => "executor.stop",
-            "inject" => "executor.inject",
-            other => return Err(format!("no control {other:?} (interrupt, stop, inject)")),
-        };
+    /// `sched.interrupt`: `executor.interrupt` on the running attempt of `work_id`,
+    /// with `reason`. Answers the executor's answer, with the execution.
+    pub async fn interrupt(&self, work_id: &str, reason: &str) -> Result<ControlResult, String> {
         let (ex, executor, extension) = self.running_attempt(work_id).await?;
-        let base = json!({"executor": executor, "execution_id": ex["id"], "epoch": ex["epoch"]});
-        let with = |extra: &Value| {
-            let mut params = base.clone();
-            if let (Some(p), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
-                for (k, v) in extra {
-                    p.insert(k.clone(), v.clone());
-                }
-            }
-            params
+        let params = ExecutorInterruptParams {
+            executor,
+            execution_id: ex.id.clone(),
+            epoch: epoch_u64(ex.epoch),
+            reason: reason.to_owned(),
         };
-        if control == "inject" {
-            let events = self.events_to_inject(work_id, &extra["inputs"]).await?;
-            let mut answers = Vec::new();
-            for event in events {
-                let answer = self
-                    .ext_call(
-                        &extension,
-                        method,
-                        with(&json!({ "event": event })),
-                        Duration::from_secs(120),
-                    )
-                    .await
-                    .map_err(|e| format!("{method}: {e}"))?;
-                answers.push(answer);
-            }
-            return Ok(json!({"execution_id": ex["id"], "epoch": ex["epoch"], "answers": answers}));
+        let answer = self.ext_call(&extension, params, CONTROL_TIMEOUT).await;
+        Ok(ControlResult {
+            answer: answered(ExecutorInterruptParams::METHOD, answer)?,
+            execution_id: ex.id,
+            epoch: ex.epoch,
+        })
+    }
+
+    /// `sched.stop`: `executor.stop` on the running attempt of `work_id`. Answers the
+    /// executor's answer, with the execution.
+    pub async fn stop(&self, work_id: &str) -> Result<ControlResult, String> {
+        let (ex, executor, extension) = self.running_attempt(work_id).await?;
+        let params = ExecutorStopParams {
+            executor,
+            execution_id: ex.id.clone(),
+            epoch: epoch_u64(ex.epoch),
+        };
+        let answer = self.ext_call(&extension, params, CONTROL_TIMEOUT).await;
+        Ok(ControlResult {
+            answer: answered(ExecutorStopParams::METHOD, answer)?,
+            execution_id: ex.id,
+            epoch: ex.epoch,
+        })
+    }
+
+    /// `sched.inject`: each of `inputs` (Events, or the IDs of the Work's input
+    /// events) injected into the running attempt of `work_id` as its own
+    /// `executor.inject`. Answers the executor's answers, with the execution.
+    pub async fn inject(&self, work_id: &str, inputs: &Value) -> Result<InjectResult, String> {
+        let (ex, executor, extension) = self.running_attempt(work_id).await?;
+        let events = self.events_to_inject(work_id, inputs).await?;
+        let mut answers = Vec::new();
+        for event in events {
+            let params = ExecutorInjectParams {
+                executor: executor.clone(),
+                execution_id: ex.id.clone(),
+                epoch: epoch_u64(ex.epoch),
+                event,
+            };
+            let answer = self.ext_call(&extension, params, CONTROL_TIMEOUT).await;
+            answers.push(answered(ExecutorInjectParams::METHOD, answer)?);
         }
-        let answer = self
-            .ext_call(&extension, method, with(&extra), Duration::from_secs(120))
-            .await
-            .map_err(|e| format!("{method}: {e}"))?;
-        Ok(json!({"execution_id": ex["id"], "epoch": ex["epoch"], "answer": answer}))
+        Ok(InjectResult {
+            execution_id: ex.id,
+            epoch: ex.epoch,
+            answers,
+        })
     }
 
     /// `sched.inject`'s `inputs`: Event objects as they are, and IDs of the Work's own
     /// input events looked up; at most [`MAX_INJECT_INPUTS`].
-    async fn events_to_inject(&self, work_id: &str, inputs: &Value) -> Result<Vec<Value>, String> {
+    async fn events_to_inject(
+        &self,
+        work_id: &str,
+        inputs: &Value,
+    ) -> Result<Vec<wire::Event>, String> {
         let list: Vec<Value> = match inputs {
             Value::Array(a) => a.clone(),
             Value::Null => return Err("inject needs inputs: Events or event IDs".into()),
@@ -107,12 +137,12 @@ impl Starter {
                         .ok_or_else(|| {
                             format!("inputs[{i}]: {id:?} is not an input of Work {work_id}")
                         })?;
-                    out.push(json!(event));
+                    out.push(event.clone());
                 }
                 Value::Object(o) => {
                     let event: wire::Event = serde_json::from_value(Value::Object(o))
                         .map_err(|e| format!("inputs[{i}] is not an Event: {e}"))?;
-                    out.push(json!(event));
+                    out.push(event);
                 }
                 other => {
                     return Err(format!(
@@ -130,19 +160,16 @@ impl Starter {
         let mut after = 0i64;
         loop {
             let page = self
-                .bus
-                .call(
-                    "store.work_inputs",
-                    &json!({"work_id": work_id, "after": after, "limit": 1000}),
-                )
+                .store
+                .call(&WorkInputsRequest {
+                    work_id: work_id.to_owned(),
+                    state: None,
+                    after,
+                    limit: 1000,
+                })
                 .await
-                .map_err(|e| format!("store.work_inputs: {e}"))?;
-            let got: Vec<i64> = page["inputs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|i| i["seq"].as_i64())
-                .collect();
+                .map_err(|e| format!("{}: {e}", WorkInputsRequest::METHOD))?;
+            let got: Vec<i64> = page.inputs.iter().map(|i| i.seq).collect();
             if got.is_empty() {
                 return Ok(seqs);
             }
@@ -175,22 +202,22 @@ impl Starter {
             let Some(event) = self.inputs(&work_id, &[seq]).await.into_iter().next() else {
                 continue;
             };
-            let params = json!({"executor": executor, "execution_id": ex["id"],
-                                "epoch": ex["epoch"], "event": event});
+            let event_id = event.id.clone();
+            let params = ExecutorInjectParams {
+                executor,
+                execution_id: ex.id.clone(),
+                epoch: epoch_u64(ex.epoch),
+                event,
+            };
             match self
-                .ext_call(
-                    &extension,
-                    "executor.inject",
-                    params,
-                    Duration::from_secs(30),
-                )
+                .ext_call(&extension, params, Duration::from_secs(30))
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %ex["id"], event = %event.id, "injected into the running attempt")
+                    tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %ex.id, event = %event_id, "injected into the running attempt")
                 }
                 Err(e) => {
-                    tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %ex["id"], event = %event.id, error = %e, "not injected; the event waits for the next attempt")
+                    tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %ex.id, event = %event_id, error = %e, "not injected; the event waits for the next attempt")
                 }
             }
         }

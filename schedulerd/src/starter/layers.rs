@@ -19,45 +19,34 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use busapi::ext::ExtCall;
+use busapi::store::WorkRow;
+use busapi::Call;
 use protocol::wire::{
-    self, apply_env, Authority, Call, RunEnvironmentParams, RunEnvironmentResult,
-    SegmentEndedParams,
+    self, apply_env, Authority, RunEnvironmentParams, RunEnvironmentResult, SegmentEndedParams,
 };
-use serde_json::Value;
 
-use super::{ms, Starter};
+use super::{epoch_u64, Starter};
+use crate::knowledge::binding_connections;
+use crate::ports::ms;
 
 /// How long one extension may take to answer `run.environment`.
 pub const LAYER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one `segment.ended` call may take (nobody waits for it).
 const SEGMENT_END_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Every connection `binding` names: `connection` first, then `connections`.
-pub fn binding_connections(binding: &wire::Binding) -> Vec<String> {
-    let mut out = Vec::new();
-    if !binding.connection.is_empty() {
-        out.push(binding.connection.clone());
-    }
-    for c in &binding.connections {
-        if !c.is_empty() && !out.contains(c) {
-            out.push(c.clone());
-        }
-    }
-    out
-}
-
 /// The authority of a run of `work` on `binding`.
 pub fn authority(
-    work: &Value,
+    work: &WorkRow,
     binding: &wire::Binding,
     execution_id: &str,
     epoch: i64,
 ) -> Authority {
     Authority {
-        scope_id: work["scope_id"].as_str().unwrap_or_default().to_owned(),
-        work_id: work["id"].as_str().unwrap_or_default().to_owned(),
+        scope_id: work.scope_id.clone(),
+        work_id: work.id.clone(),
         execution_id: execution_id.to_owned(),
-        epoch: u64::try_from(epoch).unwrap_or(0),
+        epoch: epoch_u64(epoch),
         binding: binding.name.clone(),
         connection: binding.connection.clone(),
     }
@@ -68,7 +57,7 @@ impl Starter {
     fn surface_holders(
         &self,
         scope: &str,
-        pick: impl Fn(&crate::router::ExtensionSurfaces) -> bool,
+        pick: impl Fn(&crate::knowledge::ExtensionSurfaces) -> bool,
     ) -> Vec<String> {
         let k = self.router.knowledge();
         let mut names = k
@@ -103,18 +92,12 @@ impl Starter {
                 .map(|tb| tb.dir().to_owned())
                 .unwrap_or_default(),
         };
-        let params = serde_json::to_value(&params).map_err(|e| e.to_string())?;
         for name in holders {
             let answer = self
-                .ext_call(
-                    &name,
-                    RunEnvironmentParams::METHOD,
-                    params.clone(),
-                    LAYER_TIMEOUT,
-                )
+                .ext_call(&name, params.clone(), LAYER_TIMEOUT)
                 .await
                 .map_err(|e| format!("run.environment of the {name} extension: {e}"))?;
-            let layer: RunEnvironmentResult = serde_json::from_value(answer).map_err(|e| {
+            let layer: RunEnvironmentResult = serde_json::from_str(answer.get()).map_err(|e| {
                 format!("run.environment of the {name} extension answered something else: {e}")
             })?;
             apply_env(&mut env, &layer.env);
@@ -138,21 +121,13 @@ impl Starter {
             authority,
             outcome: outcome.to_owned(),
         };
-        let Ok(params) = serde_json::to_value(&params) else {
-            return;
-        };
-        let bus = self.bus.clone();
+        let extensions = self.extensions.clone();
         tokio::spawn(async move {
             for name in holders {
-                let call = bus
-                    .call(
-                        "ext.call",
-                        &serde_json::json!({"name": name, "method": SegmentEndedParams::METHOD,
-                                            "params": params, "timeout_ms": ms(SEGMENT_END_TIMEOUT)}),
-                    )
-                    .await;
-                if let Err(e) = call {
-                    tracing::warn!(extension = %name, error = %e, "segment.ended was not taken");
+                let call =
+                    ExtCall::new(name.clone(), params.clone()).timeout_ms(ms(SEGMENT_END_TIMEOUT));
+                if let Err(e) = extensions.answer(&call).await {
+                    tracing::warn!(extension = %name, error = %e, "{} was not taken", SegmentEndedParams::METHOD);
                 }
             }
         });

@@ -8,8 +8,9 @@
 //! cancelled right now. The Work's annotation follows (`work.annotate`), and the
 //! store's `work.changed` wakes the starter.
 
+use busapi::sched::RetryResult;
+use busapi::store::WorkRetryRequest;
 use protocol::{Code, RpcError};
-use serde_json::{json, Value};
 
 use super::cancel::MAX_CANCEL_REASON_BYTES;
 use super::Starter;
@@ -23,7 +24,7 @@ impl Starter {
         work_id: &str,
         reason: &str,
         seq: Option<i64>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<RetryResult, RpcError> {
         if work_id.is_empty() {
             return Err(RpcError::new(Code::Invalid, "work_id is required"));
         }
@@ -43,25 +44,23 @@ impl Starter {
                 format!("Work {work_id} is being cancelled: retry it once it is"),
             ));
         }
-        let mut request = json!({"work_id": work_id, "reason": reason});
-        if let Some(seq) = seq {
-            request["seq"] = json!(seq);
-        }
-        let r = self
-            .bus
-            .call("store.work_retry", &request)
-            .await
-            .map_err(|e| {
-                let code = e.code().and_then(Code::parse).unwrap_or(Code::Unavailable);
-                RpcError::new(code, format!("Work {work_id} does not run again: {e}"))
-            })?;
+        let request = WorkRetryRequest {
+            work_id: work_id.to_owned(),
+            reason: reason.to_owned(),
+            seq,
+            expect_version: None,
+        };
+        let r = self.store.call(&request).await.map_err(|e| {
+            let code = e.code().and_then(Code::parse).unwrap_or(Code::Unavailable);
+            RpcError::new(code, format!("Work {work_id} does not run again: {e}"))
+        })?;
         self.router.annotate(work_id);
-        tracing::info!(OC_WORK_ID = %work_id, was = %r["was"].as_str().unwrap_or_default(), %reason, "Work runs again");
-        Ok(json!({
-            "work_id": work_id,
-            "state": r["state"],
-            "was": r["was"],
-            "inputs": r["inputs"],
-        }))
+        tracing::info!(OC_WORK_ID = %work_id, was = %r.was, %reason, "Work runs again");
+        Ok(RetryResult {
+            work_id: work_id.to_owned(),
+            state: r.state,
+            was: r.was,
+            inputs: r.inputs,
+        })
     }
 }

@@ -3,53 +3,78 @@
 //! whose lease was fenced is asked to stop; a returning host stops the runs taken
 //! over elsewhere while it was away.
 
-use protocol::wire::{self, ExecutorWaitResult, Outcome};
-use serde_json::{json, Value};
+use std::time::Duration;
 
-use super::*;
+use busapi::store::{
+    ExecutionRow, ExecutionsRequest, ExpiredLeasesRequest, LeaseTakeoverRequest,
+    LeaseTakeoverResponse, WorkGetRequest,
+};
+use busapi::Call;
+use protocol::time::now_ms;
+use protocol::wire::{self, ExecutorStopParams, ExecutorWaitResult, Outcome, RunRequest};
+
+use super::adopt::Recovery;
+use super::{epoch_u64, Attempt, Starter, KNOWLEDGE_WAIT, LEASE_TTL, MAX_TAKEN_PAGES};
+use crate::ports::ms;
 
 impl Starter {
+    /// `store.lease_takeover` of the expired attempt `e` by this host.
+    async fn take_over(
+        &self,
+        e: &ExecutionRow,
+    ) -> Result<LeaseTakeoverResponse, protocol::CallError> {
+        self.store
+            .call(&LeaseTakeoverRequest {
+                execution_id: e.id.clone(),
+                epoch: e.epoch,
+                lease_owner: self.owner.clone(),
+                lease_ttl_ms: ms(LEASE_TTL),
+                host: self.host.id.clone(),
+            })
+            .await
+    }
+
     /// Take over and adopt every attempt of this host whose lease ran out, and settle
     /// those of hosts that are gone.
     pub async fn recover_expired(&self) -> Result<usize, String> {
         if !self.host.beaten() {
             return Ok(0);
         }
-        let expired = self.page_now("store.expired_leases").await?;
+        let expired = self
+            .store
+            .call(&ExpiredLeasesRequest {
+                now_ms: now_ms(),
+                limit: 100,
+                host: self.host.id.clone(),
+            })
+            .await
+            .map_err(|e| format!("{}: {e}", ExpiredLeasesRequest::METHOD))?;
         let mut n = 0;
-        for e in expired["executions"].as_array().into_iter().flatten() {
-            let execution_id = e["id"].as_str().unwrap_or_default().to_owned();
-            let work_id = e["work_id"].as_str().unwrap_or_default().to_owned();
+        for e in &expired.executions {
+            let execution_id = e.id.clone();
+            let work_id = e.work_id.clone();
             if self.is_running(&work_id) {
                 continue;
             }
-            let launched_by = e["host"].as_str().unwrap_or_default();
-            if !launched_by.is_empty() && launched_by != self.host.id {
+            if !e.host.is_empty() && e.host != self.host.id {
                 if self.settle_foreign(e).await {
                     n += 1;
                 }
                 continue;
             }
-            let taken = self
-                .bus
-                .call(
-                    "store.lease_takeover",
-                    &json!({"execution_id": execution_id, "epoch": e["epoch"],
-                            "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL),
-                            "host": self.host.id}),
-                )
-                .await;
-            let Ok(taken) = taken else {
+            let Ok(taken) = self.take_over(e).await else {
                 continue;
             };
             let Ok(work) = self
-                .bus
-                .call("store.work_get", &json!({ "id": work_id }))
+                .store
+                .call(&WorkGetRequest {
+                    id: work_id.clone(),
+                })
                 .await
             else {
                 continue;
             };
-            let work = work["work"].clone();
+            let work = work.work;
             let (binding, extension, pool, _) = match self.resolve(&work) {
                 Ok(r) => r,
                 Err(why) => {
@@ -61,18 +86,9 @@ impl Starter {
                 r.insert(work_id.clone(), pool);
             }
             n += 1;
-            let epoch = taken["epoch"].as_i64().unwrap_or(0);
-            let seqs: Vec<i64> =
-                serde_json::from_value(taken["inputs"].clone()).unwrap_or_default();
-            let inputs = self.inputs(&work_id, &seqs).await;
-            let run = self.run_request(
-                &work,
-                &binding,
-                &execution_id,
-                epoch,
-                e["attempt"].as_i64().unwrap_or(1),
-                inputs,
-            );
+            let epoch = taken.epoch;
+            let inputs = self.inputs(&work_id, &taken.inputs).await;
+            let run = self.run_request(&work, &binding, &execution_id, epoch, e.attempt, inputs);
             let a = Attempt {
                 work_id: work_id.clone(),
                 execution_id,
@@ -83,8 +99,8 @@ impl Starter {
             };
             tracing::info!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %a.execution_id, epoch, "taking over an attempt whose lease ran out");
             let this = self.clone();
-            let failures = work["failures"].as_i64().unwrap_or(0);
-            let recovery = taken["recovery"].clone();
+            let failures = work.failures;
+            let recovery = taken.recovery;
             tokio::spawn(async move {
                 let work_id = a.work_id.clone();
                 this.observe(a, failures, Some(Recovery::Given(String::new(), recovery)))
@@ -101,35 +117,26 @@ impl Starter {
     /// settle it failed under the retry policy, without asking any executor (this
     /// host's knows nothing of the run, and the gone host's cannot answer). The run
     /// may have executed. Answers whether it was settled.
-    async fn settle_foreign(&self, e: &Value) -> bool {
-        let execution_id = e["id"].as_str().unwrap_or_default().to_owned();
-        let work_id = e["work_id"].as_str().unwrap_or_default().to_owned();
-        let taken = match self
-            .bus
-            .call(
-                "store.lease_takeover",
-                &json!({"execution_id": execution_id, "epoch": e["epoch"],
-                        "lease_owner": self.owner, "lease_ttl_ms": ms(LEASE_TTL),
-                        "host": self.host.id}),
-            )
-            .await
-        {
+    async fn settle_foreign(&self, e: &ExecutionRow) -> bool {
+        let taken = match self.take_over(e).await {
             Ok(t) => t,
             Err(err) => {
-                tracing::debug!(OC_EXECUTION_ID = %execution_id, error = %err, "not taken over");
+                tracing::debug!(OC_EXECUTION_ID = %e.id, error = %err, "not taken over");
                 return false;
             }
         };
         let failures = match self
-            .bus
-            .call("store.work_get", &json!({ "id": work_id }))
+            .store
+            .call(&WorkGetRequest {
+                id: e.work_id.clone(),
+            })
             .await
         {
-            Ok(w) => w["work"]["failures"].as_i64().unwrap_or(0),
+            Ok(w) => w.work.failures,
             Err(_) => 0,
         };
-        let gone = taken["host_gone_ms"].as_i64().filter(|ms| *ms > 0);
-        let host = taken["host"].as_str().unwrap_or_default();
+        let gone = taken.host_gone_ms.filter(|ms| *ms > 0);
+        let host = taken.host.as_str();
         let mut failed = ExecutorWaitResult::new(Outcome::Failed);
         failed.error = format!(
             "host {host} is gone ({}): its attempt was fenced and settled by host {} without \
@@ -140,12 +147,12 @@ impl Starter {
             },
             self.host.id
         );
-        tracing::warn!(OC_WORK_ID = %work_id, OC_EXECUTION_ID = %execution_id, gone_host = %host, "settling an attempt of a host that is gone; the run may have executed");
+        tracing::warn!(OC_WORK_ID = %e.work_id, OC_EXECUTION_ID = %e.id, gone_host = %host, "settling an attempt of a host that is gone; the run may have executed");
         let a = Attempt {
-            work_id,
-            execution_id,
-            epoch: taken["epoch"].as_i64().unwrap_or(0),
-            executor: e["executor"].as_str().unwrap_or_default().to_owned(),
+            work_id: e.work_id.clone(),
+            execution_id: e.id.clone(),
+            epoch: taken.epoch,
+            executor: e.executor.clone(),
             extension: String::new(),
             run: RunRequest::default(),
         };
@@ -160,24 +167,15 @@ impl Starter {
     /// executor is asked once to stop it. Best effort: its writes are fenced either
     /// way.
     pub(super) async fn stop_if_fenced(&self, a: &Attempt) {
-        let Ok(ex) = self
-            .bus
-            .call("store.executions", &json!({"work_id": a.work_id}))
-            .await
-        else {
+        let Some(executions) = self.executions_of(&a.work_id).await else {
             return;
         };
-        let Some(row) = ex["executions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["id"] == a.execution_id.as_str())
-        else {
+        let Some(row) = executions.iter().find(|e| e.id == a.execution_id) else {
             return;
         };
-        let owner = row["lease_owner"].as_str().unwrap_or_default();
+        let owner = row.lease_owner.as_str();
         let mine = owner.ends_with(&format!("@{}", self.host.id));
-        if row["state"] == "cancelled" {
+        if row.state == "cancelled" {
             tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, "the Work was cancelled; stopping the run here");
         } else if mine || owner.is_empty() {
             return;
@@ -185,15 +183,9 @@ impl Starter {
             tracing::warn!(OC_EXECUTION_ID = %a.execution_id, holder = %owner, "another host took this attempt over; stopping the run here");
         }
         let r = self
-            .ext_call(
-                &a.extension,
-                "executor.stop",
-                json!({"executor": a.executor, "execution_id": a.execution_id,
-                       "epoch": a.epoch}),
-                Duration::from_secs(120),
-            )
+            .ext_call(&a.extension, a.stop_params(), Duration::from_secs(120))
             .await;
-        match r.map(serde_json::from_value::<wire::ExecutorStopResult>) {
+        match r.map(|answer| serde_json::from_str::<wire::ExecutorStopResult>(answer.get())) {
             Ok(Ok(stop)) if stop.stopped => {
                 tracing::info!(OC_EXECUTION_ID = %a.execution_id, detail = %stop.detail, "the fenced run is stopped")
             }
@@ -217,51 +209,48 @@ impl Starter {
         let mut after = String::new();
         let mut stopped = 0usize;
         for _page in 0..MAX_TAKEN_PAGES {
-            let page = match self
-                .bus
-                .call(
-                    "store.executions",
-                    &json!({"host": self.host.id, "state": "failed", "limit": 1000,
-                            "settled_since": protocol::time::format_rfc3339_ms(since_ms),
-                            "after": after}),
-                )
-                .await
-            {
+            let request = ExecutionsRequest {
+                host: Some(self.host.id.clone()),
+                state: Some("failed".into()),
+                limit: 1000,
+                settled_since: Some(protocol::time::format_rfc3339_ms(since_ms)),
+                after: after.clone(),
+                work_id: None,
+            };
+            let page = match self.store.call(&request).await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot look for runs taken over while this host was gone");
                     return;
                 }
             };
-            for ex in page["executions"].as_array().into_iter().flatten() {
-                let owner = ex["lease_owner"].as_str().unwrap_or_default();
+            for ex in &page.executions {
+                let owner = ex.lease_owner.as_str();
                 if owner.is_empty() || owner.ends_with(&format!("@{}", self.host.id)) {
                     continue;
                 }
-                let executor = ex["executor"].as_str().unwrap_or_default().to_owned();
-                let Some(extension) = self.extension_of(&executor).await else {
-                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], %executor, "no extension declares the executor; its run here is not stopped");
+                let Some(extension) = self.extension_of(&ex.executor).await else {
+                    tracing::warn!(OC_EXECUTION_ID = %ex.id, executor = %ex.executor, "no extension declares the executor; its run here is not stopped");
                     continue;
                 };
-                tracing::warn!(OC_EXECUTION_ID = %ex["id"], holder = %owner, "a run of this host was taken over while it was gone; stopping it here");
+                tracing::warn!(OC_EXECUTION_ID = %ex.id, holder = %owner, "a run of this host was taken over while it was gone; stopping it here");
+                let params = ExecutorStopParams {
+                    executor: ex.executor.clone(),
+                    execution_id: ex.id.clone(),
+                    epoch: epoch_u64(ex.epoch),
+                };
                 let r = self
-                    .ext_call(
-                        &extension,
-                        "executor.stop",
-                        json!({"executor": executor, "execution_id": ex["id"],
-                               "epoch": ex["epoch"]}),
-                        Duration::from_secs(120),
-                    )
+                    .ext_call(&extension, params, Duration::from_secs(120))
                     .await;
                 if let Err(e) = r {
-                    tracing::warn!(OC_EXECUTION_ID = %ex["id"], error = %e, "the run taken over elsewhere could not be stopped here");
+                    tracing::warn!(OC_EXECUTION_ID = %ex.id, error = %e, "the run taken over elsewhere could not be stopped here");
                 }
                 stopped += 1;
             }
-            match page["next"].as_str() {
-                Some(n) if !n.is_empty() => after = n.to_owned(),
-                _ => break,
+            if page.next.is_empty() {
+                break;
             }
+            after = page.next;
         }
         if stopped > 0 {
             tracing::info!(

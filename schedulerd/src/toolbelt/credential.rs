@@ -8,12 +8,15 @@
 //! have (the GitHub package: only the Work's); its refusal reaches git's stderr
 //! through the same safe codes and agent messages as an operation's.
 
+use busapi::ext::ExtCall;
 use protocol::toolbelt::GitCredentialParams;
 use protocol::wire::{Call, RunCredentialParams, RunCredentialResult};
 use protocol::{CallError, Code, RpcError};
-use serde_json::json;
 
-use super::{refusal, refuse, Toolbelt, OPERATION_TIMEOUT};
+use super::operation::refusal;
+use super::{refuse, Toolbelt, OPERATION_TIMEOUT};
+use crate::knowledge::binding_connections;
+use crate::ports::ms;
 
 /// The longest host or path git's request may name.
 const MAX_FIELD_BYTES: usize = 1024;
@@ -43,8 +46,9 @@ impl Toolbelt {
         }
         let scope = caller.authority.scope_id.clone();
         let offers = {
-            let k = self.inner.router.knowledge();
-            let k = k
+            let k = self
+                .inner
+                .knowledge
                 .read()
                 .map_err(|_| refuse(Code::Internal, "internal error"))?;
             k.with_surface(&scope, |s| s.run_environment)
@@ -61,22 +65,14 @@ impl Toolbelt {
         }
         let params = RunCredentialParams {
             authority: caller.authority.clone(),
-            connections: crate::starter::binding_connections(&caller.binding),
+            connections: binding_connections(&caller.binding),
             resource: caller.binding.resource.clone(),
             protocol: p.protocol,
             host: p.host,
             path: p.path,
         };
-        let answer = self
-            .inner
-            .bus
-            .call(
-                "ext.call",
-                &json!({"name": p.extension, "method": RunCredentialParams::METHOD,
-                        "params": params,
-                        "timeout_ms": u64::try_from(OPERATION_TIMEOUT.as_millis()).unwrap_or(u64::MAX)}),
-            )
-            .await;
+        let call = ExtCall::new(p.extension.clone(), params).timeout_ms(ms(OPERATION_TIMEOUT));
+        let answer = self.inner.extensions.answer(&call).await;
         let answer = match answer {
             Ok(a) => a,
             Err(CallError::Rpc(e)) => return Err(refusal(RunCredentialParams::METHOD, &e)),
@@ -87,8 +83,8 @@ impl Toolbelt {
                 ))
             }
         };
-        let got: RunCredentialResult =
-            serde_json::from_value(answer).map_err(|_| refuse(Code::Internal, "internal error"))?;
+        let got: RunCredentialResult = serde_json::from_str(answer.get())
+            .map_err(|_| refuse(Code::Internal, "internal error"))?;
         tracing::info!(OC_WORK_ID = %caller.authority.work_id, OC_EXECUTION_ID = %caller.authority.execution_id, extension = %p.extension, "gave a run its git credential");
         Ok(got)
     }

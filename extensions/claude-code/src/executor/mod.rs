@@ -284,7 +284,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         Err(e) => result.diagnostics.push(Diagnostic {
             code: "invalid_config".to_string(),
             message: e.to_string(),
-            path: e.pointer(),
+            path: e.pointer,
         }),
     }
     result
@@ -361,8 +361,10 @@ pub fn check(p: &CheckRunParams, root: bool) -> CheckRunResult {
 /// A fresh session ID: a random (version 4) UUID.
 pub fn new_session_id() -> String {
     let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut b);
+    // The system's random source; should it fail (the buffer stays zero), the clock
+    // and the process ID still make the ID unlikely to repeat.
+    if getrandom::fill(&mut b).is_err() {
+        b = [0u8; 16];
     }
     if b == [0u8; 16] {
         let t = protocol::time::now_ms().unsigned_abs() ^ u64::from(std::process::id());

@@ -156,7 +156,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
         Err(e) => result.diagnostics.push(Diagnostic {
             code: "invalid_config".to_string(),
             message: e.to_string(),
-            path: e.pointer(),
+            path: e.pointer,
         }),
     }
     result
