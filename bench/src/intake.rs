@@ -443,22 +443,16 @@ pub fn run(json: bool) -> Res<()> {
     }
     let sequence = |suite: &oc_systest::Suite| -> Res<u64> {
         let v = suite
-            .call("store.sequence", json!({}))
+            .call_typed(&busapi::store::SequenceRequest::default())
             .map_err(|e| e.to_string())?;
-        v["sequence"]
-            .as_u64()
-            .ok_or_else(|| format!("store.sequence answered {v}").into())
+        Ok(u64::try_from(v.sequence)?)
     };
     // The writer's groups and writes: how many writes shared a commit at 64 senders.
     let writer = |suite: &oc_systest::Suite| -> Res<(u64, u64)> {
         let v = suite
-            .call("store.stats", json!({}))
+            .call_typed(&busapi::store::StatsRequest::default())
             .map_err(|e| e.to_string())?;
-        let w = &v["writer"];
-        match (w["groups"].as_u64(), w["writes"].as_u64()) {
-            (Some(g), Some(n)) => Ok((g, n)),
-            _ => Err(format!("store.stats answered no writer counts: {v}").into()),
-        }
+        Ok((v.writer.groups, v.writer.writes))
     };
     let kept_before = sequence(&suite)?;
     let writer_before = writer(&suite)?;

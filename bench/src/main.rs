@@ -13,6 +13,9 @@
 //! floor and each latency as a ratio to it. `OC_BENCH_ONLY=echo` measures only the
 //! floor and the echo (with the load averages), a few seconds a run.
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use oc_scenario::host::{spawn, HostEvent, Running};
 use protocol::{CallOptions, CancelToken};
 use serde_json::{json, Value};

@@ -11,6 +11,9 @@
 
 use crate::bus::AS_BROKER;
 use crate::{machine, micros, percentile, Res};
+use busapi::store::{
+    EventInput, EventsAcceptRequest, KvCommitRequest, KvGetRequest, KvPutItem, SequenceRequest,
+};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -106,11 +109,20 @@ async fn accepts_per_s(socket: &Path, writers: usize, run_for: Duration, tag: &s
             let mut n = 0u64;
             while start.elapsed() < run_for {
                 let delivery = format!("{tag}-{w}-{n}");
-                let params = json!({"events": [{
-                    "scope_id": "bench", "type": "bench.ping", "source": "bench",
-                    "delivery_id": delivery, "payload": {"n": n}, "keys": [],
-                }]});
-                if peer.call("store.events_accept", &params).await.is_ok() {
+                let params = EventsAcceptRequest {
+                    events: vec![EventInput {
+                        scope_id: "bench".into(),
+                        event_type: "bench.ping".into(),
+                        source: "bench".into(),
+                        delivery_id: Some(delivery),
+                        payload: json!({ "n": n }),
+                        ..EventInput::default()
+                    }],
+                    owner: None,
+                    families: None,
+                    scopes: None,
+                };
+                if peer.call_typed(&params).await.is_ok() {
                     n += 1;
                 }
             }
@@ -163,7 +175,7 @@ async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
     // Wait until storaged serves.
     let probe = loop {
         if let Ok(p) = client(&socket).await {
-            if p.call("store.sequence", &json!({})).await.is_ok() {
+            if p.call_typed(&SequenceRequest {}).await.is_ok() {
                 break p;
             }
         }
@@ -182,17 +194,29 @@ async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
     }
     eprintln!("bench store: kv.get");
     probe
-        .call(
-            "store.kv_commit",
-            &json!({"owner": "bench", "puts": [{"key": "k", "value": {"hello": "world"}}]}),
-        )
+        .call_typed(&KvCommitRequest {
+            owner: "bench".into(),
+            families: None,
+            scopes: None,
+            checks: Vec::new(),
+            puts: vec![KvPutItem {
+                namespace: String::new(),
+                key: "k".into(),
+                value: json!({"hello": "world"}),
+            }],
+            deletes: Vec::new(),
+            emissions: Vec::new(),
+        })
         .await?;
+    let get = KvGetRequest {
+        owner: "bench".into(),
+        namespace: String::new(),
+        key: "k".into(),
+    };
     let mut samples = Vec::new();
     for i in 0..5500 {
         let t = Instant::now();
-        probe
-            .call("store.kv_get", &json!({"owner": "bench", "key": "k"}))
-            .await?;
+        probe.call_typed(&get).await?;
         if i >= 500 {
             samples.push(t.elapsed());
         }

@@ -258,14 +258,25 @@ pub struct ConfigRefusal {
 
 /// `ext.webhook`: one webhook request to the owning package's `webhook.handle`, its
 /// deliveries accepted durably before the answer.
+///
+/// Sent with the request decoded ([`WebhookDelivery`], ingressd's side: the body
+/// moves into it, never copied) and served undecoded (extrunner passes
+/// `webhook.handle`'s params on as they came): one shape, two views of `request`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WebhookRequest {
+pub struct WebhookRequest<R = Box<RawValue>> {
     /// The package that owns the path.
     pub name: String,
-    /// `webhook.handle`'s params ([`protocol::wire::WebhookHandleParams`]), passed on
-    /// undecoded.
-    pub request: Box<RawValue>,
+    /// `webhook.handle`'s params ([`protocol::wire::WebhookHandleParams`]).
+    pub request: R,
+}
+
+/// `ext.webhook` as ingressd sends it: the request decoded.
+pub type WebhookDelivery = WebhookRequest<protocol::wire::WebhookHandleParams>;
+
+impl Call for WebhookDelivery {
+    const METHOD: &'static str = <WebhookRequest as Call>::METHOD;
+    type Result = WebhookAnswer;
 }
 
 /// The answer of `ext.webhook`: the extension's HTTP answer, sent only once the

@@ -237,8 +237,8 @@ fn answer<T: Call>(result: &T::Result) -> Result<Reply, RpcError> {
 
 async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Reply, RpcError> {
     match request.method.as_str() {
-        m if m == WebhookRequest::METHOD => {
-            let p: WebhookRequest = request.params()?;
+        m if m == <WebhookRequest as Call>::METHOD => {
+            let p: WebhookRequest<Box<serde_json::value::RawValue>> = request.params()?;
             answer::<WebhookRequest>(&runner.webhook(&p.name, &p.request).await?)
         }
         // A method of no fields reads none of its params (anything sent is ignored).

@@ -100,7 +100,7 @@ async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Resu
             &["ingress"],
             Arc::new(service.clone()),
         )
-        .with_topics(&["ext.state"]),
+        .with_topics(&[busapi::topic::EXT_STATE]),
     );
     let _ = notifier.status("fetching the webhook paths from extrunner");
     match tokio::time::timeout(FIRST_ROUTES_WAIT, refresh_routes(&bus, &routes, Some(&service.sources()))).await {

@@ -9,13 +9,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use busapi::ext::{RegistrationsRequest, WebhookDelivery, WebhookRequest};
+use busapi::ingress::RoutesResponse;
+use busapi::ingress::{ReconcileStatusRequest, ReconcileStatusResponse, Route, RoutesRequest};
+use busapi::store::SequenceRequest;
+use busapi::Call;
 use daemon::bus::Bus;
-use protocol::wire::{HttpAnswer, SourceDecl, WebhookHandleParams, WebhookPath};
+use protocol::wire::{HttpAnswer, SourceDecl, WebhookHandleParams};
 
 use crate::reconcile::{Reports, Sources};
 use protocol::{BoxFuture as RpcFuture, CallError, Code, Handler, Peer, Reply, Request, RpcError};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::{Answer, BoxFuture, Delivery, Intake, IntakeError, Routes};
 
@@ -25,58 +29,6 @@ pub const ROUTES_POLL: Duration = Duration::from_secs(10);
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 /// The `Retry-After` of a delivery that could not be taken now, in seconds.
 pub const RETRY_AFTER_S: u32 = 5;
-
-/// The answer of extrunner's `ext.webhook`.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct WebhookAnswer {
-    /// The extension's HTTP answer.
-    pub response: HttpAnswer,
-    /// What each delivery is now (of each event, its ID: the rest of the envelope
-    /// is skipped over unread).
-    #[serde(default)]
-    pub deliveries: Vec<DeliveryBrief>,
-}
-
-/// A delivery as the log line tells it.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct DeliveryBrief {
-    /// Whether it added an event (a redelivery adds none).
-    #[serde(default)]
-    pub added: bool,
-    /// Its events.
-    #[serde(default)]
-    pub events: Vec<EventId>,
-}
-
-/// An accepted event's ID.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct EventId {
-    /// The event's ID.
-    pub id: String,
-}
-
-#[derive(Serialize)]
-struct WebhookCall<'a> {
-    name: &'a str,
-    request: &'a WebhookHandleParams,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Registrations {
-    #[serde(default)]
-    complete: bool,
-    #[serde(default)]
-    extensions: Vec<Registration>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Registration {
-    name: String,
-    #[serde(default)]
-    sources: Vec<SourceDecl>,
-    #[serde(default)]
-    webhooks: Vec<WebhookPath>,
-}
 
 /// Deliveries through extrunner and storaged, on the bus.
 #[derive(Debug, Clone)]
@@ -195,18 +147,14 @@ impl Intake for BusIntake {
         Box::pin(async move {
             let body_len = d.body.len();
             let request = handle_params(&mut d);
-            let call = WebhookCall {
-                name: &d.owner,
-                request: &request,
+            let call: WebhookDelivery = WebhookRequest {
+                name: d.owner.clone(),
+                request,
             };
             // Gathered with the other deliveries for the same extension under way
             // (each answered on its own); keyed by extension, so that a slow one
             // holds up only its own deliveries.
-            match self
-                .bus
-                .call_gathered_as::<_, WebhookAnswer>("ext.webhook", &d.owner, &call)
-                .await
-            {
+            match self.bus.call_gathered_typed(&d.owner, &call).await {
                 Ok(a) => {
                     if let Some(first) = a.deliveries.iter().flat_map(|d| &d.events).next() {
                         tracing::debug!(OC_EXTENSION = %d.owner, OC_EVENT_ID = %first.id, added = a.deliveries.iter().any(|d| d.added), "delivery accepted");
@@ -220,9 +168,10 @@ impl Intake for BusIntake {
 
     fn healthy(&self) -> BoxFuture<'_, bool> {
         Box::pin(async move {
-            let none = json!({});
-            let store = self.bus.call("store.sequence", &none);
-            let ext = self.bus.call("ext.registrations", &none);
+            let (sequence, registrations) =
+                (SequenceRequest::default(), RegistrationsRequest::default());
+            let store = self.bus.call_typed(&sequence);
+            let ext = self.bus.call_typed(&registrations);
             matches!(
                 tokio::time::timeout(HEALTH_TIMEOUT, async { tokio::join!(store, ext) }).await,
                 Ok((Ok(_), Ok(_)))
@@ -285,27 +234,29 @@ impl Handler for Service {
         let listen = self.listen.get().cloned().unwrap_or_default();
         Box::pin(async move {
             match request.method.as_str() {
-                "ingress.reconcile_status" => {
-                    let mut list: Vec<_> = reports
+                m if m == ReconcileStatusRequest::METHOD => {
+                    let mut sources: Vec<_> = reports
                         .lock()
                         .map(|r| r.values().cloned().collect())
                         .unwrap_or_default();
-                    list.sort_by(|a: &crate::reconcile::PassReport, b| a.source.cmp(&b.source));
-                    protocol::reply(&json!({ "sources": list }))
+                    sources.sort_by(|a: &crate::reconcile::PassReport, b| a.source.cmp(&b.source));
+                    let answer: <ReconcileStatusRequest as Call>::Result =
+                        ReconcileStatusResponse { sources };
+                    protocol::reply(&answer)
                 }
-                "ingress.routes" => {
-                    let list: Vec<Value> = routes
-                        .list()
-                        .into_iter()
-                        .map(|(path, owner)| json!({"path": path, "owner": owner}))
-                        .collect();
-                    protocol::reply(&json!({
-                        "listen": listen,
-                        "instance": crate::instance(),
-                        "routes": list,
-                        "complete": routes.is_complete(),
-                        "fetches": fetched,
-                    }))
+                m if m == RoutesRequest::METHOD => {
+                    let answer: <RoutesRequest as Call>::Result = RoutesResponse {
+                        listen,
+                        instance: crate::instance().to_owned(),
+                        routes: routes
+                            .list()
+                            .into_iter()
+                            .map(|(path, owner)| Route { path, owner })
+                            .collect(),
+                        complete: routes.is_complete(),
+                        fetches: fetched,
+                    };
+                    protocol::reply(&answer)
                 }
                 other => Err(RpcError::method_not_found(other)),
             }
@@ -313,7 +264,7 @@ impl Handler for Service {
     }
 
     fn notify(&self, _peer: &Peer, method: &str, _params: Value) {
-        if method == "ext.state" {
+        if method == busapi::topic::EXT_STATE {
             self.changed.notify_one();
         }
     }
@@ -326,7 +277,7 @@ pub async fn refresh_routes(
     routes: &Routes,
     sources: Option<&Sources>,
 ) -> Result<usize, CallError> {
-    let r: Registrations = bus.call_as("ext.registrations", &json!({})).await?;
+    let r = bus.call_typed(&RegistrationsRequest::default()).await?;
     if let Some(sources) = sources {
         let list: Vec<(String, SourceDecl)> = r
             .extensions

@@ -1,13 +1,15 @@
 //! ingressd: the HTTP webhook intake of Open Conduit.
 //!
-//! [`Server::serve`] answers HTTP/1.1 on a listening TCP socket (keep-alive,
-//! `Content-Length` and chunked bodies, bounded heads, bodies, times and connections).
+//! [`Server::serve`] answers HTTP/1.1 on a listening TCP socket with hyper's server
+//! (keep-alive, `Content-Length` and chunked bodies, `Expect: 100-continue`), within
+//! bounded heads, bodies, times and connections.
 //! A `POST` on a webhook path ([`Routes`]) becomes a [`Delivery`] handed to an [`Intake`],
 //! whose [`Answer`] (sent only once the events are durable) goes back to the sender;
 //! an [`IntakeError`] becomes a 4xx or 5xx, never a 2xx. `GET /healthz` asks
 //! [`Intake::healthy`], and `GET /metrics` serves the counters in Prometheus text format.
 
 pub mod cli;
+mod handler;
 mod http;
 pub mod intake;
 mod metrics;
@@ -41,7 +43,8 @@ pub struct Delivery {
     pub method: String,
     /// The query string without its `?`; empty when there is none.
     pub query: String,
-    /// The headers in the order received, names as sent.
+    /// The headers, names lowercased: in the order of each name's first appearance,
+    /// a name's values in the order received.
     pub headers: Vec<(String, Vec<u8>)>,
     /// The body, decoded from its transfer encoding.
     pub body: Vec<u8>,
@@ -194,9 +197,9 @@ pub const INSTANCE_HEADER: &str = "X-Open-Conduit-Ingressd";
 pub fn instance() -> &'static str {
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ID.get_or_init(|| {
-        use std::io::Read;
         let mut b = [0u8; 8];
-        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        // Without the system's randomness the ID is still this process's (the pid).
+        let _ = getrandom::fill(&mut b);
         let pid = std::process::id();
         format!(
             "{pid}-{}",

@@ -13,10 +13,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use busapi::ext::ReconcileRequest;
+use busapi::store::{CheckpointGetRequest, CheckpointSetRequest};
+use busapi::Call;
 use daemon::bus::Bus;
 use protocol::wire::{IngressReconcileParams, SourceDecl};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+
+pub use busapi::ingress::PassReport;
 
 /// The bounds of one page.
 #[derive(Debug, Clone, Copy)]
@@ -45,40 +48,6 @@ impl Default for PageLimits {
 /// The sources to reconcile: (owner, source), as extrunner registered them.
 pub type Sources = Arc<Mutex<Vec<(String, SourceDecl)>>>;
 
-/// How the last pass of a source went.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassReport {
-    /// The source.
-    pub source: String,
-    /// Its owner.
-    pub owner: String,
-    /// `complete` or `failed`.
-    pub outcome: String,
-    /// Pages read.
-    pub pages: u32,
-    /// Items observed.
-    pub items: u64,
-    /// Events newly accepted.
-    pub added: u64,
-    /// The checkpoint now.
-    pub checkpoint: String,
-    /// Why it failed.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub error: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Page {
-    items: u64,
-    added: u64,
-    #[serde(default)]
-    cursor: String,
-    #[serde(default)]
-    checkpoint: String,
-    #[serde(default)]
-    complete: bool,
-}
-
 /// One pass over `source`: every page, then the checkpoint (only after a complete scan).
 pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> PassReport {
     let mut report = PassReport {
@@ -87,16 +56,13 @@ pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> P
         outcome: "failed".to_owned(),
         ..PassReport::default()
     };
-    let before = match bus
-        .call("store.checkpoint_get", &json!({ "source": source }))
-        .await
-    {
-        Ok(v) => v
-            .get("checkpoint")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+    let get = CheckpointGetRequest {
+        source: source.to_owned(),
+    };
+    let before = match bus.call_typed(&get).await {
+        Ok(v) => v.checkpoint,
         Err(e) => {
-            report.error = format!("store.checkpoint_get: {e}");
+            report.error = format!("{}: {e}", CheckpointGetRequest::METHOD);
             return report;
         }
     };
@@ -113,13 +79,12 @@ pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> P
             max_bytes: limits.max_bytes,
         };
         let timeout_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
-        let page: Page = match bus
-            .call_as(
-                "ext.reconcile",
-                &json!({"name": owner, "page": params, "timeout_ms": timeout_ms}),
-            )
-            .await
-        {
+        let request = ReconcileRequest {
+            name: owner.to_owned(),
+            page: params,
+            timeout_ms,
+        };
+        let page = match bus.call_typed(&request).await {
             Ok(p) => p,
             Err(e) => {
                 report.error = format!("page {}: {e}", report.pages + 1);
@@ -127,20 +92,18 @@ pub async fn pass(bus: &Bus, owner: &str, source: &str, limits: PageLimits) -> P
             }
         };
         report.pages += 1;
-        report.items += page.items;
-        report.added += page.added;
+        report.items += page.items as u64;
+        report.added += page.added as u64;
         if page.complete {
-            let mut set = json!({
-                "source": source,
-                "checkpoint": page.checkpoint,
-                "generation": generation.to_string(),
-            });
-            match &before {
-                Some(b) => set["expect"] = json!(b),
-                None => set["expect_absent"] = json!(true),
-            }
-            if let Err(e) = bus.call("store.checkpoint_set", &set).await {
-                report.error = format!("store.checkpoint_set: {e}");
+            let set = CheckpointSetRequest {
+                source: source.to_owned(),
+                checkpoint: page.checkpoint.clone(),
+                generation: generation.to_string(),
+                expect: before.clone(),
+                expect_absent: before.is_none(),
+            };
+            if let Err(e) = bus.call_typed(&set).await {
+                report.error = format!("{}: {e}", CheckpointSetRequest::METHOD);
                 return report;
             }
             report.checkpoint = page.checkpoint;

@@ -360,7 +360,9 @@ async fn a_body_over_the_limit_is_413_without_reading_it() {
     assert!(resp.body.contains("1024"), "{}", resp.body);
     assert_eq!(resp.header("Connection"), Some("close"));
     closed(&mut s).await;
-    // Chunked: cut off at the limit.
+    // Chunked: cut off once the bytes pass the limit, inside a chunk that
+    // announces far more (hyper does not expose the chunk size line: docs/decisions.md,
+    // "ingressd on hyper").
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
     s.write_all(
         b"POST /hooks/plain HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n200\r\n",
@@ -368,7 +370,8 @@ async fn a_body_over_the_limit_is_413_without_reading_it() {
     .await
     .unwrap();
     s.write_all(&[b'a'; 0x200]).await.unwrap();
-    s.write_all(b"\r\n10000000\r\nabc").await.unwrap();
+    s.write_all(b"\r\n10000000\r\n").await.unwrap();
+    s.write_all(&[b'b'; 0x300]).await.unwrap();
     let resp = read_response(&mut s, &mut Vec::new()).await;
     assert_eq!(resp.status, 413);
     assert!(srv.intake.taken().is_empty());

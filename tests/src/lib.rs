@@ -648,6 +648,14 @@ impl Suite {
         }
     }
 
+    /// One typed call of a daemon's method (`busapi`): its result, or the error
+    /// object (an answer that does not decode is an error naming the method).
+    pub fn call_typed<C: busapi::Call>(&self, params: &C) -> Result<C::Result, Value> {
+        let params = serde_json::to_value(params).map_err(|e| json!(e.to_string()))?;
+        let v = self.call(C::METHOD, params)?;
+        serde_json::from_value(v).map_err(|e| json!(format!("the answer of {}: {e}", C::METHOD)))
+    }
+
     /// Apply a configuration document (as `open-conduit config apply` will) and wait
     /// until ingressd serves `path` (or [`HANG`]).
     pub fn apply_config(&self, doc: &Value, path: &str) -> Result<(), String> {
