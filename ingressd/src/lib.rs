@@ -68,7 +68,8 @@ pub struct Answer {
     /// The status code (100 to 599; anything else is answered 500).
     pub status: u16,
     /// Extra headers. `Content-Length`, `Transfer-Encoding` and `Connection` are the
-    /// server's own and dropped here, as is any header with a line break.
+    /// server's own and dropped here, as is any header that cannot be sent (a name
+    /// that is not a token, a line break or other control byte in a value).
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
