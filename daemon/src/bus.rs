@@ -295,7 +295,9 @@ impl Bus {
             .map_err(|e| CallError::Codec(format!("answer to {method} does not decode: {e}")))
     }
 
-    async fn call_raw(
+    /// Call with params already encoded, answering the result exactly as it arrived
+    /// (for a caller that decodes it itself, without a JSON tree between).
+    pub async fn call_raw(
         &self,
         method: &str,
         params: Box<RawValue>,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use busapi::ext::{ExtCall, RegistrationsRequest, RegistrationsResponse};
 use busapi::Call;
 use daemon::bus::Bus;
-use protocol::{CallError, CallOptions};
+use protocol::CallError;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
@@ -43,20 +43,18 @@ pub trait ExtCalls: Send + Sync + 'static {
 }
 
 /// The bus client, as both sides: the broker routes `store.*` to storaged and
-/// `ext.*` to extrunner. A call waits for a connection as [`Bus::call`] does (at
-/// most the client's `call_wait`), and its answer is passed on as it arrived, to be
-/// decoded once into its type.
+/// `ext.*` to extrunner. A call is [`Bus::call_raw`]: it waits for a connection as
+/// [`Bus::call`] does, and its answer is passed on as it arrived, to be decoded once
+/// into its type.
 #[derive(Debug, Clone)]
 pub struct OnBus {
     bus: Bus,
-    wait: Duration,
 }
 
 impl OnBus {
-    /// Calls through `bus`, waiting at most `wait` (its `BusOptions::call_wait`)
-    /// for a connection.
-    pub fn new(bus: Bus, wait: Duration) -> OnBus {
-        OnBus { bus, wait }
+    /// Calls through `bus`.
+    pub fn new(bus: Bus) -> OnBus {
+        OnBus { bus }
     }
 
     /// The bus client.
@@ -65,11 +63,8 @@ impl OnBus {
     }
 
     fn call(&self, method: &'static str, params: Box<RawValue>) -> Pending {
-        let (bus, wait) = (self.bus.clone(), self.wait);
-        Box::pin(async move {
-            let peer = bus.connected(wait).await?;
-            peer.call_raw(method, &params, CallOptions::default()).await
-        })
+        let bus = self.bus.clone();
+        Box::pin(async move { bus.call_raw(method, params).await })
     }
 }
 
