@@ -10,7 +10,10 @@
 //! ([`InspectRequest`]), `ext.restart` ([`RestartRequest`]), `ext.webhook`
 //! ([`WebhookRequest`], answered [`WebhookAnswer`]), `ext.reconcile`
 //! ([`ReconcileRequest`], answered [`ReconcilePage`]), `ext.registrations`
-//! ([`RegistrationsRequest`]) and `ext.resource_sweep` ([`ResourceSweepRequest`]).
+//! ([`RegistrationsRequest`]), `ext.resource_sweep` ([`ResourceSweepRequest`]),
+//! and people's actions: `ext.actions` ([`ActionsRequest`]: what every provider
+//! offers on a Work) and `ext.act` ([`ActRequest`]: one action, for a person the
+//! caller identified).
 
 use crate::Call;
 use protocol::wire::{
@@ -189,6 +192,13 @@ pub struct Surfaces {
     /// `work.annotate`.
     #[serde(default)]
     pub annotations: bool,
+    /// `operation.gate` (manifest `provides.operation_gate` with its permission).
+    #[serde(default)]
+    pub operation_gate: bool,
+    /// `work.admit` (manifest `provides.start_gate` with permission
+    /// `work.start_gate`).
+    #[serde(default)]
+    pub start_gate: bool,
 }
 
 /// A toolbelt operation, as registered.
@@ -570,4 +580,39 @@ crate::methods! {
     "ext.reconcile": ReconcileRequest => ReconcilePage,
     "ext.registrations": RegistrationsRequest => RegistrationsResponse,
     "ext.resource_sweep": ResourceSweepRequest => ResourceSweepResponse,
+    "ext.actions": ActionsRequest => protocol::wire::ActionListResult,
+    "ext.act": ActRequest => protocol::wire::ActionSubmitResult,
 }
+
+/// `ext.actions`: what every action provider offers on a Work (the host's `core`
+/// first, then each package with `provides.actions` configured in the Work's scope).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionsRequest {
+    /// The Work.
+    pub work_id: String,
+}
+
+
+/// `ext.act`: one action on a Work, for a person the caller identified on its own
+/// surface (the CLI: `cli:<user>`). Recorded as one `core.action.<action>` Event
+/// whose delivery ID is `key`; the same key again does nothing again.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActRequest {
+    /// The Work.
+    pub work_id: String,
+    /// The provider; empty for the host's `core`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    /// The action.
+    pub action: String,
+    /// What the person gave with it.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub input: Value,
+    /// The person with their surface (`cli:alice`): recorded as it is.
+    pub caller: String,
+    /// The action's identity.
+    pub key: String,
+}
+

@@ -67,3 +67,134 @@ pub struct ActionSubmitResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }
+
+/// The longest `label`, `prompt` or `detail` of an offered action, in bytes.
+pub const MAX_ACTION_TEXT_BYTES: usize = 500;
+/// The most choices an offered action carries.
+pub const MAX_ACTION_CHOICES: usize = 20;
+/// The most actions one provider offers on one target.
+pub const MAX_ACTIONS_OFFERED: usize = 50;
+
+/// One action a provider offers on a Work (or on a scope, with no Work).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActionOffer {
+    /// The action's name, as `work.act` and `action.submit` take it (`answer`).
+    pub id: String,
+    /// A short label for a button or a listing (`Answer`).
+    pub label: String,
+    /// What to ask the person for the input, when the action takes text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt: String,
+    /// The answers to choose from, when the action takes one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+    /// What the person is deciding, in one line (`github.open_pull_request "Fix"`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// The Work waits for a person to take this action.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaited: bool,
+    /// The input the action is for (an ask's or a gate's ID), to send back as the
+    /// action's `input` with the person's own fields added.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub input: Value,
+}
+
+/// `work.actions` (H→E, with manifest `provides.actions`): what the provider offers
+/// on a Work of one of its configured scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkActionsParams {
+    /// The scope.
+    pub scope_id: String,
+    /// The Work; empty for the scope itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub work_id: String,
+}
+
+/// Result of `work.actions`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkActionsResult {
+    /// The actions offered now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionOffer>,
+}
+
+/// `work.act` (H→E, with manifest `provides.actions`): the provider authorises an
+/// action for a person and plans the one Event the host records for it under
+/// `core.action`. The provider writes nothing: the recorded Event is the decision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkActParams {
+    /// The scope.
+    pub scope_id: String,
+    /// The Work; empty for the scope itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub work_id: String,
+    /// The action (one the provider offers).
+    pub action: String,
+    /// What the person gave with it.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub input: Value,
+    /// The person, with the surface that identified them (`cli:alice`,
+    /// `github:octocat`).
+    pub caller: String,
+    /// The action's identity: the delivery ID of the Event recorded.
+    pub key: String,
+}
+
+/// A hold the action settles (an admission).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldSettlement {
+    /// Let the Work's next start through (true) or cancel the Work (false).
+    pub admit: bool,
+    /// Why, in one line.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// Result of `work.act`: the Event to record and what else the host does with it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkActResult {
+    /// The correlation keys of the recorded Event: a Wait on them wakes by it (an
+    /// ask's answer). None: the Event is attached to the Work without routing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// What the provider decided, recorded as the Event's `decision`.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub decision: Value,
+    /// A hold of the provider's on the Work that the action settles, in the same
+    /// write as the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_hold: Option<HoldSettlement>,
+    /// What was done, in one line for the person.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `action.list` (E→H, permission `action.submit`): every provider's actions on a
+/// target of one of the package's configured scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionListParams {
+    /// One of the package's configured scopes.
+    pub scope_id: String,
+    /// The Work; empty for the scope itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub work_id: String,
+}
+
+/// An action with the provider that offers it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListedAction {
+    /// The provider (`core`, or a package's name).
+    pub provider: String,
+    /// The action.
+    #[serde(flatten)]
+    pub offer: ActionOffer,
+}
+
+/// Result of `action.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActionListResult {
+    /// The actions, `core`'s first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ListedAction>,
+}

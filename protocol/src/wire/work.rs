@@ -163,6 +163,9 @@ pub struct Work {
     /// The binding grants it opted into.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
+    /// The hold its start waits on (an admission), while it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<super::WorkHold>,
     /// When it was created.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub created_at: String,
@@ -186,6 +189,7 @@ impl Work {
             display: serde_json::from_value(w["display"].clone()).ok(),
             context: w["context"].clone(),
             grants: serde_json::from_value(w["grants"].clone()).unwrap_or_default(),
+            hold: serde_json::from_value(w["hold"].clone()).ok(),
             created_at: text("created_at"),
             updated_at: text("updated_at"),
         }
@@ -261,6 +265,12 @@ pub struct Wait {
     /// The keys that wake it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<String>,
+    /// The Event types that wake it (none: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    /// The plan its operation gave (shown to its owner only).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub plan: Value,
     /// When its timeout fires, while its timer exists.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub due_at: String,
