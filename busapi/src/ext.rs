@@ -593,7 +593,6 @@ pub struct ActionsRequest {
     pub work_id: String,
 }
 
-
 /// `ext.act`: one action on a Work, for a person the caller identified on its own
 /// surface (the CLI: `cli:<user>`). Recorded as one `core.action.<action>` Event
 /// whose delivery ID is `key`; the same key again does nothing again.
@@ -615,4 +614,3 @@ pub struct ActRequest {
     /// The action's identity.
     pub key: String,
 }
-

@@ -13,6 +13,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("webhook", oc_webhook::MANIFEST),
         ("github", oc_github::MANIFEST),
         ("schedule", oc_schedule::MANIFEST),
+        ("human", oc_human::MANIFEST),
         ("shell", oc_shell::MANIFEST),
         ("claude-code", oc_claude_code::MANIFEST),
         ("git", oc_git::MANIFEST),

@@ -8,6 +8,7 @@
 //! the broker; doctor, logs, completions and man pages come next.
 
 pub mod admin;
+pub mod asks;
 pub mod bundled;
 pub mod client;
 pub mod config;
@@ -203,6 +204,72 @@ pub enum WorkCommand {
         #[arg(long, default_value = "interrupted by the operator")]
         reason: String,
     },
+    /// Let a Work held for admission start (recorded as your decision).
+    Admit {
+        /// The Work.
+        id: String,
+    },
+    /// Refuse a Work held for admission: it is cancelled (recorded as your decision).
+    Reject {
+        /// The Work.
+        id: String,
+        /// Why, for the record.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// The actions every provider offers on the Work now.
+    Actions {
+        /// The Work.
+        id: String,
+    },
+    /// Take one action on the Work, as yourself (`cli:<user>`).
+    Act {
+        /// The Work.
+        id: String,
+        /// The action (`work actions` lists them).
+        action: String,
+        /// The provider offering it (default: the host's `core`).
+        #[arg(long)]
+        provider: Option<String>,
+        /// What you give with it, as JSON.
+        #[arg(long)]
+        input: Option<String>,
+        /// The action's identity: the same key again does nothing again (default: a
+        /// new one).
+        #[arg(long)]
+        key: Option<String>,
+    },
+}
+
+/// `ask` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum AskCommand {
+    /// Answer an agent's question (`open-conduit asks` lists them).
+    Answer {
+        /// The ask's ID.
+        id: String,
+        /// The answer, in words.
+        text: Option<String>,
+        /// The answer, as the number of one of the ask's choices (from 1).
+        #[arg(long)]
+        choice: Option<usize>,
+    },
+    /// Approve an operation waiting for approval: it runs when the agent calls it again.
+    Approve {
+        /// The approval's ID.
+        id: String,
+        /// Why, for the record.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Reject an operation waiting for approval: the agent's call fails with your reason.
+    Reject {
+        /// The approval's ID.
+        id: String,
+        /// Why (the agent reads it).
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// The commands.
@@ -243,6 +310,12 @@ pub enum Command {
     /// Work.
     #[command(subcommand)]
     Work(WorkCommand),
+    /// What waits for a person: agents' questions, operations waiting for approval,
+    /// Work waiting for admission.
+    Asks,
+    /// Answer, approve or reject what waits for a person.
+    #[command(subcommand)]
+    Ask(AskCommand),
     /// Workspaces: the leases resource providers hold for Work.
     #[command(subcommand)]
     Resource(ResourceCommand),
@@ -340,6 +413,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "webhook" => oc_webhook::extension().map_err(|e| e.to_string()),
         "github" => oc_github::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
+        "human" => oc_human::extension(),
         "shell" => return oc_shell::main(),
         "claude-code" => return oc_claude_code::main(),
         "git" => return oc_git::main(),
@@ -534,6 +608,28 @@ pub fn main(args: Vec<String>) -> i32 {
             admin::work_list(&bus, scope, state, json_out)
         }
         Command::Work(WorkCommand::Show { id }) => admin::work_show(&bus, &id, json_out),
+        Command::Work(WorkCommand::Admit { id }) => asks::admit(&bus, &id, true, None, json_out),
+        Command::Work(WorkCommand::Reject { id, reason }) => {
+            asks::admit(&bus, &id, false, reason, json_out)
+        }
+        Command::Work(WorkCommand::Actions { id }) => asks::actions(&bus, &id, json_out),
+        Command::Work(WorkCommand::Act {
+            id,
+            action,
+            provider,
+            input,
+            key,
+        }) => asks::work_act(&bus, &id, &action, provider, input, key, json_out),
+        Command::Asks => asks::asks(&bus, json_out),
+        Command::Ask(AskCommand::Answer { id, text, choice }) => {
+            asks::answer(&bus, &id, text, choice, json_out)
+        }
+        Command::Ask(AskCommand::Approve { id, reason }) => {
+            asks::decide(&bus, &id, true, reason, json_out)
+        }
+        Command::Ask(AskCommand::Reject { id, reason }) => {
+            asks::decide(&bus, &id, false, Some(reason), json_out)
+        }
         Command::Resource(ResourceCommand::List) => resources::list(&bus, json_out),
         Command::Resource(ResourceCommand::Sweep {
             resource_type,

@@ -173,6 +173,12 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
     );
     println!("  keys:    {}", json!(work.keys));
     println!("  failures: {}", work.failures);
+    if let Some(hold) = &work.hold {
+        println!(
+            "  held:    {} ({}, since {}): open-conduit work admit {}",
+            hold.reason, hold.owner, hold.held_at, work.id
+        );
+    }
     for line in crate::resources::workspace_lines(bus, id) {
         println!("{line}");
     }
@@ -198,6 +204,11 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
         println!("wait {}: {} ({})", w.id, w.description, w.state);
         if !w.progress.is_empty() {
             println!("  progress: {}", w.progress);
+        }
+        if w.state == "active" {
+            for line in crate::asks::wait_lines(w) {
+                println!("  {line}");
+            }
         }
     }
     println!("inputs:");

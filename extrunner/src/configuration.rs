@@ -96,6 +96,12 @@ impl Configuration {
         *lock(&self.document) = Some(doc);
     }
 
+    /// The configuration document in force (`state.scopes` reads its scopes' routes
+    /// and bindings); `None` until one is applied.
+    pub fn document(&self) -> Option<std::sync::Arc<protocol::config::Config>> {
+        lock(&self.document).clone()
+    }
+
     /// Whether Work of scope `from` may `access` scope `to`, by the document in force.
     pub fn authorizes(
         &self,

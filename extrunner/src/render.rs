@@ -32,8 +32,8 @@ use daemon::bus::Bus;
 use protocol::config::Config;
 use protocol::manifest::Manifest;
 use protocol::wire::{
-    EventRenderOwnedParams, EventRenderOwnedResult, EventRenderParams, EventRenderResult,
-    RenderedEvent, MAX_RENDERED_BYTES,
+    render_action, EventRenderOwnedParams, EventRenderOwnedResult, EventRenderParams,
+    EventRenderResult, RenderedEvent, ACTION_EVENT_FAMILY, CORE_PROVIDER, MAX_RENDERED_BYTES,
 };
 use protocol::{CallError, Code, Reply, RpcError};
 use serde_json::value::RawValue;
@@ -60,6 +60,8 @@ pub trait Packages: Send + Sync {
     /// The manifest of the package `name`.
     fn manifest(&self, name: &str) -> Option<&Manifest>;
     /// The configuration generation last applied, if any.
+    /// The scopes whose configuration uses the package `name`.
+    fn scopes_of(&self, name: &str) -> Vec<String>;
     fn applied(&self) -> Option<Arc<Config>>;
     /// A host-to-extension call of `method` to the package `name`, bounded by `timeout`
     /// (the runner's `Runner::call`, not in a transaction, without cancellation).
@@ -98,7 +100,8 @@ impl Owners {
         let _ = self.runner.set(packages);
     }
 
-    fn runner(&self) -> Option<Arc<dyn Packages>> {
+    /// The packages, while the runner lives.
+    pub fn runner(&self) -> Option<Arc<dyn Packages>> {
         self.runner.get().and_then(Weak::upgrade)
     }
 }
@@ -239,6 +242,15 @@ pub async fn render_owned(
             ..RenderedEvent::default()
         })
         .collect();
+    // An action's Event is the host's own: it renders it (who decided what).
+    for (slot, e) in out.iter_mut().zip(&events) {
+        if e.event_type.starts_with(&format!("{ACTION_EVENT_FAMILY}.")) {
+            let (text, cut) = bound_text(render_action(&e.payload.data), max);
+            slot.rendered_by = CORE_PROVIDER.to_owned();
+            slot.truncated = cut;
+            slot.text = text;
+        }
+    }
     let Some(runner) = runner else {
         return Ok(EventRenderOwnedResult { events: out });
     };

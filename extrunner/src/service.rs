@@ -29,8 +29,8 @@
 
 use crate::runner::Runner;
 use busapi::ext::{
-    CheckInfo, ExecutorInfo, ExtCallAny, InspectRequest, ListRequest, OperationInfo,
-    ReconcileRequest, Registration, RegistrationsRequest, RegistrationsResponse,
+    ActRequest, ActionsRequest, CheckInfo, ExecutorInfo, ExtCallAny, InspectRequest, ListRequest,
+    OperationInfo, ReconcileRequest, Registration, RegistrationsRequest, RegistrationsResponse,
     ResourceSweepRequest, ResourceSweepResponse, RestartRequest, Surfaces, TaskInfo,
     WebhookRequest,
 };
@@ -201,6 +201,8 @@ fn registrations(runner: &Runner, complete: bool) -> RegistrationsResponse {
                     segment_end: m.provides.segment_end,
                     dependency_filter: m.provides.dependency_filter,
                     annotations: m.provides.annotations,
+                    operation_gate: m.provides.operation_gate && m.has_permission("operation.gate"),
+                    start_gate: m.provides.start_gate && m.has_permission("work.start_gate"),
                 })
                 .unwrap_or_default();
             Registration {
@@ -233,6 +235,16 @@ fn registrations(runner: &Runner, complete: bool) -> RegistrationsResponse {
 /// build.
 fn answer<T: Call>(result: &T::Result) -> Result<Reply, RpcError> {
     reply(result)
+}
+
+/// The bus the actions reach the store and the scheduler on.
+fn host_bus(runner: &Runner) -> Result<&daemon::bus::Bus, RpcError> {
+    runner.host_bus().ok_or_else(|| {
+        RpcError::new(
+            Code::Unavailable,
+            "this extrunner has no host bus: actions are not served",
+        )
+    })
 }
 
 async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Reply, RpcError> {
@@ -282,6 +294,18 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
             answer::<ResourceSweepRequest>(&ResourceSweepResponse { sweeps })
         }
         m if m == ListRequest::METHOD => answer::<ListRequest>(&runner.list()),
+        m if m == ActionsRequest::METHOD => {
+            let p: ActionsRequest = request.params()?;
+            let packages: &dyn crate::render::Packages = &*runner;
+            answer::<ActionsRequest>(
+                &crate::actions::actions(host_bus(&runner)?, Some(packages), p).await?,
+            )
+        }
+        m if m == ActRequest::METHOD => {
+            let p: ActRequest = request.params()?;
+            let packages: &dyn crate::render::Packages = &*runner;
+            answer::<ActRequest>(&crate::actions::act(host_bus(&runner)?, Some(packages), p).await?)
+        }
         m if m == InspectRequest::METHOD => {
             let p: InspectRequest = request.params()?;
             match runner.inspect(&p.name) {

@@ -272,7 +272,7 @@ async fn stop_and_retry_are_recorded_once_and_performed_once() {
     assert_eq!(event["keys"], json!([]));
     assert_eq!(
         event["payload"],
-        json!({"action": "stop", "caller": "notes:octocat", "work_id": w,
+        json!({"action": "stop", "provider": "core", "caller": "notes:octocat", "work_id": w,
             "input": {"comment": 7}})
     );
     let unrouted = h

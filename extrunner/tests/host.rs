@@ -473,10 +473,16 @@ async fn methods_permissions_timers_and_secrets() {
         e.is(Code::Undeclared) && e.to_string().contains("work_kinds"),
         "{e}"
     );
-    // Catalogued, enabled, not served yet.
-    let e = h.call("state.scopes", json!({})).await.unwrap_err();
+    // Catalogued, enabled, not served yet: `timer.arm` without `at`.
+    let e = h
+        .call(
+            "timer.arm",
+            json!({"recurrence": "notes.daily", "scope_id": "s1", "key": "k"}),
+        )
+        .await
+        .unwrap_err();
     assert!(
-        e.is(Code::Unsupported) && e.to_string().contains("state.scopes"),
+        e.is(Code::Unsupported) && e.to_string().contains("timer.arm"),
         "{e}"
     );
 

@@ -116,6 +116,22 @@ mod tests {
     }
 
     #[test]
+    fn a_scopes_admission_bounds_its_agent_turns_from_one() {
+        let doc =
+            json!({"scopes": [{"id": "a", "admission": {"max_agent_turns": 2}}, {"id": "b"}]});
+        let config = Config::parse(&doc).unwrap();
+        assert_eq!(config.scopes[0].admission.max_agent_turns, Some(2));
+        assert!(config.scopes[1].admission.is_empty());
+        assert!(Config::unknown_fields(&doc).is_empty());
+        let zero = json!({"scopes": [{"id": "a", "admission": {"max_agent_turns": 0}}]});
+        let problems = Config::parse(&zero).unwrap_err();
+        assert_eq!(problems[0].pointer, "/scopes/0/admission/max_agent_turns");
+        assert!(problems[0].message.contains("at least 1"), "{problems:?}");
+        let typo = json!({"scopes": [{"id": "a", "admission": {"max_agent_turn": 2}}]});
+        assert!(Config::parse(&typo).is_err());
+    }
+
+    #[test]
     fn a_check_sees_the_scopes_that_use_its_package() {
         let git = crate::manifest::parse_manifest(
             br#"{"protocol":[1],"name":"git","version":"1","command":["x"],

@@ -76,6 +76,7 @@ fn work() -> Work {
         display: Some(display()),
         context: json!({"model": "opus"}),
         grants: vec!["push".into()],
+        hold: None,
         created_at: "2026-10-25T09:00:00Z".into(),
         updated_at: "2026-10-25T09:01:00Z".into(),
     }
@@ -396,6 +397,8 @@ fn every_typed_method_round_trips() {
                 description: "checks on PR #137".into(),
                 progress: "3 of 7 checks finished".into(),
                 keys: vec!["pr:137".into()],
+                types: vec!["github.wait.checks_completed".into()],
+                plan: json!({"pr": 137}),
                 due_at: "2026-10-25T10:00:00Z".into(),
                 created_at: "2026-10-25T09:00:00Z".into(),
             }],
@@ -1181,6 +1184,99 @@ fn every_typed_method_round_trips() {
             added: true,
             message: "stopped Work w-1".into(),
         },
+    ));
+
+    let offer = ActionOffer {
+        id: "answer".into(),
+        label: "Answer".into(),
+        prompt: "Which branch?".into(),
+        choices: vec!["main".into(), "release-2.x".into()],
+        detail: "Which branch?".into(),
+        awaited: true,
+        input: json!({"ask_id": "a-1"}),
+    };
+    add(round_trip(
+        ActionListParams {
+            scope_id: "acme".into(),
+            work_id: "w-1".into(),
+        },
+        ActionListResult {
+            actions: vec![ListedAction {
+                provider: "human".into(),
+                offer: offer.clone(),
+            }],
+        },
+    ));
+    add(round_trip(
+        WorkActionsParams {
+            scope_id: "acme".into(),
+            work_id: "w-1".into(),
+        },
+        WorkActionsResult {
+            actions: vec![offer],
+        },
+    ));
+    add(round_trip(
+        WorkActParams {
+            scope_id: "acme".into(),
+            work_id: "w-1".into(),
+            action: "admit".into(),
+            input: json!({}),
+            caller: "cli:alice".into(),
+            key: "admit/w-1".into(),
+        },
+        WorkActResult {
+            keys: Vec::new(),
+            decision: json!({"admitted": true}),
+            settle_hold: Some(HoldSettlement {
+                admit: true,
+                reason: "admitted by cli:alice".into(),
+            }),
+            message: "admitted".into(),
+        },
+    ));
+    add(round_trip(
+        OperationGateParams {
+            operation: "github.open_pull_request".into(),
+            owner: "github".into(),
+            request_id: "pr-1".into(),
+            authority: Authority {
+                scope_id: "acme".into(),
+                work_id: "w-1".into(),
+                ..Authority::default()
+            },
+            input: json!({"title": "Fix"}),
+        },
+        OperationGateResult {
+            wait: Some(WaitRequest {
+                keys: vec!["human/gate/g-1".into()],
+                types: vec!["core.action.approve".into(), "core.action.reject".into()],
+                due_at: "2026-10-26T09:00:00Z".into(),
+                description: "approval of github.open_pull_request".into(),
+                plan: json!({"kind": "gate", "gate_id": "g-1"}),
+            }),
+        },
+    ));
+    add(round_trip(
+        WorkAdmitParams {
+            work: work(),
+            binding: "agent".into(),
+            input: None,
+        },
+        WorkAdmitResult {
+            hold: Some(Hold {
+                reason: "waiting for a person to admit it".into(),
+            }),
+        },
+    ));
+    add(round_trip(
+        WorkSettleHoldParams {
+            work_id: "w-1".into(),
+            admit: true,
+            reason: "hours open".into(),
+            key: "hours/w-1".into(),
+        },
+        WorkSettleHoldResult { settled: true },
     ));
 
     add(round_trip(

@@ -60,6 +60,12 @@ pub struct ExtensionSurfaces {
     pub dependency_filter: bool,
     /// It shows Work on its own surface (`work.annotate`).
     pub annotations: bool,
+    /// It is asked about other packages' operation calls in its scopes
+    /// (`operation.gate`).
+    pub operation_gate: bool,
+    /// It is asked before the first attempt of a Work in its scopes starts
+    /// (`work.admit`).
+    pub start_gate: bool,
 }
 
 /// Every connection `binding` names: `connection` first, then `connections`.
@@ -142,6 +148,8 @@ impl Knowledge {
                 segment_end: s.segment_end,
                 dependency_filter: s.dependency_filter,
                 annotations: s.annotations,
+                operation_gate: s.operation_gate,
+                start_gate: s.start_gate,
             });
             for o in e.operations {
                 let g = OperationGuidance {

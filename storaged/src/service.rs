@@ -73,6 +73,8 @@ const WORK_CHANGING: &[&str] = &[
     store::WaitWakeRequest::METHOD,
     store::WorkCancelRequest::METHOD,
     store::WorkRetryRequest::METHOD,
+    store::WorkSettleHoldRequest::METHOD,
+    store::ActionAcceptRequest::METHOD,
 ];
 
 /// Methods whose answer may say events were added (`added_any`).
@@ -175,6 +177,7 @@ struct Effects {
     changed: Option<Value>,
     generation: Option<Value>,
     hash: Option<Value>,
+    settled: Option<Value>,
 }
 
 impl Effects {
@@ -191,6 +194,7 @@ impl Effects {
             ("changed", e.changed),
             ("generation", e.generation),
             ("hash", e.hash),
+            ("settled", e.settled),
         ] {
             if let Some(v) = v {
                 out.insert(k.to_owned(), v);
@@ -250,7 +254,8 @@ impl Handler for Service {
 }
 
 /// Whether a write may have made Work ready: a routing decision does only when it
-/// sent its event to a Work (an unmatched event changes none).
+/// sent its event to a Work (an unmatched event changes none), a hold's settlement
+/// only when it settled one.
 fn changes_work(method: &str, answer: &Value) -> bool {
     let to_work = |d: &Value| d.get("work_id").is_some_and(Value::is_string);
     match method {
@@ -259,6 +264,13 @@ fn changes_work(method: &str, answer: &Value) -> bool {
             .get("decided")
             .and_then(Value::as_array)
             .is_some_and(|all| all.iter().any(to_work)),
+        // A settled hold lets its Work start (or closes it); an action that settles
+        // none changes no Work state.
+        m if m == store::WorkSettleHoldRequest::METHOD
+            || m == store::ActionAcceptRequest::METHOD =>
+        {
+            answer.get("settled").and_then(Value::as_bool) == Some(true)
+        }
         _ => true,
     }
 }

@@ -96,6 +96,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         // The claude-code executor, and its segment wrapper.
         "ext-claude-code" | "__wrap-claude-code" => oc_claude_code::main(),
         "ext-git" => oc_git::main(),
+        "ext-human" => match oc_human::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("human: {e}");
+                2
+            }
+        },
         "ext-schedule" => match oc_schedule::extension() {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
@@ -394,7 +401,7 @@ impl Suite {
             .push((name.to_owned(), value.to_owned()));
     }
 
-    /// The bundled packages (webhook, github, schedule, shell, git), as the suite's binary
+    /// The bundled packages (webhook, github, schedule, shell, git, human), as the suite's binary
     /// serves them.
     pub fn first_party() -> Vec<Package> {
         vec![
@@ -422,6 +429,11 @@ impl Suite {
                 name: "git".into(),
                 manifest: oc_git::MANIFEST.into(),
                 command: vec!["ext-git".into()],
+            },
+            Package {
+                name: "human".into(),
+                manifest: oc_human::MANIFEST.into(),
+                command: vec!["ext-human".into()],
             },
         ]
     }

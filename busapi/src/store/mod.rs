@@ -96,6 +96,8 @@ crate::methods! {
     "store.work_cancel": WorkCancelRequest => WorkCancelResponse,
     "store.work_retry": WorkRetryRequest => WorkRetryResponse,
     "store.action_accept": ActionAcceptRequest => ActionAcceptResponse,
+    "store.work_hold": WorkHoldRequest => WorkHoldResponse,
+    "store.work_settle_hold": WorkSettleHoldRequest => WorkSettleHoldResponse,
     "store.work_get": WorkGetRequest => WorkGetResponse,
     "store.works": WorksRequest => WorksResponse,
     "store.executions": ExecutionsRequest => ExecutionsResponse,

@@ -32,7 +32,8 @@
 //! * `FAKE_CLAUDE_LIMIT_TEXT`: the result text in mode `usage_limit`.
 //! * `FAKE_CLAUDE_RECORD`: a file to which it appends its argv, cwd,
 //!   environment, mount namespace and whether it could write a file in its
-//!   `TMPDIR` (and the MCP exchange) as JSON lines.
+//!   `TMPDIR` (and the MCP exchange, and the prompt: `{"prompt", "resumed"}`) as
+//!   JSON lines.
 //! * `FAKE_CLAUDE_PROBE`: a path; the record says whether it could read it
 //!   (`probe_readable`), for tests of the sandbox.
 
@@ -125,7 +126,7 @@ fn append(path: &Path, v: &Value) {
 }
 
 /// One stdio MCP client exchange, recorded.
-fn mcp(config: &str, mode: &str) -> Option<std::process::Child> {
+fn mcp(config: &str, mode: &str, resumed: bool) -> Option<std::process::Child> {
     let text = std::fs::read_to_string(config).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
     let server = v.pointer("/mcpServers/open-conduit")?;
@@ -209,20 +210,23 @@ fn mcp(config: &str, mode: &str) -> Option<std::process::Child> {
         exchange.push(json!({"method": "tools/call wait", "answer": w}));
     }
     if mode == "calls" {
-        scripted_calls(&mut call, &mut exchange);
+        scripted_calls(&mut call, &mut exchange, resumed);
     }
     record(&json!({"mcp": exchange, "env": env}));
     Some(child)
 }
 
 /// Mode `calls`: each toolbelt `call` that `FAKE_CLAUDE_CALLS` lists (a JSON array
-/// of `{"operation", "input", "request_id", "tag"}`), in order; the text `{branch}`
+/// of `{"operation", "input", "request_id", "tag", "turn"}`), in order (`turn`:
+/// `first` only on a session's first segment, `resumed` only on a resumed one, absent
+/// on both); the text `{branch}`
 /// anywhere in an input becomes the branch checked out in the cwd
 /// (`git rev-parse --abbrev-ref HEAD`). Each answer is recorded as
 /// `tools/call <operation><tag>`, with the branch.
 fn scripted_calls(
     call: &mut impl FnMut(Option<u64>, &str, Value) -> Option<Value>,
     exchange: &mut Vec<Value>,
+    resumed: bool,
 ) {
     let branch = Command::new("git")
         .args(["rev-parse", "--abbrev-ref", "HEAD"])
@@ -234,6 +238,11 @@ fn scripted_calls(
     let script = var("FAKE_CLAUDE_CALLS").replace("{branch}", &branch);
     let calls: Vec<Value> = serde_json::from_str(&script).unwrap_or_default();
     for (i, c) in calls.iter().enumerate() {
+        match c["turn"].as_str() {
+            Some("first") if resumed => continue,
+            Some("resumed") if !resumed => continue,
+            _ => {}
+        }
         let operation = c["operation"].as_str().unwrap_or_default();
         let tag = c["tag"].as_str().unwrap_or_default();
         let answer = call(
@@ -344,6 +353,20 @@ pub fn run() -> i32 {
         return 1;
     };
     take_in(&first);
+    // The prompt as the executor wrote it (the message's text).
+    if let Ok(v) = serde_json::from_str::<Value>(&first) {
+        let content = &v["message"]["content"];
+        let text = match content {
+            Value::String(t) => t.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        record(&json!({"prompt": text, "resumed": args.resume.is_some()}));
+    }
     if mode == "crash" {
         eprintln!("fake-claude: crashing as told");
         return 3;
@@ -354,7 +377,10 @@ pub fn run() -> i32 {
     } else {
         mode.as_str()
     };
-    let server = args.mcp_config.as_deref().and_then(|c| mcp(c, mcp_mode));
+    let server = args
+        .mcp_config
+        .as_deref()
+        .and_then(|c| mcp(c, mcp_mode, args.resume.is_some()));
 
     let [input, output, cache_read, cache_creation] = usage_numbers();
     let usage = json!({"input_tokens": input, "output_tokens": output,

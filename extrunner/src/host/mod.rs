@@ -21,23 +21,31 @@
 //! `event.render_owned` renders an executor's Events through the extensions that own
 //! their families ([`crate::render`]).
 //!
-//! `action.submit` and `state.works` are served by [`crate::actions`].
+//! `action.submit`, `action.list` and `state.works` are served by [`crate::actions`].
 //!
 //! `secret.resolve` reads the references (`env:`/`file:`) of a connection bound to
 //! the extension's entries in a configured scope; `ingress.push` and
 //! `ingress.deliver` accept deliveries of the sources the last configure registered
 //! ([`crate::ingress`]).
 //!
+//! `state.work`, `state.executions`, `state.waits`, `state.scopes`, `state.scope` and
+//! `work.cancel` are served in `state.rs`: the Work of the extension's scopes and of
+//! its own declared kinds wherever it is, the configuration of its scopes, and
+//! cancellation of its own kinds' Work through schedulerd.
+//!
+//! `work.settle_hold` settles a hold the calling start gate placed, on Work of its
+//! scopes (`holds.rs`).
+//!
 //! Not built yet (answered `unsupported` naming the method): `timer.arm` without `at` (it needs
-//! `recurrence.next`, which schedulerd serves), `work.cancel`, `state.work`,
-//! `state.executions`, `state.waits`, `state.scopes`,
-//! `state.scope` and every other catalogued extension-to-host method.
+//! `recurrence.next`, which schedulerd serves), and every other catalogued
+//! extension-to-host method not named here.
 //! Artifacts are forwarded as they are: the checks that bind them to a run the
 //! host opened for this process come with the execution host.
 //!
 //! The methods are served by concern: the KV and the Event log in `records.rs`,
 //! timers and a Wait's progress in `timers.rs`, what a run writes in `artifacts.rs`,
-//! what the configuration grants in `secrets.rs`, `tunnel.url` in `tunnel.rs`. Each
+//! what the configuration grants in `secrets.rs`, `tunnel.url` in `tunnel.rs`, the Work
+//! and scope reads and `work.cancel` in `state.rs`. Each
 //! reaches storaged with `busapi::store`'s typed calls ([`crate::storage`]).
 
 use std::sync::Arc;
@@ -52,24 +60,27 @@ use daemon::bus::Bus;
 use protocol::catalogue::{self, Direction, Surface};
 use protocol::manifest::Manifest;
 use protocol::wire::{
-    self, ActionSubmitParams, ArtifactAbortParams, ArtifactAbortResult, ArtifactCommitParams,
-    ArtifactCommitResult, ArtifactCreateParams, ArtifactCreateResult, ArtifactWriteParams,
-    ArtifactWriteResult, DeliveryAccepted, Emission, EmissionResult, EventAcceptParams,
-    EventRenderOwnedParams, ExecutionPersistRecoveryParams, IngressDeliverParams,
-    IngressPushParams, KvCheck, KvCommitParams, KvCommitResult, KvDelete, KvExpect, KvGetParams,
-    KvGetResult, KvListParams, KvListResult, KvPut, ProviderOwnerStatusParams,
-    ResourceAcquireParams, ResourceLookupParams, ScopeAuthorizeParams, SecretResolveParams,
-    SecretResolveResult, StateEventParams, StateEventResult, StateEventsParams, StateEventsResult,
-    StateSequenceParams, StateSequenceResult, StateTimersParams, StateTimersResult,
-    StateWorkEventsParams, StateWorksParams, TimerArmParams, TimerArmResult, TimerCancelParams,
-    TimerCancelResult, TunnelUrlParams, WaitProgressParams, WaitProgressResult,
+    self, ActionListParams, ActionSubmitParams, ArtifactAbortParams, ArtifactAbortResult,
+    ArtifactCommitParams, ArtifactCommitResult, ArtifactCreateParams, ArtifactCreateResult,
+    ArtifactWriteParams, ArtifactWriteResult, DeliveryAccepted, Emission, EmissionResult,
+    EventAcceptParams, EventRenderOwnedParams, ExecutionPersistRecoveryParams,
+    IngressDeliverParams, IngressPushParams, KvCheck, KvCommitParams, KvCommitResult, KvDelete,
+    KvExpect, KvGetParams, KvGetResult, KvListParams, KvListResult, KvPut,
+    ProviderOwnerStatusParams, ResourceAcquireParams, ResourceLookupParams, ScopeAuthorizeParams,
+    SecretResolveParams, SecretResolveResult, StateEventParams, StateEventResult,
+    StateEventsParams, StateEventsResult, StateSequenceParams, StateSequenceResult,
+    StateTimersParams, StateTimersResult, StateWorkEventsParams, StateWorksParams, TimerArmParams,
+    TimerArmResult, TimerCancelParams, TimerCancelResult, TunnelUrlParams, WaitProgressParams,
+    WaitProgressResult,
 };
 use protocol::{BoxFuture, CallError, Code, Handler, Reply, Request, RpcError};
 use serde_json::Value;
 
 mod artifacts;
+mod holds;
 mod records;
 mod secrets;
+mod state;
 mod timers;
 mod tunnel;
 
@@ -78,6 +89,7 @@ pub use crate::identity::{
     Identity, RESERVED_NAMESPACE,
 };
 pub use secrets::MAX_SECRET_NAMES;
+pub use state::{MAX_CANCEL_REASON_BYTES, MAX_READ_ROWS, MAX_WORK_ROWS};
 pub use tunnel::MAX_TUNNEL_URL_REQUEST;
 
 /// The handler serving one extension's calls to the host
@@ -161,6 +173,24 @@ impl Handler for ScopedHost {
                 let p = request.params()?;
                 let r = crate::render::render_owned(&identity, &bus, owners.as_deref(), p).await?;
                 return protocol::reply(&r);
+            }
+            if request.method == ActionSubmitParams::METHOD
+                || request.method == ActionListParams::METHOD
+            {
+                admit(&identity.manifest, &request.method)?;
+                let runner = owners.as_deref().and_then(crate::render::Owners::runner);
+                let packages = runner.as_deref();
+                return if request.method == ActionSubmitParams::METHOD {
+                    let p = request.params()?;
+                    answer::<ActionSubmitParams>(
+                        &crate::actions::submit(&identity, &bus, packages, p).await?,
+                    )
+                } else {
+                    let p = request.params()?;
+                    answer::<ActionListParams>(
+                        &crate::actions::list(&identity, &bus, packages, p).await?,
+                    )
+                };
             }
             if request.method == TunnelUrlParams::METHOD {
                 admit(&identity.manifest, &request.method)?;
@@ -295,12 +325,30 @@ async fn serve(
         m if m == StateTimersParams::METHOD => {
             answer::<StateTimersParams>(&host.state_timers(request.params()?).await?)
         }
+        m if m == wire::StateWorkParams::METHOD => {
+            answer::<wire::StateWorkParams>(&host.state_work(request.params()?).await?)
+        }
+        m if m == wire::StateExecutionsParams::METHOD => {
+            answer::<wire::StateExecutionsParams>(&host.state_executions(request.params()?).await?)
+        }
+        m if m == wire::StateWaitsParams::METHOD => {
+            answer::<wire::StateWaitsParams>(&host.state_waits(request.params()?).await?)
+        }
+        m if m == wire::StateScopesParams::METHOD => {
+            answer::<wire::StateScopesParams>(&host.state_scopes())
+        }
+        m if m == wire::StateScopeParams::METHOD => {
+            answer::<wire::StateScopeParams>(&host.state_scope(request.params()?)?)
+        }
+        m if m == wire::WorkCancelParams::METHOD => {
+            answer::<wire::WorkCancelParams>(&host.work_cancel(request.params()?).await?)
+        }
         m if m == StateWorksParams::METHOD => answer::<StateWorksParams>(
             &crate::actions::state_works(identity, bus, request.params()?).await?,
         ),
-        m if m == ActionSubmitParams::METHOD => answer::<ActionSubmitParams>(
-            &crate::actions::submit(identity, bus, request.params()?).await?,
-        ),
+        m if m == wire::WorkSettleHoldParams::METHOD => {
+            answer::<wire::WorkSettleHoldParams>(&host.work_settle_hold(request.params()?).await?)
+        }
         m if m == TimerArmParams::METHOD => {
             answer::<TimerArmParams>(&host.timer_arm(request.params()?).await?)
         }

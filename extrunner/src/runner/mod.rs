@@ -454,6 +454,12 @@ impl Runner {
         &self.playbook_dir
     }
 
+    /// The bus the packages' host calls go out on (`None` in tests of supervision
+    /// alone).
+    pub fn host_bus(&self) -> Option<&Bus> {
+        self.host_bus.as_ref()
+    }
+
     /// The scopes whose configuration uses the package `name` (its identity's).
     pub fn scopes_of(&self, name: &str) -> Vec<String> {
         self.entry(name)
@@ -540,6 +546,10 @@ impl Packages for Runner {
 
     fn applied(&self) -> Option<Arc<Config>> {
         Runner::applied(self)
+    }
+
+    fn scopes_of(&self, name: &str) -> Vec<String> {
+        Runner::scopes_of(self, name)
     }
 
     fn call<'a>(

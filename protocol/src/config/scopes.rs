@@ -80,6 +80,9 @@ pub struct ScopeConfig {
     /// The other scopes its Work may read or file in (`scope.authorize`).
     #[serde(default, skip_serializing_if = "Authorization::is_empty")]
     pub authorization: Authorization,
+    /// The host's own admission rules for its Work (`admission.max_agent_turns`).
+    #[serde(default, skip_serializing_if = "Admission::is_empty")]
+    pub admission: Admission,
     /// Fields this release does not read.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -103,6 +106,25 @@ impl Authorization {
     /// True when it grants nothing.
     pub fn is_empty(&self) -> bool {
         self.read_scopes.is_empty() && self.file_scopes.is_empty()
+    }
+}
+
+/// A scope's admission rules the host enforces itself (a package's own admission,
+/// by a person or by hours, is its `work.admit`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admission {
+    /// At most this many attempts of the scope's agent turns (the executors of the
+    /// default pool, not `jobs`) run at once on one host; the others wait their turn
+    /// as they wait for the pool. At least 1; none: only `settings.concurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_agent_turns: Option<u32>,
+}
+
+impl Admission {
+    /// True when it sets no rule.
+    pub fn is_empty(&self) -> bool {
+        self.max_agent_turns.is_none()
     }
 }
 

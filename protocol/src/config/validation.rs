@@ -55,6 +55,7 @@ impl Config {
             "bindings",
             "unmatched",
             "authorization",
+            "admission",
         ];
         const ENTRY: &[&str] = &["type", "name", "connection", "config"];
         const ROUTE: &[&str] = &["handler", "binding", "config"];
@@ -208,6 +209,12 @@ impl Config {
                         format!("no connection is named {:?}", e.connection),
                     );
                 }
+            }
+            if s.admission.max_agent_turns == Some(0) {
+                problem(
+                    format!("{at}/admission/max_agent_turns"),
+                    "max_agent_turns must be at least 1 (leave it out for no limit)".into(),
+                );
             }
             let ids: BTreeSet<&str> = self.scopes.iter().map(|x| x.id.as_str()).collect();
             for (field, list) in [

@@ -198,3 +198,33 @@ pub struct ActionListResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<ListedAction>,
 }
+
+/// An action's Event (`core.action.<action>`, payload `core.action.v1`) as an agent
+/// reads it in its prompt: who did what, then each field the provider decided and
+/// the person gave (`answer: release-2.x`, `reason: wrong base`), one per line.
+pub fn render_action(data: &Value) -> String {
+    let text = |k: &str| data[k].as_str().unwrap_or_default();
+    let mut out = format!("{} by {}", text("action"), text("caller"));
+    if !text("provider").is_empty() && text("provider") != CORE_PROVIDER {
+        out.push_str(&format!(" (through {})", text("provider")));
+    }
+    out.push('\n');
+    let mut seen = std::collections::BTreeSet::new();
+    for part in ["decision", "input"] {
+        let Some(fields) = data[part].as_object() else {
+            continue;
+        };
+        for (k, v) in fields {
+            if !seen.insert(k.clone()) {
+                continue;
+            }
+            let shown = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other.to_string(),
+            };
+            out.push_str(&format!("{k}: {}\n", shown.replace('\n', " ")));
+        }
+    }
+    out
+}

@@ -107,3 +107,16 @@ pub struct EmissionResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused: String,
 }
+
+/// The spec's EmittedEventID: the ID of the Event accepted from `source` with
+/// `delivery_id`, `evt_` + the first 32 hex digits of sha256(source "\n"
+/// delivery_id). Whoever knows the source and delivery ID knows the Event's ID
+/// before (or without) accepting it.
+pub fn emitted_event_id(source: &str, delivery_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    h.update(b"\n");
+    h.update(delivery_id.as_bytes());
+    format!("evt_{}", crate::random::to_hex(&h.finalize()[..16]))
+}

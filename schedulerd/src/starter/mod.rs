@@ -30,10 +30,15 @@
 //! (at least once). A woken Wait is resumed by the host that parked it while that host
 //! is alive; injections and controls reach only attempts of this host.
 //!
+//! Admission: before the first attempt of a Work starts, the packages serving
+//! `work.admit` in its scope are asked, and may hold it (`admission.rs`); a scope's
+//! `admission.max_agent_turns` bounds its agent turns running at once on this host.
+//!
 //! Here: what is ready, within the pools ([`Starter::pass`]). An attempt is launched
 //! in `launch.rs`, observed and adopted in `adopt.rs`, settled in `settle.rs`; lease
 //! takeover is `takeover.rs`, the operator's controls `controls.rs`, `cancel.rs` and
-//! `retry.rs`, the extensions' layers around a run `layers.rs`.
+//! `retry.rs`, the extensions' layers around a run `layers.rs`, admission
+//! `admission.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -52,6 +57,7 @@ use crate::ports::{ms, Answer, Extensions, Store};
 use crate::router::Router;
 use crate::toolbelt::Toolbelt;
 
+mod admission;
 mod adopt;
 mod cancel;
 mod controls;
@@ -60,6 +66,8 @@ mod layers;
 mod retry;
 mod settle;
 mod takeover;
+use admission::Admit;
+pub use admission::ADMIT_TIMEOUT;
 pub use cancel::{CANCEL_STOP_WAIT, MAX_CANCEL_REASON_BYTES};
 pub use layers::LAYER_TIMEOUT;
 
@@ -99,12 +107,20 @@ pub struct Starter {
     router: Router,
     host: Host,
     owner: String,
-    running: Arc<Mutex<HashMap<String, String>>>,
+    /// Work observed now: its pool and its scope.
+    running: Arc<Mutex<HashMap<String, Running>>>,
     blocked: Arc<Mutex<HashMap<String, String>>>,
     toolbelt: Arc<std::sync::OnceLock<Toolbelt>>,
     /// Work being cancelled (`sched.cancel`): its attempt's own result, once the stop
     /// ended the run, settles nothing; the cancel does.
     cancelling: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Where an observed attempt counts: its executor's pool and its Work's scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Running {
+    pool: String,
+    scope: String,
 }
 
 /// An attempt being observed.
@@ -149,7 +165,14 @@ impl Starter {
     /// Work observed now (Work ID → pool), and Work that cannot start (ID → why).
     pub fn snapshot(&self) -> (HashMap<String, String>, HashMap<String, String>) {
         (
-            self.running.lock().map(|r| r.clone()).unwrap_or_default(),
+            self.running
+                .lock()
+                .map(|r| {
+                    r.iter()
+                        .map(|(w, run)| (w.clone(), run.pool.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
             self.blocked.lock().map(|b| b.clone()).unwrap_or_default(),
         )
     }
@@ -198,7 +221,11 @@ impl Starter {
         Ok((binding, extension, pool, size))
     }
 
-    /// Start what is ready, within the pools. Answers how many started.
+    /// Start what is ready, within the pools and the scopes' `max_agent_turns`, once
+    /// its scope's start gates admit it (`admission.rs`). Answers how many started.
+    ///
+    /// The pass is sequential, and an attempt joins `running` before the next Work
+    /// is looked at, so the counts it checks are exact on this host.
     pub async fn pass(&self) -> Result<usize, String> {
         if self.toolbelt.get().is_none() {
             // Every run is given its toolbelt token: nothing starts before the key is read.
@@ -218,6 +245,8 @@ impl Starter {
             .await
             .map_err(|e| format!("{}: {e}", WorksReadyRequest::METHOD))?;
         let mut started = 0;
+        // The start gates that failed in this pass: not asked again until the next.
+        let mut gates_down = HashSet::new();
         for work in ready.works {
             let work_id = work.id.clone();
             if self.is_running(&work_id) {
@@ -233,10 +262,18 @@ impl Starter {
             let busy = self
                 .running
                 .lock()
-                .map(|r| r.values().filter(|p| **p == pool).count())
+                .map(|r| r.values().filter(|r| r.pool == pool).count())
                 .unwrap_or(usize::MAX);
-            if busy >= size as usize {
+            if busy >= size as usize || self.scope_full(&work.scope_id, &pool) {
                 continue;
+            }
+            match self.admit(&work, &binding.name, &mut gates_down).await {
+                Admit::Start => {}
+                Admit::Held => continue,
+                Admit::NotNow(why) => {
+                    self.block(&work_id, why);
+                    continue;
+                }
             }
             if let Ok(mut b) = self.blocked.lock() {
                 b.remove(&work_id);
@@ -261,7 +298,13 @@ impl Starter {
                 }
             };
             if let Ok(mut r) = self.running.lock() {
-                r.insert(work_id.clone(), pool);
+                r.insert(
+                    work_id.clone(),
+                    Running {
+                        pool,
+                        scope: work.scope_id.clone(),
+                    },
+                );
             }
             started += 1;
             let this = self.clone();

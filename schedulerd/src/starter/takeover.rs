@@ -83,7 +83,13 @@ impl Starter {
                 }
             };
             if let Ok(mut r) = self.running.lock() {
-                r.insert(work_id.clone(), pool);
+                r.insert(
+                    work_id.clone(),
+                    super::Running {
+                        pool,
+                        scope: work.scope_id.clone(),
+                    },
+                );
             }
             n += 1;
             let epoch = taken.epoch;

@@ -13,7 +13,7 @@ use protocol::toolbelt::GitCredentialParams;
 use protocol::wire::{Call, RunCredentialParams, RunCredentialResult};
 use protocol::{CallError, Code, RpcError};
 
-use super::operation::refusal;
+use super::refusal::refusal;
 use super::{refuse, Toolbelt, OPERATION_TIMEOUT};
 use crate::knowledge::binding_connections;
 use crate::ports::ms;

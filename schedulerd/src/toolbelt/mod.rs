@@ -37,11 +37,20 @@
 //! the retry runs the handler again, which must be idempotent on the request ID (the
 //! spec's contract for operation handlers). The tools are in `tools.rs`, extension
 //! operations in `operation.rs`, git's credentials in `credential.rs`.
+//!
+//! # Gates
+//!
+//! A `call` is asked of the operation gates of the caller's scope before it is
+//! forwarded (`gates.rs`): one may refuse it, park it on a Wait (the turn ends,
+//! and that answer is not kept for the request ID, so the call made again once the
+//! Work resumes asks the gate again), or fail, which refuses it (fail closed).
 
 mod confine;
 mod credential;
 mod declared;
+mod gates;
 mod operation;
+mod refusal;
 mod token;
 mod tools;
 
@@ -61,6 +70,7 @@ use crate::knowledge::Knowledge;
 use crate::ports::{Extensions, Store};
 
 pub use declared::{clear, declared, Declared};
+pub use gates::GATE_TIMEOUT;
 pub use token::load_key;
 
 /// The KV owner and namespace of the toolbelt's records.
@@ -122,6 +132,7 @@ struct Inner {
     endpoint: PathBuf,
     dir: String,
     inflight: Mutex<HashSet<String>>,
+    gate_timeout_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Toolbelt {
@@ -153,6 +164,7 @@ impl Toolbelt {
                 endpoint,
                 dir,
                 inflight: Mutex::new(HashSet::new()),
+                gate_timeout_ms: std::sync::atomic::AtomicU64::new(crate::ports::ms(GATE_TIMEOUT)),
             }),
         }
     }

@@ -22,6 +22,14 @@ use super::{
 };
 use crate::knowledge::binding_in;
 
+/// What an effect answered, and whether that answer is kept for its request ID.
+pub(super) struct Effect {
+    /// The answer.
+    pub(super) output: Value,
+    /// Kept (replayed to the same request ID), or not (the call runs again).
+    pub(super) keep: bool,
+}
+
 impl Toolbelt {
     pub(super) async fn call(&self, p: CallParams) -> Result<Value, RpcError> {
         let caller = self.caller(&p.token).await?;
@@ -78,15 +86,17 @@ impl Toolbelt {
         }
     }
 
-    /// Run `effect` at most once per request ID: a committed answer is replayed.
+    /// Run `effect` at most once per request ID: a committed answer is replayed. An
+    /// answer the effect says not to keep (a call a gate parked) is answered but not
+    /// committed, so the same request ID runs the effect again.
     async fn once(
         &self,
         caller: &Caller,
         request_id: &str,
-        effect: impl std::future::Future<Output = Result<Value, RpcError>>,
+        effect: impl std::future::Future<Output = Result<Effect, RpcError>>,
     ) -> Result<Value, RpcError> {
         if request_id.is_empty() {
-            return effect.await;
+            return effect.await.map(|e| e.output);
         }
         let key = format!("call/{}/{request_id}", caller.authority.work_id);
         let store = &self.inner.store;
@@ -111,7 +121,11 @@ impl Toolbelt {
         }
         let result = effect.await;
         let answer = match result {
-            Ok(output) => {
+            Ok(Effect {
+                output,
+                keep: false,
+            }) => Ok(output),
+            Ok(Effect { output, keep: true }) => {
                 let put = store
                     .call(&KvCommitRequest {
                         owner: OWNER.into(),
@@ -145,8 +159,8 @@ impl Toolbelt {
         answer
     }
 
-    async fn effect(&self, caller: &Caller, p: &CallParams) -> Result<Value, RpcError> {
-        match p.tool.as_str() {
+    async fn effect(&self, caller: &Caller, p: &CallParams) -> Result<Effect, RpcError> {
+        let output = match p.tool.as_str() {
             tb::TOOL_EMIT => {
                 let t = p.input["type"].as_str().unwrap_or_default();
                 if !t.starts_with(FAMILY) || t == WORK_REQUESTED || t.len() <= FAMILY.len() {
@@ -156,11 +170,13 @@ impl Toolbelt {
                     ));
                 }
                 let keys = strings(&p.input["keys"]);
-                self.emit(caller, t, p.input["payload"].clone(), keys).await
+                self.emit(caller, t, p.input["payload"].clone(), keys)
+                    .await?
             }
-            tb::TOOL_CREATE_WORK => self.create_work(caller, p).await,
-            _ => self.operation(caller, p).await,
-        }
+            tb::TOOL_CREATE_WORK => self.create_work(caller, p).await?,
+            _ => return self.operation(caller, p).await,
+        };
+        Ok(Effect { output, keep: true })
     }
 
     /// `create_work`: an `agent.work_requested` event the router turns into Work on

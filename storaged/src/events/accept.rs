@@ -8,20 +8,9 @@ use crate::kv::{self};
 use crate::sql::{params, Connection, OptionalExtension};
 use crate::util;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-/// The spec's EmittedEventID: `evt_` + the first 32 hex digits of
-/// sha256(source "\n" delivery_id).
-pub fn emitted_event_id(source: &str, delivery_id: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(source.as_bytes());
-    h.update(b"\n");
-    h.update(delivery_id.as_bytes());
-    let mut out = String::with_capacity(36);
-    out.push_str("evt_");
-    util::push_hex(&mut out, &h.finalize()[..16]);
-    out
-}
+/// The spec's EmittedEventID (one definition, in the protocol crate).
+pub use protocol::wire::emitted_event_id;
 
 /// The parts of an event's envelope its signature covers.
 struct Envelope<'a> {

@@ -7,6 +7,10 @@
 //! state by itself), with one route record (handler `core.action`) saying who acted.
 //! A repeated identity (the same source and delivery ID) answers the Event kept,
 //! `added: false`, and writes nothing, whatever the Work's state is now.
+//!
+//! An action that settles a hold (`settle_hold`: a package's `admit` or `reject` of
+//! a held Work) settles it in the same write, under the Event's delivery ID as the
+//! settlement's key ([`super::holds`]).
 
 use super::*;
 use crate::events::{accept_event, emitted_event_id, AcceptContext};
@@ -73,6 +77,23 @@ pub fn action_accept(
             req.work_id
         )));
     }
+    if let Some(settle) = &req.settle_hold {
+        check_name("settle_hold.owner", &settle.owner, limits)?;
+        check_text(
+            "settle_hold.reason",
+            &settle.reason,
+            MAX_REASON_BYTES,
+            "the reason limit",
+        )?;
+        if known.is_none()
+            && !super::holds::can_settle(conn, &req.work_id, &settle.owner, delivery_id)?
+        {
+            return Err(StoreError::conflict(format!(
+                "Work {} has no hold of {} to settle",
+                req.work_id, settle.owner
+            )));
+        }
+    }
     let now_ms = util::now_ms();
     let accepted = accept_event(conn, limits, ev, &AcceptContext::default(), now_ms, None)?;
     if accepted.added {
@@ -100,11 +121,24 @@ pub fn action_accept(
         )?;
         conn.execute("DELETE FROM unrouted WHERE seq = ?1", [accepted.seq])?;
     }
+    // The hold is settled under the action's own identity, so the same action again
+    // settles nothing again.
+    let settled = match (&req.settle_hold, accepted.added) {
+        (Some(settle), true) => super::holds::settle_in(
+            conn,
+            &req.work_id,
+            settle,
+            delivery_id,
+            &util::rfc3339(now_ms),
+        )?,
+        _ => false,
+    };
     Ok(ActionAcceptResponse {
         id: accepted.id,
         seq: accepted.seq,
         added: accepted.added,
         work_state,
+        settled,
     })
 }
 

@@ -24,14 +24,14 @@ pub fn attempt_start(
     }
     let ttl = lease_ttl(req.lease_ttl_ms)?;
 
-    let work: Option<(String, i64, i64)> = conn
+    let work: Option<(String, i64, i64, Option<String>)> = conn
         .query_row(
-            "SELECT state, lease_epoch, version FROM works WHERE id = ?1",
+            "SELECT state, lease_epoch, version, hold_owner FROM works WHERE id = ?1",
             [&req.work_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
-    let Some((st, epoch, version)) = work else {
+    let Some((st, epoch, version, hold)) = work else {
         return Err(StoreError::not_found(format!("no Work {}", req.work_id)));
     };
     if let Some(v) = req.expect_version {
@@ -41,6 +41,12 @@ pub fn attempt_start(
                 req.work_id
             )));
         }
+    }
+    if let Some(owner) = hold {
+        return Err(StoreError::conflict(format!(
+            "Work {} is held by {owner}: it starts once admitted",
+            req.work_id
+        )));
     }
     let pending: Vec<i64> = {
         let mut stmt = conn.prepare_cached(
@@ -523,7 +529,7 @@ pub fn expired_leases(
     Ok(ExpiredLeasesResponse { executions })
 }
 
-/// Work ready to start or resume.
+/// Work ready to start or resume (a held Work is not: it waits for its admission).
 pub fn works_ready(
     conn: &Connection,
     limits: &Limits,
@@ -550,7 +556,7 @@ pub fn works_ready(
         works.extend(works_query(
             conn,
             &format!(
-                "SELECT {WORK_COLS} FROM works WHERE state = 'pending' \
+                "SELECT {WORK_COLS} FROM works WHERE state = 'pending' AND hold_owner IS NULL \
                  AND (retry_at_ms IS NULL OR retry_at_ms <= ?1) ORDER BY retry_at_ms, id LIMIT ?2"
             ),
             &[&req.now_ms, &rest],

@@ -33,10 +33,14 @@
 //! settlement, and the reads schedulerd polls), [`hosts`] (host liveness and
 //! extension task claims), [`reads`] (`store.work_cancel` and the
 //! Work reads), [`actions`] (`store.action_accept`, `store.work_retry`: what the
-//! host's own actions write), [`waits`] (a Work parked on a Wait, and its waking). The helpers and rows they share are here.
+//! host's own actions write), [`holds`] (`store.work_hold`, `store.work_settle_hold`:
+//! a hold on a Work's start, by the package whose `work.admit` asked for it),
+//! [`waits`] (a Work parked on a Wait, and its waking). The helpers and rows they
+//! share are here.
 
 mod actions;
 mod attempts;
+mod holds;
 mod hosts;
 mod reads;
 mod routing;
@@ -44,6 +48,7 @@ pub mod waits;
 
 pub use actions::*;
 pub use attempts::*;
+pub use holds::*;
 pub use hosts::*;
 pub use reads::*;
 pub use routing::*;
@@ -128,11 +133,13 @@ fn is_closed(state: &str) -> bool {
 // ---------------------------------------------------------------------------------------
 
 const WORK_COLS: &str = "id, scope_id, kind, binding, state, display, context, grants, \
-     lease_epoch, failures, retry_at_ms, created_at, updated_at, version";
+     lease_epoch, failures, retry_at_ms, created_at, updated_at, version, hold_owner, \
+     hold_reason, held_at, admitted";
 
 fn work_from_row(r: &Row<'_>) -> crate::sql::Result<WorkRow> {
     let display: Option<String> = r.get(5)?;
     let grants: String = r.get(7)?;
+    let admitted: String = r.get(17)?;
     Ok(WorkRow {
         id: r.get(0)?,
         scope_id: r.get(1)?,
@@ -149,6 +156,8 @@ fn work_from_row(r: &Row<'_>) -> crate::sql::Result<WorkRow> {
         created_at: r.get(11)?,
         updated_at: r.get(12)?,
         version: r.get(13)?,
+        hold: holds::hold_from(r.get(14)?, r.get(15)?, r.get(16)?),
+        admitted: parse_list(&admitted),
     })
 }
 
@@ -255,6 +264,12 @@ impl Store {
     write_method!(work_cancel, WorkCancelRequest, WorkCancelResponse);
     write_method!(work_retry, WorkRetryRequest, WorkRetryResponse);
     write_method!(action_accept, ActionAcceptRequest, ActionAcceptResponse);
+    write_method!(work_hold, WorkHoldRequest, WorkHoldResponse);
+    write_method!(
+        work_settle_hold,
+        WorkSettleHoldRequest,
+        WorkSettleHoldResponse
+    );
     read_method!(work_get, WorkGetRequest, WorkGetResponse);
     read_method!(works, WorksRequest, WorksResponse);
     read_method!(executions, ExecutionsRequest, ExecutionsResponse);
@@ -279,6 +294,8 @@ crate::store_methods! {
     WorkCancelRequest => work_cancel,
     WorkRetryRequest => work_retry,
     ActionAcceptRequest => action_accept,
+    WorkHoldRequest => work_hold,
+    WorkSettleHoldRequest => work_settle_hold,
     WorkGetRequest => work_get,
     WorksRequest => works,
     ExecutionsRequest => executions,

@@ -53,8 +53,8 @@ pub fn work_cancel(
     })
 }
 
-/// Close an open Work as `completed` or `cancelled`, in the caller's transaction:
-/// its running or waiting execution is settled `cancelled` (its lease fenced by a new
+/// Close an open Work as `completed` or `cancelled`, in the caller's transaction
+/// (its hold, if it has one, goes): its running or waiting execution is settled `cancelled` (its lease fenced by a new
 /// epoch, so the host running it stops it), its active Wait cancelled, its pending
 /// and taken inputs `done` (completed) or `cancelled`. Answers the execution it
 /// settled, the new epoch and the Wait it cancelled.
@@ -103,7 +103,8 @@ pub(crate) fn close_in(
     )?;
     let epoch = epoch + 1;
     conn.execute(
-        "UPDATE works SET state = ?3, lease_epoch = ?2, retry_at_ms = NULL WHERE id = ?1",
+        "UPDATE works SET state = ?3, lease_epoch = ?2, retry_at_ms = NULL, hold_owner = NULL, \
+         hold_reason = '', held_at = NULL WHERE id = ?1",
         params![work_id, epoch, to],
     )?;
     touch(conn, work_id, now)?;

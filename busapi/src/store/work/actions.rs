@@ -4,7 +4,7 @@ use super::*;
 use crate::store::events::EventInput;
 
 /// `store.action_accept`: accept an action's Event and attach it to its Work.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActionAcceptRequest {
     /// The Event: a root with a `delivery_id` and no keys, in the Work's scope.
@@ -19,6 +19,11 @@ pub struct ActionAcceptRequest {
     /// Why, kept on the route record (`stop by github:octocat`).
     #[serde(default)]
     pub reason: String,
+    /// A hold of the provider's to settle in the same write (an `admit` or
+    /// `reject` action on a held Work): applied only when this call adds the
+    /// Event; a Work with no such hold is `conflict` and nothing is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_hold: Option<HoldSettle>,
 }
 
 /// Result of `store.action_accept`.
@@ -32,6 +37,9 @@ pub struct ActionAcceptResponse {
     pub added: bool,
     /// The Work's state as the call found it.
     pub work_state: String,
+    /// True when this call settled the hold `settle_hold` named.
+    #[serde(default)]
+    pub settled: bool,
 }
 
 /// `store.work_retry`: run a failed, cancelled, idle or completed Work again.

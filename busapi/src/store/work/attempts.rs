@@ -223,8 +223,8 @@ pub struct ExpiredLeasesResponse {
     pub executions: Vec<ExecutionRow>,
 }
 
-/// `store.works_ready`: Work that may start (pending input, retry time passed) or
-/// resume (woken).
+/// `store.works_ready`: Work that may start (pending input, retry time passed, no
+/// hold) or resume (woken).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorksReadyRequest {

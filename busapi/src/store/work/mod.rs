@@ -2,17 +2,19 @@
 
 pub mod actions;
 pub mod attempts;
+pub mod holds;
 pub mod hosts;
 pub mod reads;
 pub mod routing;
 
 pub use actions::*;
 pub use attempts::*;
+pub use holds::*;
 pub use hosts::*;
 pub use reads::*;
 pub use routing::*;
 
-use protocol::wire::{Outcome, WorkDisplay};
+use protocol::wire::{Outcome, WorkDisplay, WorkHold};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -54,6 +56,13 @@ pub struct WorkRow {
     pub updated_at: String,
     /// Bumped by every write: the precondition of `expect_version`.
     pub version: i64,
+    /// The hold its start waits on (an admission), while it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<WorkHold>,
+    /// The packages that admitted its start (each settled its hold with admit):
+    /// their `work.admit` is not asked again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admitted: Vec<String>,
 }
 
 /// An Execution (one attempt of a Work).
