@@ -365,7 +365,8 @@ pub enum Command {
     },
     /// Serve the bundled extension NAME over stdin and stdout (the extension
     /// protocol): what a package whose command is `open-conduit extension-run NAME`
-    /// runs. Bundled: webhook, github, schedule, shell, claude-code, git.
+    /// runs. Bundled: webhook, github, schedule, shell, claude-code, git, human, ssh,
+    /// cloudflared, ngrok, srt.
     ExtensionRun {
         /// The bundled extension.
         name: String,

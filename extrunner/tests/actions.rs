@@ -7,16 +7,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use daemon::bus::{Bus, BusOptions};
-use extrunner::host::{BoundIdentity, Identity, ScopedHost};
-use protocol::{BoxFuture, CallError, Handler, NoHandler, Options, Peer, Reply, Request, RpcError};
-use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+mod common;
+use common::{refused, Harness, Sched, Stack};
 
-const HANG: Duration = Duration::from_secs(60);
+use extrunner::host::{BoundIdentity, Identity, ScopedHost};
+use serde_json::{json, Value};
 
 fn manifest(permissions: &str) -> String {
     format!(
@@ -25,181 +20,31 @@ fn manifest(permissions: &str) -> String {
     )
 }
 
-/// What the stand-in scheduler was asked: (method, params).
-type Asked = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// `sched.cancel` and `sched.retry` as schedulerd serves them when nothing runs.
-struct Sched {
-    store: Bus,
-    asked: Asked,
-}
-
-impl Handler for Sched {
-    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
-        let store = self.store.clone();
-        let asked = self.asked.clone();
-        Box::pin(async move {
-            let p: Value = request.params()?;
-            asked
-                .lock()
-                .unwrap()
-                .push((request.method.clone(), p.clone()));
-            let method = match request.method.as_str() {
-                "sched.cancel" => "store.work_cancel",
-                "sched.retry" => "store.work_retry",
-                other => return Err(RpcError::method_not_found(other)),
-            };
-            match store.call(method, &p).await {
-                Ok(r) if method == "store.work_cancel" => {
-                    protocol::reply(&json!({"work_id": p["work_id"], "state": "cancelled",
-                        "epoch": r["epoch"], "attempt": null}))
-                }
-                // schedulerd's answer: the store's, with the Work named.
-                Ok(mut r) => {
-                    r["work_id"] = p["work_id"].clone();
-                    protocol::reply(&r)
-                }
-                Err(CallError::Rpc(e)) => Err(e),
-                Err(e) => Err(RpcError::new(protocol::Code::Unavailable, e.to_string())),
-            }
-        })
-    }
-}
-
-struct Harness {
-    dir: PathBuf,
-    store: Bus,
-    asked: Asked,
-    ext: Peer,
-    _host: Peer,
-    _sched: Bus,
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 impl Harness {
     async fn start(permissions: &str) -> Harness {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "oc-extrunner-actions-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("bus.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let broker = broker::Broker::new(broker::Config::default());
-        tokio::spawn(async move {
-            let _ = broker.serve(&listener).await;
-        });
-        let store = storaged::Store::open(&dir.join("state"), storaged::Limits::default()).unwrap();
-        let service = storaged::service::Service::new(store, Arc::new(OnceLock::new()));
-        let _service = Bus::start(BusOptions::service(
-            &socket,
-            "storaged",
-            &["store"],
-            Arc::new(service),
-        ));
-        let mut opts = BusOptions::client(&socket);
-        opts.call_wait = HANG;
-        let client = Bus::start(opts);
-        tokio::time::timeout(HANG, client.call("store.methods", &json!({})))
-            .await
-            .unwrap()
-            .unwrap();
-        let asked = Asked::default();
-        let sched = Bus::start(BusOptions::service(
-            &socket,
-            "schedulerd",
-            &["sched"],
-            Arc::new(Sched {
-                store: client.clone(),
-                asked: asked.clone(),
-            }),
-        ));
-
+        let stack = Stack::start("actions").await;
+        let sched = Sched::start(&stack);
         let manifest =
             protocol::manifest::parse_manifest(manifest(permissions).as_bytes()).unwrap();
         let identity = Identity::new(manifest, vec!["s1".into()], Vec::new());
-        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone());
-        let (a, b) = tokio::net::UnixStream::pair().unwrap();
-        let (ar, aw) = a.into_split();
-        let (br, bw) = b.into_split();
-        let host_peer = protocol::connect(ar, aw, host, Options::named("host"));
-        let ext = protocol::connect(br, bw, NoHandler, Options::named("extension notes"));
-        Harness {
-            dir,
-            store: client,
-            asked,
-            ext,
-            _host: host_peer,
-            _sched: sched,
-        }
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        tokio::time::timeout(HANG, self.ext.call(method, &params))
-            .await
-            .unwrap()
-    }
-
-    async fn store(&self, method: &str, params: Value) -> Value {
-        tokio::time::timeout(HANG, self.store.call(method, &params))
-            .await
-            .unwrap()
-            .unwrap()
+        let host = ScopedHost::new(BoundIdentity::new(identity), stack.bus.clone());
+        Harness::serve(stack, Some(sched), host, "notes")
     }
 
     /// A Work in `scope` keyed `key`, made from a delivery as the router would.
     async fn work(&self, scope: &str, key: &str) -> String {
-        let accepted = self
-            .store(
-                "store.events_accept",
-                json!({"events": [{"scope_id": scope, "type": "notes.note.added",
-                    "source": "notes", "delivery_id": key, "payload": {"n": 1}, "keys": [key]}]}),
-            )
-            .await;
-        let seq = accepted["events"][0]["seq"].clone();
-        let routed = self
-            .store(
-                "store.route_decide",
-                json!({"seq": seq, "scope_id": scope,
-                    "outcome": {"type": "create", "kind": "work", "keys": [key]}}),
-            )
-            .await;
-        routed["work_id"].as_str().unwrap().to_string()
-    }
-
-    async fn state(&self, work_id: &str) -> String {
-        let w = self.store("store.work_get", json!({"id": work_id})).await;
-        w["work"]["state"].as_str().unwrap().to_string()
+        self.route(common::note(scope, key), "work").await
     }
 
     async fn events(&self) -> Vec<Value> {
         let page = self.store("store.events", json!({"after": 0})).await;
         page["events"].as_array().unwrap().clone()
     }
-
-    fn asked(&self) -> Vec<(String, Value)> {
-        self.asked.lock().unwrap().clone()
-    }
 }
 
 fn submit(work_id: &str, action: &str, key: &str) -> Value {
     json!({"scope_id": "s1", "work_id": work_id, "action": action, "caller": "octocat",
         "key": key, "input": {"comment": 7}})
-}
-
-fn refused(r: Result<Value, CallError>) -> (String, String) {
-    match r {
-        Err(CallError::Rpc(e)) => (e.app_code().unwrap_or("?").to_owned(), e.message),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

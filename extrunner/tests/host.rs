@@ -4,16 +4,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use daemon::bus::{Bus, BusOptions};
-use extrunner::host::{BoundIdentity, Identity, ScopedHost};
-use protocol::{CallError, Code, NoHandler, Options, Peer};
-use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+mod common;
+use common::{Harness, Stack};
 
-const HANG: Duration = Duration::from_secs(60);
+use extrunner::host::{BoundIdentity, Identity, ScopedHost};
+use protocol::{CallError, Code};
+use serde_json::{json, Value};
+use std::sync::Arc;
 
 const MANIFEST: &str = r#"{
   "protocol": [1],
@@ -28,54 +25,10 @@ const MANIFEST: &str = r#"{
   }
 }"#;
 
-struct Harness {
-    dir: PathBuf,
-    /// Straight to storaged, as a trusted daemon.
-    store: Bus,
-    /// The extension's end.
-    ext: Peer,
-    _host: Peer,
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 impl Harness {
     async fn start() -> Harness {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "oc-extrunner-host-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("bus.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let broker = broker::Broker::new(broker::Config::default());
-        tokio::spawn(async move {
-            let _ = broker.serve(&listener).await;
-        });
-        let store = storaged::Store::open(&dir.join("state"), storaged::Limits::default()).unwrap();
-        let service = storaged::service::Service::new(store, Arc::new(OnceLock::new()));
-        let _service = Bus::start(BusOptions::service(
-            &socket,
-            "storaged",
-            &["store"],
-            Arc::new(service),
-        ));
-        let mut opts = BusOptions::client(&socket);
-        opts.call_wait = HANG;
-        let client = Bus::start(opts);
-        // Wait for storaged to register `store`.
-        tokio::time::timeout(HANG, client.call("store.methods", &json!({})))
-            .await
-            .unwrap()
-            .unwrap();
-
+        let stack = Stack::start("host").await;
+        let dir = &stack.dir;
         let manifest = protocol::manifest::parse_manifest(MANIFEST.as_bytes()).unwrap();
         let identity = Identity::new(manifest, vec!["s1".into()], vec!["notes-main".into()]);
         // The connection's secrets: `token` in a file, `missing` in an unset variable.
@@ -114,32 +67,9 @@ impl Harness {
                 },
             )
             .unwrap();
-        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone())
+        let host = ScopedHost::new(BoundIdentity::new(identity), stack.bus.clone())
             .with_configuration(configuration);
-        let (a, b) = tokio::net::UnixStream::pair().unwrap();
-        let (ar, aw) = a.into_split();
-        let (br, bw) = b.into_split();
-        let host_peer = protocol::connect(ar, aw, host, Options::named("host"));
-        let ext = protocol::connect(br, bw, NoHandler, Options::named("extension notes"));
-        Harness {
-            dir,
-            store: client,
-            ext,
-            _host: host_peer,
-        }
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        tokio::time::timeout(HANG, self.ext.call(method, &params))
-            .await
-            .unwrap()
-    }
-
-    async fn store(&self, method: &str, params: Value) -> Value {
-        tokio::time::timeout(HANG, self.store.call(method, &params))
-            .await
-            .unwrap()
-            .unwrap()
+        Harness::serve(stack, None, host, "notes")
     }
 
     /// What storaged holds under `notes`'s key, read directly.

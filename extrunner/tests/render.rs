@@ -5,66 +5,31 @@
 //! `testext.note` (so it renders). Its `testext.render_owned` method asks the host,
 //! and the host forwards each Event to the owner's `event.render`.
 
-use daemon::bus::{Bus, BusOptions};
+mod common;
+use common::{within, Stack, HANG};
+
 use extrunner::process::SupervisorOptions;
 use extrunner::runner::{Runner, RunnerConfig};
 use protocol::manifest::MANIFEST_FILE;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 const TESTEXT: &str = env!("CARGO_BIN_EXE_oc-test-extension");
 const MANIFEST: &str = include_str!("../src/bin/testext.json");
-/// Only against hangs: nothing here measures time.
-const HANG: Duration = Duration::from_secs(60);
-
-async fn within<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(HANG, f).await.expect("timed out")
-}
-
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct Harness {
-    _s: Scratch,
-    bus: Bus,
+    stack: Stack,
     runner: Arc<Runner>,
 }
 
 impl Harness {
     async fn start(test: &str) -> Harness {
-        let dir = std::env::temp_dir().join(format!("oc-render-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let s = Scratch(dir);
-        let socket = s.0.join("bus.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let broker = broker::Broker::new(broker::Config::default());
-        tokio::spawn(async move {
-            let _ = broker.serve(&listener).await;
-        });
-        let store = storaged::Store::open(&s.0.join("store"), storaged::Limits::default()).unwrap();
-        let service = storaged::service::Service::new(store, Arc::new(OnceLock::new()));
-        let _ = Bus::start(BusOptions::service(
-            &socket,
-            "storaged",
-            &["store"],
-            Arc::new(service),
-        ));
-        let mut opts = BusOptions::client(&socket);
-        opts.call_wait = HANG;
-        let bus = Bus::start(opts);
-        within(bus.call("store.methods", &json!({}))).await.unwrap();
-
-        let pkg = s.0.join("etc/extensions/testext");
+        let stack = Stack::start(&format!("render-{test}")).await;
+        let dir = &stack.dir;
+        let pkg = dir.join("etc/extensions/testext");
         std::fs::create_dir_all(&pkg).unwrap();
         std::fs::write(pkg.join(MANIFEST_FILE), MANIFEST).unwrap();
         std::fs::copy(TESTEXT, pkg.join("oc-test-extension")).unwrap();
@@ -80,35 +45,36 @@ impl Harness {
         }))
         .unwrap();
         let runner = Runner::load(RunnerConfig {
-            installed_root: s.0.join("etc/extensions"),
+            installed_root: dir.join("etc/extensions"),
             bundled_root: None,
-            state_dir: s.0.join("state"),
+            state_dir: dir.join("state"),
             grants: HashMap::new(),
             options: SupervisorOptions {
                 backoff_initial: Duration::from_millis(10),
                 grace: Duration::from_millis(500),
                 ..SupervisorOptions::default()
             },
-            host_bus: Some(bus.clone()),
+            host_bus: Some(stack.bus.clone()),
             initial: Some((config, "g1".into())),
         })
         .shared();
         within(runner.ready()).await;
-        Harness { _s: s, bus, runner }
+        Harness { stack, runner }
     }
 
     /// Accept one Event straight into the store: its ID.
     async fn accept(&self, scope: &str, t: &str, schema: &str, data: Value) -> String {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::SeqCst);
-        let answer = within(self.bus.call(
-            "store.events_accept",
-            &json!({"events": [{"scope_id": scope, "type": t, "source": "testext",
-                "delivery_id": format!("d-{n}"), "schema": schema,
-                "payload": data}]}),
-        ))
-        .await
-        .unwrap();
+        let answer = self
+            .stack
+            .store(
+                "store.events_accept",
+                json!({"events": [{"scope_id": scope, "type": t, "source": "testext",
+                    "delivery_id": format!("d-{n}"), "schema": schema,
+                    "payload": data}]}),
+            )
+            .await;
         answer["events"][0]["id"].as_str().unwrap().to_owned()
     }
 

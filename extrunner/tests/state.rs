@@ -9,18 +9,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use daemon::bus::{Bus, BusOptions};
-use extrunner::configuration::Configuration;
-use extrunner::host::{BoundIdentity, Identity, ScopedHost};
-use protocol::{BoxFuture, CallError, Handler, NoHandler, Options, Peer, Reply, Request, RpcError};
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+mod common;
+use common::{refused, Harness, Sched, Stack};
 
-const HANG: Duration = Duration::from_secs(60);
+use serde_json::{json, Value};
 
 /// `notes`: one entry type, a route handler with the Work kind `notes-sweep`, and an
 /// executor.
@@ -56,160 +48,19 @@ fn document() -> Value {
     })
 }
 
-/// What the stand-in scheduler was asked: (method, params).
-type Asked = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// `sched.cancel` as schedulerd serves it when nothing runs.
-struct Sched {
-    store: Bus,
-    asked: Asked,
-}
-
-impl Handler for Sched {
-    fn call(&self, request: Request) -> BoxFuture<Result<Reply, RpcError>> {
-        let store = self.store.clone();
-        let asked = self.asked.clone();
-        Box::pin(async move {
-            let p: Value = request.params()?;
-            asked
-                .lock()
-                .unwrap()
-                .push((request.method.clone(), p.clone()));
-            if request.method != "sched.cancel" {
-                return Err(RpcError::method_not_found(&request.method));
-            }
-            match store.call("store.work_cancel", &p).await {
-                Ok(r) => protocol::reply(&json!({"work_id": p["work_id"], "state": "cancelled",
-                    "epoch": r["epoch"], "attempt": null})),
-                Err(CallError::Rpc(e)) => Err(e),
-                Err(e) => Err(RpcError::new(protocol::Code::Unavailable, e.to_string())),
-            }
-        })
-    }
-}
-
-struct Harness {
-    dir: PathBuf,
-    store: Bus,
-    asked: Asked,
-    ext: Peer,
-    _host: Peer,
-    _sched: Bus,
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 impl Harness {
     async fn start() -> Harness {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "oc-extrunner-state-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("bus.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let broker = broker::Broker::new(broker::Config::default());
-        tokio::spawn(async move {
-            let _ = broker.serve(&listener).await;
-        });
-        let store = storaged::Store::open(&dir.join("state"), storaged::Limits::default()).unwrap();
-        let service = storaged::service::Service::new(store, Arc::new(OnceLock::new()));
-        let _service = Bus::start(BusOptions::service(
-            &socket,
-            "storaged",
-            &["store"],
-            Arc::new(service),
-        ));
-        let mut opts = BusOptions::client(&socket);
-        opts.call_wait = HANG;
-        let client = Bus::start(opts);
-        tokio::time::timeout(HANG, client.call("store.methods", &json!({})))
-            .await
-            .unwrap()
-            .unwrap();
-        let asked = Asked::default();
-        let sched = Bus::start(BusOptions::service(
-            &socket,
-            "schedulerd",
-            &["sched"],
-            Arc::new(Sched {
-                store: client.clone(),
-                asked: asked.clone(),
-            }),
-        ));
-
+        let stack = Stack::start("state").await;
+        let sched = Sched::start(&stack);
         // Bound as the runner binds a package to a configuration generation.
-        let manifest = protocol::manifest::parse_manifest(MANIFEST.as_bytes()).unwrap();
-        let doc = protocol::config::Config::parse(&document()).unwrap();
-        let ec = doc.for_extension(&manifest, "g1");
-        assert_eq!(ec.scopes, vec!["s1".to_owned()]);
-        let configuration = Arc::new(Configuration::new(Some(manifest.clone())));
-        configuration.set(ec.params, BTreeMap::new());
-        configuration.set_document(Arc::new(doc));
-        let identity = Identity::new(manifest, ec.scopes, ec.connections);
-        let host = ScopedHost::new(BoundIdentity::new(identity), client.clone())
-            .with_configuration(configuration);
-        let (a, b) = tokio::net::UnixStream::pair().unwrap();
-        let (ar, aw) = a.into_split();
-        let (br, bw) = b.into_split();
-        let host_peer = protocol::connect(ar, aw, host, Options::named("host"));
-        let ext = protocol::connect(br, bw, NoHandler, Options::named("extension notes"));
-        Harness {
-            dir,
-            store: client,
-            asked,
-            ext,
-            _host: host_peer,
-            _sched: sched,
-        }
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        tokio::time::timeout(HANG, self.ext.call(method, &params))
-            .await
-            .unwrap()
-    }
-
-    async fn ok(&self, method: &str, params: Value) -> Value {
-        match self.call(method, params).await {
-            Ok(v) => v,
-            Err(e) => panic!("{method}: {e}"),
-        }
-    }
-
-    async fn store(&self, method: &str, params: Value) -> Value {
-        tokio::time::timeout(HANG, self.store.call(method, &params))
-            .await
-            .unwrap()
-            .unwrap()
+        let host = stack.bound(MANIFEST, &document(), &["s1"]);
+        Harness::serve(stack, Some(sched), host, "notes")
     }
 
     /// A Work of `kind` in `scope` keyed `key`, made from a delivery as the router
     /// would.
     async fn work(&self, scope: &str, kind: &str, key: &str) -> String {
-        let accepted = self
-            .store(
-                "store.events_accept",
-                json!({"events": [{"scope_id": scope, "type": "notes.note.added",
-                    "source": "notes", "delivery_id": key, "payload": {"n": 1}, "keys": [key]}]}),
-            )
-            .await;
-        let seq = accepted["events"][0]["seq"].clone();
-        let routed = self
-            .store(
-                "store.route_decide",
-                json!({"seq": seq, "scope_id": scope,
-                    "outcome": {"type": "create", "kind": kind, "keys": [key]}}),
-            )
-            .await;
-        routed["work_id"].as_str().unwrap().to_string()
+        self.route(common::note(scope, key), kind).await
     }
 
     /// Start `work`'s attempt and settle it as `outcome` (with `wait` when waiting).
@@ -227,22 +78,6 @@ impl Harness {
             settle["wait"] = wait;
         }
         self.store("store.attempt_settle", settle).await;
-    }
-
-    async fn state(&self, work_id: &str) -> String {
-        let w = self.store("store.work_get", json!({"id": work_id})).await;
-        w["work"]["state"].as_str().unwrap().to_string()
-    }
-
-    fn asked(&self) -> Vec<(String, Value)> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-fn refused(r: Result<Value, CallError>) -> (String, String) {
-    match r {
-        Err(CallError::Rpc(e)) => (e.app_code().unwrap_or("?").to_owned(), e.message),
-        other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
@@ -282,6 +117,39 @@ async fn work_and_executions_within_reach_and_nothing_beyond() {
         h.ok("state.executions", json!({"work_id": own_kind})).await,
         json!({})
     );
+    // `state.works` lists the same: its scopes' Work, and its own kind anywhere when it
+    // asks for that kind; never another scope's Work of another kind.
+    let ids = |v: Value| -> Vec<String> {
+        v["works"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let listed = ids(h.ok("state.works", json!({"limit": 100})).await);
+    assert!(
+        listed.contains(&mine) && !listed.contains(&elsewhere),
+        "{listed:?}"
+    );
+    let listed = ids(h
+        .ok("state.works", json!({"kind": "notes-sweep", "limit": 100}))
+        .await);
+    assert_eq!(listed, vec![own_kind.clone()]);
+    let listed = ids(h
+        .ok("state.works", json!({"scope_id": "s2", "limit": 100}))
+        .await);
+    assert!(
+        listed.is_empty(),
+        "another scope without its kind: {listed:?}"
+    );
+    let listed = ids(h
+        .ok(
+            "state.works",
+            json!({"scope_id": "s2", "kind": "notes-sweep", "limit": 100}),
+        )
+        .await);
+    assert_eq!(listed, vec![own_kind.clone()]);
 
     // Another scope's Work of another kind reads as no Work at all: the same answer
     // as an ID that names nothing.

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use busapi::store::{ExecutionsRequest, WorkSettleHoldRequest};
 use protocol::RpcError;
 use serde_json::{json, Value};
-use tokio::sync::Notify;
 
 /// A start gate named `people` in scope `demo`.
 fn people() -> busapi::ext::Registration {
@@ -125,23 +124,7 @@ async fn max_agent_turns_bounds_a_scope_under_a_burst_of_fifty_ready_works() {
     const MAX: usize = 3;
     const BURST: usize = 50;
     let s = Sched::new("admission-burst", vec![hook(), shell()]).await;
-    let release = Arc::new(Notify::new());
-    let released = release.clone();
-    s.ext.answer_async(move |c| {
-        let released = released.clone();
-        async move {
-            if let Some(a) = route_match(&c) {
-                return a;
-            }
-            match c.method.as_str() {
-                "executor.wait" => {
-                    released.notified().await;
-                    Ok(json!({"outcome": "completed"}))
-                }
-                _ => Ok(json!({})),
-            }
-        }
-    });
+    let release = s.ext.runs_until_released(json!({"outcome": "completed"}));
     let mut c = config();
     c["settings"] = json!({"concurrency": 100});
     c["scopes"][0]["admission"] = json!({"max_agent_turns": MAX});

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use busapi::ext::{OperationInfo, Registration};
-use busapi::store::{AttemptStartRequest, KvGetRequest};
+use busapi::store::KvGetRequest;
 use protocol::toolbelt::{CallParams, METHOD_CALL};
-use protocol::{CallError, NoHandler, Options, Peer, RpcError};
+use protocol::{CallError, Peer, RpcError};
 use schedulerd::toolbelt::Toolbelt;
 use serde_json::{json, Value};
 
@@ -152,32 +152,14 @@ async fn turn(name: &str) -> Turn {
         .push(json!({"id": "elsewhere"}));
     s.configure(c).await;
     let (work_id, _) = s.routed_work("hook:7").await;
-    let a = s
-        .call(&AttemptStartRequest {
-            work_id: work_id.clone(),
-            executor: "shell".into(),
-            binding: "run".into(),
-            lease_owner: "schedulerd:1@h1".into(),
-            lease_ttl_ms: 600_000,
-            expect_version: None,
-            host: String::new(),
-        })
-        .await;
-    let tb = s.toolbelt().await;
-    let endpoint =
-        std::path::PathBuf::from(tb.for_run(&work_id, &a.execution_id, a.epoch).endpoint);
-    let listener = Toolbelt::bind(&endpoint).unwrap();
-    tokio::spawn(tb.clone().serve(listener));
-    let stream = tokio::net::UnixStream::connect(&endpoint).await.unwrap();
-    let (r, w) = stream.into_split();
-    let agent = protocol::connect(r, w, NoHandler, Options::named("agent"));
+    let a = s.attempt(&work_id).await;
     Turn {
-        token: tb.token(&work_id, &a.execution_id, a.epoch),
-        tb,
+        token: a.token,
+        tb: a.tb,
         s,
         work_id,
         execution_id: a.execution_id,
-        agent,
+        agent: a.agent,
         gate,
     }
 }

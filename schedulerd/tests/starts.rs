@@ -9,32 +9,15 @@
 mod common;
 use common::*;
 
-use std::sync::Arc;
-
 use protocol::RpcError;
 use serde_json::json;
-use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_work_starts_an_attempt_on_its_binding_and_its_result_settles_it() {
     let s = Sched::new("starts", vec![hook(), shell()]).await;
-    let release = Arc::new(Notify::new());
-    let released = release.clone();
-    s.ext.answer_async(move |c| {
-        let released = released.clone();
-        async move {
-            if let Some(a) = route_match(&c) {
-                return a;
-            }
-            match c.method.as_str() {
-                "executor.wait" => {
-                    released.notified().await;
-                    Ok(json!({"outcome": "completed", "summary": "done"}))
-                }
-                _ => Ok(json!({})),
-            }
-        }
-    });
+    let release = s
+        .ext
+        .runs_until_released(json!({"outcome": "completed", "summary": "done"}));
     s.configure(config()).await;
     let (work_id, seq) = s.routed_work("hook:7").await;
     let starter = s.starter("h1").await;

@@ -10,13 +10,10 @@ mod common;
 use common::*;
 
 use busapi::ext::OperationInfo;
-use busapi::store::{
-    AttemptSettleRequest, AttemptStartRequest, EventGetRequest, KvGetRequest, SequenceRequest,
-};
+use busapi::store::{AttemptSettleRequest, EventGetRequest, KvGetRequest, SequenceRequest};
 use protocol::toolbelt::{CallParams, METHOD_CALL};
 use protocol::wire::Outcome;
-use protocol::{NoHandler, Options, Peer};
-use schedulerd::toolbelt::Toolbelt;
+use protocol::Peer;
 use serde_json::{json, Value};
 
 struct Turn {
@@ -86,32 +83,14 @@ async fn turn(name: &str) -> Turn {
     });
     s.configure(config()).await;
     let (work_id, _) = s.routed_work("hook:7").await;
-    let a = s
-        .call(&AttemptStartRequest {
-            work_id: work_id.clone(),
-            executor: "shell".into(),
-            binding: "run".into(),
-            lease_owner: "schedulerd:1@h1".into(),
-            lease_ttl_ms: 600_000,
-            expect_version: None,
-            host: String::new(),
-        })
-        .await;
-    let tb = s.toolbelt().await;
-    let endpoint =
-        std::path::PathBuf::from(tb.for_run(&work_id, &a.execution_id, a.epoch).endpoint);
-    let listener = Toolbelt::bind(&endpoint).unwrap();
-    tokio::spawn(tb.clone().serve(listener));
-    let stream = tokio::net::UnixStream::connect(&endpoint).await.unwrap();
-    let (r, w) = stream.into_split();
-    let agent = protocol::connect(r, w, NoHandler, Options::named("agent"));
+    let a = s.attempt(&work_id).await;
     Turn {
-        token: tb.token(&work_id, &a.execution_id, a.epoch),
+        token: a.token,
         s,
         work_id,
         execution_id: a.execution_id,
         epoch: a.epoch,
-        agent,
+        agent: a.agent,
     }
 }
 

@@ -433,28 +433,44 @@ mod tests {
         }
     }
 
-    fn act_on(
+    /// Who acts on Work w-1 (held for admission when `held`) with its `waits`, under
+    /// the scope's `config`.
+    struct Person<'a> {
+        caller: &'a str,
+        waits: &'a [Wait],
         config: Value,
-        action: &str,
-        input: Value,
-        caller: &str,
-        waits: &[Wait],
         held: bool,
-    ) -> Result<WorkActResult, RpcError> {
-        let config = crate::config::parse_config(&config).unwrap();
-        act(
-            &config,
-            &WorkActParams {
-                scope_id: "acme".into(),
-                work_id: "w-1".into(),
-                action: action.into(),
-                input,
-                caller: caller.into(),
-                key: "k-1".into(),
-            },
-            &work(held),
+    }
+
+    /// `caller` acting on Work w-1, not held, with `waits`, under a config with no
+    /// approvers.
+    fn person<'a>(caller: &'a str, waits: &'a [Wait]) -> Person<'a> {
+        Person {
+            caller,
             waits,
-        )
+            config: json!({}),
+            held: false,
+        }
+    }
+
+    impl Person<'_> {
+        /// `work.act` of `action` with `input`.
+        fn act(&self, action: &str, input: Value) -> Result<WorkActResult, RpcError> {
+            let config = crate::config::parse_config(&self.config).unwrap();
+            act(
+                &config,
+                &WorkActParams {
+                    scope_id: "acme".into(),
+                    work_id: "w-1".into(),
+                    action: action.into(),
+                    input,
+                    caller: self.caller.into(),
+                    key: "k-1".into(),
+                },
+                &work(self.held),
+                self.waits,
+            )
+        }
     }
 
     #[test]
@@ -498,15 +514,9 @@ mod tests {
             json!({"ask_id": "a-1", "choice": "no"}),
             json!({"ask_id": "a-1", "answer": " no "}),
         ] {
-            let r = act_on(
-                json!({}),
-                "answer",
-                input.clone(),
-                "cli:alice",
-                &choices,
-                false,
-            )
-            .unwrap();
+            let r = person("cli:alice", &choices)
+                .act("answer", input.clone())
+                .unwrap();
             assert_eq!(r.keys, ["human/ask/a-1"], "{input}");
             assert_eq!(
                 r.decision,
@@ -517,15 +527,12 @@ mod tests {
             assert_eq!(r.message, "answered ask a-1 on Work w-1");
         }
         let free = [ask_wait("active", json!([]))];
-        let r = act_on(
-            json!({}),
-            "answer",
-            json!({"ask_id": "a-1", "answer": "Tuesday,\nafter 5"}),
-            "github:octocat",
-            &free,
-            false,
-        )
-        .unwrap();
+        let r = person("github:octocat", &free)
+            .act(
+                "answer",
+                json!({"ask_id": "a-1", "answer": "Tuesday,\nafter 5"}),
+            )
+            .unwrap();
         assert_eq!(r.decision["answer"], "Tuesday,\nafter 5");
     }
 
@@ -602,59 +609,39 @@ mod tests {
                 "ask a-1 on Work w-1 is closed (timed_out)",
             ),
         ] {
-            let e = act_on(
-                json!({}),
-                "answer",
-                input.clone(),
-                "cli:alice",
-                waits,
-                false,
-            )
-            .unwrap_err();
+            let e = person("cli:alice", waits)
+                .act("answer", input.clone())
+                .unwrap_err();
             assert!(e.is(code), "{input}: {e}");
             assert_eq!(e.message, message, "{input}");
         }
-        let e = act_on(json!({}), "shrug", json!({}), "cli:alice", &free, false).unwrap_err();
+        let e = person("cli:alice", &free)
+            .act("shrug", json!({}))
+            .unwrap_err();
         assert!(e.is(Code::NotFound));
     }
 
     #[test]
     fn an_approver_list_refuses_others() {
-        let cfg = json!({"approvers": ["cli:alice"]});
         let gates = [gate_wait("active")];
-        let e = act_on(
-            cfg.clone(),
-            "approve",
-            json!({"gate_id": "g-1"}),
-            "cli:bob",
-            &gates,
-            false,
-        )
-        .unwrap_err();
+        let listed = |caller| Person {
+            config: json!({"approvers": ["cli:alice"]}),
+            ..person(caller, &gates)
+        };
+        let approve = json!({"gate_id": "g-1"});
+        let e = listed("cli:bob")
+            .act("approve", approve.clone())
+            .unwrap_err();
         assert!(e.is(Code::Unauthorized));
         assert_eq!(
             e.message,
             "cli:bob may not approve here: only cli:alice may"
         );
-        let e = act_on(
-            json!({}),
-            "approve",
-            json!({"gate_id": "g-1"}),
-            "",
-            &gates,
-            false,
-        )
-        .unwrap_err();
+        let e = person("", &gates)
+            .act("approve", approve.clone())
+            .unwrap_err();
         assert!(e.is(Code::Unauthorized));
-        let r = act_on(
-            cfg,
-            "approve",
-            json!({"gate_id": "g-1"}),
-            "cli:alice",
-            &gates,
-            false,
-        )
-        .unwrap();
+        let r = listed("cli:alice").act("approve", approve).unwrap();
         assert_eq!(r.keys, ["human/gate/g-1"]);
         assert_eq!(
             r.decision,
@@ -666,60 +653,47 @@ mod tests {
     #[test]
     fn a_rejection_carries_its_reason_and_closed_gates_conflict() {
         let gates = [gate_wait("active")];
-        let r = act_on(
-            json!({}),
-            "reject",
-            json!({"gate_id": "g-1", "reason": "not on a Friday"}),
-            "cli:bob",
-            &gates,
-            false,
-        )
-        .unwrap();
+        let bob = person("cli:bob", &gates);
+        let r = bob
+            .act(
+                "reject",
+                json!({"gate_id": "g-1", "reason": "not on a Friday"}),
+            )
+            .unwrap();
         assert_eq!(r.keys, ["human/gate/g-1"]);
         assert_eq!(
             r.decision,
             json!({"gate_id": "g-1", "approved": false, "reason": "not on a Friday"})
         );
-        let e = act_on(
-            json!({}),
-            "reject",
-            json!({"gate_id": "g-1", "reason": "a\nb"}),
-            "cli:bob",
-            &gates,
-            false,
-        )
-        .unwrap_err();
+        let e = bob
+            .act("reject", json!({"gate_id": "g-1", "reason": "a\nb"}))
+            .unwrap_err();
         assert_eq!(e.message, "reject: the reason must be one line");
-        let e = act_on(
-            json!({}),
-            "reject",
-            json!({"gate_id": "g-1", "reason": "x".repeat(201)}),
-            "cli:bob",
-            &gates,
-            false,
-        )
-        .unwrap_err();
+        let e = bob
+            .act(
+                "reject",
+                json!({"gate_id": "g-1", "reason": "x".repeat(201)}),
+            )
+            .unwrap_err();
         assert_eq!(
             e.message,
             "reject: the reason is 201 bytes, over the limit of 200"
         );
-        let e = act_on(
-            json!({}),
-            "approve",
-            json!({"gate_id": "g-1"}),
-            "cli:bob",
-            &[gate_wait("woken")],
-            false,
-        )
-        .unwrap_err();
+        let e = person("cli:bob", &[gate_wait("woken")])
+            .act("approve", json!({"gate_id": "g-1"}))
+            .unwrap_err();
         assert!(e.is(Code::Conflict));
-        let e = act_on(json!({}), "approve", json!({}), "cli:bob", &gates, false).unwrap_err();
+        let e = bob.act("approve", json!({})).unwrap_err();
         assert_eq!(e.message, "approve: input /gate_id: is required");
     }
 
     #[test]
     fn admission_settles_the_hold_in_the_record() {
-        let r = act_on(json!({}), "admit", json!({}), "cli:alice", &[], true).unwrap();
+        let alice = Person {
+            held: true,
+            ..person("cli:alice", &[])
+        };
+        let r = alice.act("admit", json!({})).unwrap();
         assert!(r.keys.is_empty());
         assert_eq!(r.decision, json!({"admitted": true, "reason": ""}));
         assert_eq!(
@@ -729,15 +703,7 @@ mod tests {
                 reason: "admitted by cli:alice".into()
             })
         );
-        let r = act_on(
-            json!({}),
-            "reject",
-            json!({"reason": "duplicate"}),
-            "cli:alice",
-            &[],
-            true,
-        )
-        .unwrap();
+        let r = alice.act("reject", json!({"reason": "duplicate"})).unwrap();
         assert_eq!(
             r.settle_hold,
             Some(HoldSettlement {
@@ -746,7 +712,9 @@ mod tests {
             })
         );
         assert_eq!(r.message, "rejected Work w-1: it is cancelled");
-        let e = act_on(json!({}), "admit", Value::Null, "cli:alice", &[], false).unwrap_err();
+        let e = person("cli:alice", &[])
+            .act("admit", Value::Null)
+            .unwrap_err();
         assert!(e.is(Code::NotFound));
         assert_eq!(e.message, "Work w-1 is not held for admission by human");
     }

@@ -340,24 +340,38 @@ pub async fn actions(
 }
 
 /// Serves `state.works`: a page of the Works in the package's scopes (of any kind),
-/// by ID, optionally of one scope, of some states and with one correlation key. A
-/// scope that is not the package's reads as an empty page. The filters the store
-/// does not apply (several states; every scope of the package) are applied to the
-/// page it read, so a page may be short before the end: only an empty `next` ends
-/// the listing.
+/// and of its own declared Work kinds wherever they are (spec: a package may read and
+/// retire Work of its own kinds left where its entry was removed), by ID, optionally
+/// of one scope, one kind, some states and with one correlation key. A scope that is
+/// not the package's reads as an empty page unless `kind` is one of its own. The
+/// filters the store does not apply (several states; every scope of the package) are
+/// applied to the page it read, so a page may be short before the end: only an empty
+/// `next` ends the listing.
 pub async fn state_works(
     identity: &Identity,
     bus: &Bus,
     p: StateWorksParams,
 ) -> Result<StateWorksResult, RpcError> {
     wire::check_page_limit(p.limit).map_err(|e| refuse(Code::Invalid, e.to_string()))?;
-    if !p.scope_id.is_empty() && !identity.scopes.iter().any(|s| s == &p.scope_id) {
+    let own_kind = |kind: &str| {
+        !kind.is_empty()
+            && identity
+                .manifest
+                .provides
+                .work_kinds
+                .iter()
+                .any(|k| k.name == kind)
+    };
+    let in_scopes = |scope: &str| identity.scopes.iter().any(|s| s == scope);
+    // Only Work of the asked kind, one of the package's own: any scope.
+    let anywhere = own_kind(&p.kind);
+    if !p.scope_id.is_empty() && !in_scopes(&p.scope_id) && !anywhere {
         return Ok(StateWorksResult::default());
     }
-    if identity.scopes.is_empty() {
+    if identity.scopes.is_empty() && !anywhere {
         return Ok(StateWorksResult::default());
     }
-    let scope = if p.scope_id.is_empty() && identity.scopes.len() == 1 {
+    let scope = if p.scope_id.is_empty() && identity.scopes.len() == 1 && !anywhere {
         identity.scopes[0].as_str()
     } else {
         p.scope_id.as_str()
@@ -383,7 +397,7 @@ pub async fn state_works(
         .iter()
         .filter_map(|row| serde_json::to_value(row).ok())
         .map(|row| wire::Work::from_store_row(&row))
-        .filter(|w| identity.scopes.iter().any(|s| s == &w.scope_id))
+        .filter(|w| in_scopes(&w.scope_id) || own_kind(&w.kind))
         .filter(|w| p.states.is_empty() || p.states.contains(&w.state))
         .collect();
     Ok(StateWorksResult {

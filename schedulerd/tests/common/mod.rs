@@ -16,7 +16,7 @@ use busapi::ext::{
 };
 use busapi::store::*;
 use busapi::Call;
-use protocol::{CallError, RpcError};
+use protocol::{CallError, NoHandler, Options, Peer, RpcError};
 use schedulerd::host::Host;
 use schedulerd::ports::{ExtCalls, Extensions, Pending, Store, StoreCalls};
 use schedulerd::router::{Router, Stats};
@@ -90,6 +90,31 @@ impl Extension {
             .into_iter()
             .filter(|c| c.method == method)
             .collect()
+    }
+
+    /// Route `hook.opened` events (as [`route_match`]) and end each run (answer its
+    /// `executor.wait` with `outcome`) only once the returned [`Notify`] lets one go;
+    /// answer `{}` to anything else.
+    pub fn runs_until_released(&self, outcome: Value) -> Arc<Notify> {
+        let release = Arc::new(Notify::new());
+        let released = release.clone();
+        self.answer_async(move |c| {
+            let released = released.clone();
+            let outcome = outcome.clone();
+            async move {
+                if let Some(a) = route_match(&c) {
+                    return a;
+                }
+                match c.method.as_str() {
+                    "executor.wait" => {
+                        released.notified().await;
+                        Ok(outcome)
+                    }
+                    _ => Ok(json!({})),
+                }
+            }
+        });
+        release
     }
 
     /// The first call (so far or to come) that `pick` takes.
@@ -331,12 +356,56 @@ impl Sched {
         starter
     }
 
+    /// A running attempt of `work_id` on the binding `run` (executor `shell`), and an
+    /// agent connected to the toolbelt (serving on its socket) with the run's token.
+    pub async fn attempt(&self, work_id: &str) -> Attempt {
+        let a = self
+            .call(&AttemptStartRequest {
+                work_id: work_id.into(),
+                executor: "shell".into(),
+                binding: "run".into(),
+                lease_owner: "schedulerd:1@h1".into(),
+                lease_ttl_ms: 600_000,
+                expect_version: None,
+                host: String::new(),
+            })
+            .await;
+        let tb = self.toolbelt().await;
+        let endpoint = PathBuf::from(tb.for_run(work_id, &a.execution_id, a.epoch).endpoint);
+        let listener = Toolbelt::bind(&endpoint).unwrap();
+        tokio::spawn(tb.clone().serve(listener));
+        let stream = tokio::net::UnixStream::connect(&endpoint).await.unwrap();
+        let (r, w) = stream.into_split();
+        let agent = protocol::connect(r, w, NoHandler, Options::named("agent"));
+        Attempt {
+            token: tb.token(work_id, &a.execution_id, a.epoch),
+            tb,
+            execution_id: a.execution_id,
+            epoch: a.epoch,
+            agent,
+        }
+    }
+
     /// This host, alive in the store.
     pub async fn host(&self, id: &str) -> Host {
         let host = Host::new(id.into(), "test host".into(), Duration::from_secs(30));
         host.beat(&self.store).await.unwrap();
         host
     }
+}
+
+/// A running attempt and the agent of its turn, connected to the toolbelt.
+pub struct Attempt {
+    /// The toolbelt serving the agent.
+    pub tb: Toolbelt,
+    /// The attempt's execution.
+    pub execution_id: String,
+    /// Its epoch.
+    pub epoch: i64,
+    /// The run's toolbelt token.
+    pub token: String,
+    /// The agent's end of the toolbelt's socket.
+    pub agent: Peer,
 }
 
 /// `route.match` that takes every `hook.opened` event, keyed by its `key`, titled by
