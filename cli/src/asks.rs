@@ -129,6 +129,65 @@ pub fn wait_lines(w: &WaitRow) -> Vec<String> {
     out
 }
 
+/// The people's decisions on a Work (its `core.action.*` Events, oldest first), as
+/// `work show` prints them: `event N: answer by cli:alice: answer=release-2.x`.
+pub fn decisions(bus: &Path, work_id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    // A Work's Events are read a page at a time, at most MAX_LISTED of them.
+    for _ in 0..(MAX_LISTED / PAGE as usize) {
+        let Ok(page) = call(
+            bus,
+            &busapi::store::WorkEventsRequest {
+                work_id: work_id.to_owned(),
+                after,
+                limit: Some(PAGE),
+                scopes: None,
+            },
+        ) else {
+            break;
+        };
+        for e in &page.events {
+            if e.event_type.starts_with("core.action.") {
+                out.push(json!({"seq": e.seq, "type": e.event_type,
+                                "action": e.payload["action"], "provider": e.payload["provider"],
+                                "caller": e.payload["caller"], "decision": e.payload["decision"],
+                                "input": e.payload["input"]}));
+            }
+        }
+        if page.events.is_empty() || page.next_after <= after {
+            break;
+        }
+        after = page.next_after;
+    }
+    out
+}
+
+/// One decision in a line.
+pub fn decision_line(d: &Value) -> String {
+    let mut line = format!(
+        "event {}: {} by {}",
+        d["seq"],
+        d["action"].as_str().unwrap_or_default(),
+        d["caller"].as_str().unwrap_or_default()
+    );
+    let fields: Vec<String> = d["decision"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| match v.as_str() {
+            Some(t) => format!("{k}={}", t.replace('\n', " ")),
+            None => format!("{k}={v}"),
+        })
+        .collect();
+    if !fields.is_empty() {
+        line.push_str(": ");
+        line.push_str(&fields.join(", "));
+    }
+    line
+}
+
 /// Every open ask, approval and admission, oldest first within each kind.
 pub fn open_items(bus: &Path) -> Result<Vec<Open>, Failure> {
     let mut out = Vec::new();

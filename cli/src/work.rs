@@ -154,6 +154,7 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
         print_json(
             &json!({"work": work, "executions": ex.executions, "inputs": inputs,
                            "waits": waits.map(|w| w.waits),
+                           "decisions": crate::asks::decisions(bus, id),
                            "workspaces": crate::resources::workspace_json(bus, id)}),
         );
         return Ok(());
@@ -209,6 +210,13 @@ pub fn work_show(bus: &Path, id: &str, json_out: bool) -> Out {
             for line in crate::asks::wait_lines(w) {
                 println!("  {line}");
             }
+        }
+    }
+    let decisions = crate::asks::decisions(bus, id);
+    if !decisions.is_empty() {
+        println!("decisions:");
+        for d in &decisions {
+            println!("  {}", crate::asks::decision_line(d));
         }
     }
     println!("inputs:");

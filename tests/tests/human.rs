@@ -177,6 +177,11 @@ fn an_agent_asks_a_person_and_the_answer_reaches_its_next_turn() {
     assert_eq!(data["caller"], me(), "{data}");
     assert_eq!(data["provider"], "human", "{data}");
     assert_eq!(data["decision"]["answer"], "release-2.x", "{data}");
+    let (_, show) = cli(&suite, &["work", "show", &work_id]);
+    assert!(
+        show.contains(&format!("answer by {}: ", me())) && show.contains("answer=release-2.x"),
+        "work show tells who decided what: {show}"
+    );
     let (code, out) = cli(
         &suite,
         &[
@@ -307,6 +312,8 @@ fn a_scope_with_admission_holds_new_work_until_a_person_admits_it() {
     let admits = actions(&suite, "admit");
     assert_eq!(admits.len(), 1, "{admits:#?}");
     assert_eq!(admits[0]["payload"]["caller"], me());
+    let (_, show) = cli(&suite, &["work", "show", &held]);
+    assert!(show.contains(&format!("admit by {}", me())), "{show}");
 
     // Another is refused: it is cancelled, and never runs.
     let refused = work_for(&suite, 2);
