@@ -15,6 +15,7 @@ pub use protocol::wire::Call;
 
 pub mod ext;
 pub mod ingress;
+pub mod people;
 pub mod sched;
 pub mod store;
 pub mod topic;

@@ -10,11 +10,11 @@
 use std::path::Path;
 
 use busapi::ext::{ActRequest, ActionsRequest};
-use busapi::store::{WaitRow, WaitsRequest, WorkRow, WorksRequest};
+use busapi::store::{WaitRow, WaitsRequest, WorksRequest};
 use serde_json::{json, Value};
 
+use crate::lookup::resolve_work;
 use crate::output::{call, print_json, Failure, Out};
-use crate::work::resolve_work;
 
 /// The most open Waits (and held Works) `asks` reads.
 pub const MAX_LISTED: usize = 2000;
@@ -35,77 +35,11 @@ pub fn person() -> String {
     format!("cli:{}", name.unwrap_or_else(|| format!("uid{uid}")))
 }
 
-/// One thing that waits for a person.
-#[derive(Debug, Clone)]
-pub struct Open {
-    /// `ask`, `approval` or `admission`.
-    pub kind: &'static str,
-    /// The ask's or gate's ID; the Work's ID for an admission.
-    pub id: String,
-    /// The Work.
-    pub work_id: String,
-    /// Its scope.
-    pub scope_id: String,
-    /// The provider that decides (the Wait's or the hold's owner).
-    pub provider: String,
-    /// What is asked or decided, in one line.
-    pub text: String,
-    /// The answers to choose from.
-    pub choices: Vec<String>,
-    /// Since when.
-    pub since: String,
-    /// Until when (a Wait's timeout), if it has one.
-    pub due_at: String,
-}
+pub use busapi::people::Open;
+use busapi::people::{from_hold, from_wait};
 
-impl Open {
-    fn json(&self) -> Value {
-        json!({"kind": self.kind, "id": self.id, "work_id": self.work_id,
-               "scope_id": self.scope_id, "provider": self.provider, "text": self.text,
-               "choices": self.choices, "since": self.since, "due_at": self.due_at})
-    }
-}
-
-fn from_wait(w: &WaitRow, scope: &str) -> Option<Open> {
-    let kind = match w.plan["kind"].as_str() {
-        Some("ask") => "ask",
-        Some("gate") => "approval",
-        _ => return None,
-    };
-    let id = w.plan[if kind == "ask" { "ask_id" } else { "gate_id" }]
-        .as_str()?
-        .to_owned();
-    let text = if kind == "ask" {
-        w.plan["question"].as_str().unwrap_or(&w.description)
-    } else {
-        &w.description
-    };
-    Some(Open {
-        kind,
-        id,
-        work_id: w.work_id.clone(),
-        scope_id: scope.to_owned(),
-        provider: w.owner.clone(),
-        text: text.lines().next().unwrap_or_default().to_owned(),
-        choices: serde_json::from_value(w.plan["choices"].clone()).unwrap_or_default(),
-        since: w.created_at.clone(),
-        due_at: w.due_at.clone().unwrap_or_default(),
-    })
-}
-
-fn from_hold(w: &WorkRow) -> Option<Open> {
-    let hold = w.hold.as_ref()?;
-    Some(Open {
-        kind: "admission",
-        id: w.id.clone(),
-        work_id: w.id.clone(),
-        scope_id: w.scope_id.clone(),
-        provider: hold.owner.clone(),
-        text: hold.reason.clone(),
-        choices: Vec::new(),
-        since: hold.held_at.clone(),
-        due_at: String::new(),
-    })
+fn open_json(o: &Open) -> Value {
+    json!(o)
 }
 
 /// What `work show` prints under an active Wait that is an ask or an approval: the
@@ -118,7 +52,7 @@ pub fn wait_lines(w: &WaitRow) -> Vec<String> {
     for (i, c) in o.choices.iter().enumerate() {
         out.push(format!("  {}. {c}", i + 1));
     }
-    out.push(match o.kind {
+    out.push(match o.kind.as_str() {
         "ask" if o.choices.is_empty() => format!("answer: open-conduit ask answer {} TEXT", o.id),
         "ask" => format!("answer: open-conduit ask answer {} --choice N", o.id),
         _ => format!(
@@ -147,14 +81,12 @@ pub fn decisions(bus: &Path, work_id: &str) -> Vec<Value> {
         ) else {
             break;
         };
-        for e in &page.events {
-            if e.event_type.starts_with("core.action.") {
-                out.push(json!({"seq": e.seq, "type": e.event_type,
-                                "action": e.payload["action"], "provider": e.payload["provider"],
-                                "caller": e.payload["caller"], "decision": e.payload["decision"],
-                                "input": e.payload["input"]}));
-            }
-        }
+        out.extend(
+            page.events
+                .iter()
+                .filter_map(busapi::people::decision)
+                .map(|d| json!(d)),
+        );
         if page.events.is_empty() || page.next_after <= after {
             break;
         }
@@ -254,7 +186,7 @@ pub fn open_items(bus: &Path) -> Result<Vec<Open>, Failure> {
 pub fn asks(bus: &Path, json_out: bool) -> Out {
     let items = open_items(bus)?;
     if json_out {
-        print_json(&json!({"asks": items.iter().map(Open::json).collect::<Vec<_>>()}));
+        print_json(&json!({"asks": items.iter().map(open_json).collect::<Vec<_>>()}));
         return Ok(());
     }
     if items.is_empty() {
@@ -273,7 +205,7 @@ pub fn asks(bus: &Path, json_out: bool) -> Out {
         if !o.due_at.is_empty() {
             println!("  until {}", o.due_at);
         }
-        let how = match o.kind {
+        let how = match o.kind.as_str() {
             "ask" if o.choices.is_empty() => format!("open-conduit ask answer {} TEXT", o.id),
             "ask" => format!("open-conduit ask answer {} --choice N", o.id),
             "approval" => format!(

@@ -17,6 +17,7 @@ pub mod events;
 pub mod extension;
 pub mod gitcred;
 pub mod logs;
+pub mod lookup;
 pub mod man;
 pub mod mcp;
 pub mod output;
@@ -25,6 +26,7 @@ pub mod resources;
 pub mod status;
 pub mod store;
 pub mod up;
+pub mod web;
 pub mod work;
 
 use clap::{Parser, Subcommand};
@@ -241,6 +243,22 @@ pub enum WorkCommand {
     },
 }
 
+/// `web` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum WebCommand {
+    /// Mint a login token for the web API (printed once; only its SHA-256 is kept,
+    /// in `<state>/webd/tokens`).
+    Login {
+        /// Who signs in with it (default: the user who runs this); actions are
+        /// recorded as `web:<name>`.
+        #[arg(long)]
+        name: Option<String>,
+        /// The state directory webd reads the tokens from (default: /var/lib/open-conduit).
+        #[arg(long, default_value = "/var/lib/open-conduit")]
+        state: PathBuf,
+    },
+}
+
 /// `ask` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum AskCommand {
@@ -316,6 +334,9 @@ pub enum Command {
     /// Answer, approve or reject what waits for a person.
     #[command(subcommand)]
     Ask(AskCommand),
+    /// The web view: sign-in tokens for its API.
+    #[command(subcommand)]
+    Web(WebCommand),
     /// Workspaces: the leases resource providers hold for Work.
     #[command(subcommand)]
     Resource(ResourceCommand),
@@ -502,6 +523,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
                 "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
                 "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
+                "webd" => webd::cli::main(named("open-conduit-webd")),
                 other => {
                     eprintln!("open-conduit __daemon: no daemon named {other:?}");
                     2
@@ -622,6 +644,7 @@ pub fn main(args: Vec<String>) -> i32 {
             key,
         }) => asks::work_act(&bus, &id, &action, provider, input, key, json_out),
         Command::Asks => asks::asks(&bus, json_out),
+        Command::Web(WebCommand::Login { name, state }) => web::login(&state, name, json_out),
         Command::Ask(AskCommand::Answer { id, text, choice }) => {
             asks::answer(&bus, &id, text, choice, json_out)
         }

@@ -175,6 +175,27 @@ impl Activation {
         check_listener(&fd, &name, Want::Tcp)?;
         Ok(Some(TcpListener::from(fd)))
     }
+
+    /// The TCP listener systemd passed as `name` (non-blocking, for tokio), or one
+    /// bound on `fallback` when none was passed: what a socket-activated HTTP daemon
+    /// serves on. The error says which socket could not be used.
+    pub async fn tcp_listener_or_bind(
+        &mut self,
+        name: &str,
+        fallback: std::net::SocketAddr,
+    ) -> Result<tokio::net::TcpListener, String> {
+        if let Some(l) = self.take_tcp_listener(name).map_err(|e| e.to_string())? {
+            let l = tokio::net::TcpListener::from_std(l)
+                .map_err(|e| format!("the passed socket {name:?}: {e}"))?;
+            tracing::info!("serving on the socket systemd passed");
+            return Ok(l);
+        }
+        let l = tokio::net::TcpListener::bind(fallback)
+            .await
+            .map_err(|e| format!("bind {fallback}: {e}"))?;
+        tracing::info!(listen = %fallback, "serving on a socket of its own");
+        Ok(l)
+    }
 }
 
 fn parse_env<T: std::str::FromStr>(var: &'static str, value: &OsString) -> Result<T, Error> {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use clap::Parser;
 use daemon::{Activation, LogTarget, Notifier, Signal, Signals};
-use tokio::net::TcpListener;
 
 use crate::intake::{follow_routes, refresh_routes, BusIntake, Service};
 use crate::{Limits, Routes, Server};
@@ -59,26 +58,9 @@ pub fn main<I: IntoIterator<Item = String>>(args: I) -> i32 {
     )
 }
 
-async fn listen(args: &Args, activation: &mut Activation) -> Result<TcpListener, String> {
-    match activation.take_tcp_listener("http") {
-        Ok(Some(l)) => {
-            let l = TcpListener::from_std(l).map_err(|e| format!("the passed socket: {e}"))?;
-            tracing::info!("serving on the socket systemd passed");
-            return Ok(l);
-        }
-        Ok(None) => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    let l = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("bind {}: {e}", args.listen))?;
-    tracing::info!(listen = %args.listen, "serving on a socket of its own");
-    Ok(l)
-}
-
 async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
-    let listener = listen(&args, &mut activation).await?;
+    let listener = activation.tcp_listener_or_bind("http", args.listen).await?;
     let local = listener
         .local_addr()
         .map(|a| a.to_string())

@@ -69,8 +69,19 @@ impl Prism {
 /// Start Prism on a free loopback port; `Err` says why it cannot run (no node, no
 /// node_modules, or it did not start).
 pub fn start_prism() -> Result<Prism, String> {
+    start_prism_with(&description_path(), "mock --dynamic --errors", "")
+}
+
+/// Prism in validation proxy mode over the OpenAPI document `spec`, in front of
+/// `upstream` (`http://127.0.0.1:PORT`): each request and answer is checked against
+/// `spec`, a violation answered as an error and named in `sl-violations`.
+pub fn start_prism_proxy(spec: &Path, upstream: &str) -> Result<Prism, String> {
+    start_prism_with(spec, "proxy --errors", upstream)
+}
+
+/// Prism `mode` (`mock …`, `proxy …`) over `spec`, with `upstream` for a proxy.
+fn start_prism_with(spec: &Path, mode: &str, upstream: &str) -> Result<Prism, String> {
     let bin = api_dir().join("node_modules/.bin/prism");
-    let spec = description_path();
     let node = Command::new("node").arg("--version").output();
     if !node.is_ok_and(|o| o.status.success()) {
         return Err("node is not installed".into());
@@ -85,8 +96,13 @@ pub fn start_prism() -> Result<Prism, String> {
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
+    let upstream = if upstream.is_empty() {
+        String::new()
+    } else {
+        format!(" '{upstream}'")
+    };
     let script = format!(
-        "'{}' mock --dynamic --errors -h 127.0.0.1 -p {port} '{}' 2>&1 & pid=$!; cat >/dev/null; kill $pid",
+        "'{}' {mode} -h 127.0.0.1 -p {port} '{}'{upstream} 2>&1 & pid=$!; cat >/dev/null; kill $pid",
         bin.display(),
         spec.display()
     );

@@ -50,6 +50,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "schedulerd" => schedulerd::cli::main(named("open-conduit-schedulerd")),
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
+        "webd" => webd::cli::main(named("open-conduit-webd")),
         "ext-ssh" => oc_ssh::main(),
         "ext-cloudflared" => oc_cloudflared::main(),
         "ext-ngrok" => oc_ngrok::main(),
@@ -137,6 +138,9 @@ pub enum Daemon {
     /// `open-conduit-tunneld` (not in [`Daemon::ALL`]: started when a test runs a
     /// tunnel).
     Tunneld,
+    /// `open-conduit-webd` (not in [`Daemon::ALL`]: started by the tests of the web
+    /// API), served on [`Suite::web`] with its state in `<dir>/state`.
+    Webd,
 }
 
 impl Daemon {
@@ -149,6 +153,7 @@ impl Daemon {
             Daemon::Schedulerd => "schedulerd",
             Daemon::Ingressd => "ingressd",
             Daemon::Tunneld => "tunneld",
+            Daemon::Webd => "webd",
         }
     }
 
@@ -184,9 +189,12 @@ pub struct Suite {
     pub bus: PathBuf,
     /// Where webhooks are accepted.
     pub http: SocketAddr,
+    /// Where webd serves its API.
+    pub web: SocketAddr,
     bin: PathBuf,
     bus_listener: UnixListener,
     http_listener: TcpListener,
+    web_listener: TcpListener,
     children: Mutex<HashMap<Daemon, Child>>,
     extra: Mutex<HashMap<Daemon, Vec<String>>>,
     envs: Mutex<HashMap<Daemon, Vec<(String, String)>>>,
@@ -280,13 +288,17 @@ impl Suite {
         let bus_listener = UnixListener::bind(&bus)?;
         let http_listener = TcpListener::bind("127.0.0.1:0")?;
         let http = http_listener.local_addr()?;
+        let web_listener = TcpListener::bind("127.0.0.1:0")?;
+        let web = web_listener.local_addr()?;
         Ok(Suite {
             dir,
             bus,
             http,
+            web,
             bin: bin.to_path_buf(),
             bus_listener,
             http_listener,
+            web_listener,
             children: Mutex::new(HashMap::new()),
             extra: Mutex::new(HashMap::new()),
             envs: Mutex::new(HashMap::new()),
@@ -534,6 +546,10 @@ impl Suite {
                 cmd.args(["--bus", &bus, "--log", log_to]);
                 pass_fd(&mut cmd, self.http_listener.as_raw_fd(), "http");
             }
+            Daemon::Webd => {
+                cmd.args(["--state", &state, "--bus", &bus, "--log", log_to]);
+                pass_fd(&mut cmd, self.web_listener.as_raw_fd(), "http");
+            }
         }
         if let Some(extra) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).get(&d) {
             cmd.args(extra);
@@ -720,6 +736,7 @@ impl Suite {
 
 impl Drop for Suite {
     fn drop(&mut self) {
+        self.stop(Daemon::Webd);
         self.stop(Daemon::Tunneld);
         for d in Daemon::ALL.iter().rev() {
             self.stop(*d);
