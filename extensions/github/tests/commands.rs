@@ -1,7 +1,9 @@
-//! Commands on GitHub (`/oc stop`, `/oc retry`) through the real `oc-github-extension`
-//! binary: this test is the host (`secret.resolve`, `kv.*`, `state.works`,
-//! `action.submit`, which it counts) and a stand-in GitHub that answers the
-//! commenter's permission and takes the replies. Every request the stand-in gets is
+//! Commands on GitHub (`/oc stop`, `/oc retry`, `/oc answer`, `/oc approve`,
+//! `/oc reject`, `/oc admit`) through the real `oc-github-extension` binary: this test
+//! is the host (`secret.resolve`, `kv.*`, `state.works`, `action.list` with the offers
+//! a test sets, `action.submit`, which it counts and answers as `core` and as a
+//! `human` package named `people` whose only approver is `github:writer` would) and a
+//! stand-in GitHub that answers the commenter's permission and takes the replies. Every request the stand-in gets is
 //! also sent to Prism (GitHub's OpenAPI description, `--errors`), which must find it
 //! valid: the permission read, the bot's own login and the replies. Without Prism
 //! (no node, or no `npm ci --prefix tests/github-api`) that check prints SKIPPED and
@@ -20,8 +22,9 @@ use std::time::Duration;
 
 use common::*;
 use protocol::wire::{
-    ActionSubmitParams, ActionSubmitResult, HostInfo, InitializeParams, KvCommitParams, KvExpect,
-    KvGetParams, SecretResolveParams, StateWorksParams, StateWorksResult, Work,
+    ActionListParams, ActionListResult, ActionOffer, ActionSubmitParams, ActionSubmitResult,
+    HostInfo, InitializeParams, KvCommitParams, KvExpect, KvGetParams, ListedAction,
+    SecretResolveParams, StateWorksParams, StateWorksResult, Work,
 };
 use protocol::{connect, Code, FnHandler, Options, Peer, RpcError};
 use serde_json::{json, Value};
@@ -152,13 +155,70 @@ fn github(prism: Option<String>) -> (String, Seen) {
 // ---------------------------------------------------------------------------
 // The host
 
-/// What the host was asked: every `action.submit`, and the `kv.commit` claims
-/// refused (by key).
+/// What the host was asked: every `action.submit`, the `action.list` calls, and the
+/// `kv.commit` claims refused (by key); and what `action.list` offers on Work w1.
 #[derive(Default)]
 struct Asked {
     submits: Vec<ActionSubmitParams>,
+    lists: usize,
+    offers: Vec<ListedAction>,
     refused_claims: Vec<String>,
     kv: HashMap<String, Value>,
+}
+
+/// How the `human` package `people` (approvers: `github:writer`) answers a submit of
+/// its action on Work w1, given what it offers (its messages and refusals).
+fn people_act(offers: &[ListedAction], p: &ActionSubmitParams) -> Result<String, RpcError> {
+    let caller = format!("github:{}", p.caller);
+    if caller != "github:writer" {
+        return Err(RpcError::new(
+            Code::Unauthorized,
+            format!("{caller} may not {} here: only github:writer may", p.action),
+        ));
+    }
+    let offer = offers
+        .iter()
+        .map(|l| &l.offer)
+        .find(|o| {
+            o.id == p.action
+                && o.input
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .all(|(k, v)| &p.input[k] == v)
+        })
+        .ok_or_else(|| RpcError::new(Code::NotFound, "no such ask or gate on Work w1"))?;
+    let choices = &offer.choices;
+    Ok(match p.action.as_str() {
+        "answer" => {
+            if let Some(n) = p.input["choice"].as_u64() {
+                if n == 0 || n as usize > choices.len() {
+                    return Err(RpcError::new(
+                        Code::Invalid,
+                        format!(
+                            "answer: choice {n} is not one offered (1-{} of: {})",
+                            choices.len(),
+                            choices.join(", ")
+                        ),
+                    ));
+                }
+            } else {
+                let text = p.input["answer"].as_str().unwrap();
+                assert!(choices.is_empty() || choices.iter().any(|c| c == text));
+            }
+            format!(
+                "answered ask {} on Work w1",
+                p.input["ask_id"].as_str().unwrap()
+            )
+        }
+        "approve" => "approved github.open_pull_request on Work w1".to_string(),
+        "reject" if p.input.get("gate_id").is_some() => {
+            "rejected github.open_pull_request on Work w1".to_string()
+        }
+        "reject" => "rejected Work w1: it is cancelled".to_string(),
+        "admit" => "admitted Work w1".to_string(),
+        other => panic!("people offers no {other}"),
+    })
 }
 
 type Shared = Arc<Mutex<Asked>>;
@@ -213,15 +273,28 @@ async fn start(asked: Shared) -> (Peer, tokio::process::Child) {
                     })
                     .unwrap())
                 }
+                "action.list" => {
+                    let p: ActionListParams = request.params()?;
+                    assert_eq!((p.scope_id.as_str(), p.work_id.as_str()), ("s1", "w1"));
+                    let mut asked = asked.lock().unwrap();
+                    asked.lists += 1;
+                    Ok(serde_json::to_value(ActionListResult {
+                        actions: asked.offers.clone(),
+                    })
+                    .unwrap())
+                }
                 "action.submit" => {
                     let p: ActionSubmitParams = request.params()?;
                     let mut asked = asked.lock().unwrap();
                     let added = !asked.submits.iter().any(|s| s.key == p.key);
-                    let message = match p.action.as_str() {
-                        "stop" => format!("stopped Work {}", p.work_id),
-                        _ => format!("Work {} will run again", p.work_id),
+                    // Counted whether the provider takes it or refuses it.
+                    asked.submits.push(p.clone());
+                    let message = match (p.provider.as_str(), p.action.as_str()) {
+                        ("core", "stop") => format!("stopped Work {}", p.work_id),
+                        ("core", "retry") => format!("Work {} will run again", p.work_id),
+                        ("people", _) => people_act(&asked.offers, &p)?,
+                        other => panic!("no action {other:?}"),
                     };
-                    asked.submits.push(p);
                     Ok(serde_json::to_value(ActionSubmitResult {
                         event: "evt_1".into(),
                         added,
@@ -316,8 +389,9 @@ async fn until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn comments_steer_the_work_only_for_people_with_write_permission() {
+/// The stand-in GitHub (its requests checked by Prism when there is one), the
+/// extension configured for it, and what its host was asked.
+async fn setup() -> (Seen, Shared, Peer, tokio::process::Child, bool) {
     let prism = match common::prism::prism() {
         Ok(p) => Some(p),
         Err(why) => {
@@ -331,7 +405,7 @@ async fn comments_steer_the_work_only_for_people_with_write_permission() {
     };
     let (url, seen) = github(prism.map(|p| p.addr().to_owned()));
     let asked = Shared::default();
-    let (peer, _child) = start(asked.clone()).await;
+    let (peer, child) = start(asked.clone()).await;
     let mut params = configure_params(vec![entry(json!({"repository": REPO}))]);
     params.connections[0].config = json!({"api_url": url});
     params.connections[0].secrets = vec!["webhook_secret".into(), "token".into()];
@@ -339,6 +413,26 @@ async fn comments_steer_the_work_only_for_people_with_write_permission() {
         .await
         .unwrap()
         .unwrap();
+    (seen, asked, peer, child, prism.is_some())
+}
+
+/// Every request the stand-in GitHub got fits GitHub's description.
+fn all_fit_the_description(seen: &Seen, prism: bool) {
+    if !prism {
+        return;
+    }
+    for (m, p, b, status) in seen.lock().unwrap().iter() {
+        let status = status.unwrap();
+        assert!(
+            (200..300).contains(&status),
+            "Prism answered {status} to {m} {p} {b}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comments_steer_the_work_only_for_people_with_write_permission() {
+    let (seen, asked, peer, _child, prism) = setup().await;
 
     // Someone with write permission stops the Work of issue #1: one submit, one reply.
     comment(
@@ -447,19 +541,298 @@ async fn comments_steer_the_work_only_for_people_with_write_permission() {
     );
     assert_eq!(asked.lock().unwrap().submits.len(), 2);
 
+    // Stop and retry list no actions: they are the host's own.
+    assert_eq!(asked.lock().unwrap().lists, 0);
+
     // Every request fits GitHub's description, the permission read among them.
-    let seen = seen.lock().unwrap();
     let permission = format!("/repos/{REPO}/collaborators/writer/permission");
     assert!(seen
+        .lock()
+        .unwrap()
         .iter()
         .any(|(m, p, _, _)| m == "GET" && p == &permission));
-    if prism.is_some() {
-        for (m, p, b, status) in seen.iter() {
-            let status = status.unwrap();
-            assert!(
-                (200..300).contains(&status),
-                "Prism answered {status} to {m} {p} {b}"
-            );
-        }
+    all_fit_the_description(&seen, prism);
+}
+
+fn offered(id: &str, input: Value, detail: &str, choices: &[&str]) -> ListedAction {
+    ListedAction {
+        provider: "people".into(),
+        offer: ActionOffer {
+            id: id.into(),
+            label: id.into(),
+            detail: detail.into(),
+            choices: choices.iter().map(|c| c.to_string()).collect(),
+            awaited: true,
+            input,
+            ..ActionOffer::default()
+        },
     }
+}
+
+/// The host's own actions, offered on every Work (and never picked by a decision).
+fn core_offers() -> Vec<ListedAction> {
+    vec![ListedAction {
+        provider: "core".into(),
+        offer: ActionOffer {
+            id: "stop".into(),
+            label: "Stop".into(),
+            ..ActionOffer::default()
+        },
+    }]
+}
+
+/// Sets what `action.list` offers, comments, and waits for the reply to `login`
+/// (its `n`th): answers it.
+async fn decide(
+    peer: &Peer,
+    seen: &Seen,
+    asked: &Shared,
+    offers: Option<Vec<ListedAction>>,
+    id: u64,
+    login: &str,
+    body: &str,
+) -> String {
+    if let Some(offers) = offers {
+        asked.lock().unwrap().offers = offers;
+    }
+    let before = replies_to(seen, login).len();
+    comment(peer, &format!("d-{id}"), id, login, 1, body).await;
+    until(&format!("the reply to comment {id}"), || {
+        replies_to(seen, login).len() > before
+    })
+    .await;
+    replies_to(seen, login).remove(before)
+}
+
+/// The last submit: provider, action, input, caller, key.
+fn last_submit(asked: &Shared) -> (String, String, Value, String, String) {
+    let asked = asked.lock().unwrap();
+    let s = asked.submits.last().unwrap();
+    (
+        s.provider.clone(),
+        s.action.clone(),
+        s.input.clone(),
+        s.caller.clone(),
+        s.key.clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comments_answer_asks_and_decide_approvals_and_admission() {
+    let (seen, asked, peer, _child, prism) = setup().await;
+    let submits = || asked.lock().unwrap().submits.len();
+    let with = |extra: Vec<ListedAction>| {
+        let mut offers = core_offers();
+        offers.extend(extra);
+        Some(offers)
+    };
+
+    // No open ask: the reply says so and nothing is submitted.
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        with(vec![]),
+        2001,
+        "writer",
+        "/oc answer yes",
+    )
+    .await;
+    assert_eq!(
+        r,
+        "@writer: Work w1 has no open ask: `/oc answer` has nothing to answer"
+    );
+    assert_eq!(submits(), 0);
+
+    // An ask with choices, answered by number, then by text.
+    let ask = offered(
+        "answer",
+        json!({"ask_id": "a-1"}),
+        "Ship it now?",
+        &["yes", "no"],
+    );
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        with(vec![ask]),
+        2002,
+        "writer",
+        "/oc answer 2",
+    )
+    .await;
+    assert_eq!(r, "@writer: answered ask a-1 on Work w1");
+    assert_eq!(
+        last_submit(&asked),
+        (
+            "people".into(),
+            "answer".into(),
+            json!({"ask_id": "a-1", "choice": 2}),
+            "writer".into(),
+            "comment/2002".into()
+        )
+    );
+    let r = decide(&peer, &seen, &asked, None, 2003, "writer", "/oc answer yes").await;
+    assert_eq!(r, "@writer: answered ask a-1 on Work w1");
+    assert_eq!(
+        last_submit(&asked).2,
+        json!({"ask_id": "a-1", "answer": "yes"})
+    );
+    // A choice that is not offered: the provider's refusal is the reply.
+    let r = decide(&peer, &seen, &asked, None, 2004, "writer", "/oc answer 3").await;
+    assert_eq!(
+        r,
+        "@writer: `/oc answer` was refused: answer: choice 3 is not one offered (1-2 of: yes, no)"
+    );
+
+    // A free-text ask answered on the lines after the command.
+    let ask = offered("answer", json!({"ask_id": "a-2"}), "Which base?", &[]);
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        with(vec![ask]),
+        2005,
+        "writer",
+        "/oc answer\r\nrelease-2.x,\r\nnot main\r\n",
+    )
+    .await;
+    assert_eq!(r, "@writer: answered ask a-2 on Work w1");
+    assert_eq!(
+        last_submit(&asked).2,
+        json!({"ask_id": "a-2", "answer": "release-2.x,\nnot main"})
+    );
+
+    // A parked call: a reader is refused by the repository's permission before
+    // anything is read or submitted; a maintainer by the package's approvers.
+    let gate = json!({"gate_id": "g-1"});
+    let detail = "github.open_pull_request \"Fix the parser\"";
+    let gated = with(vec![
+        offered("approve", gate.clone(), detail, &[]),
+        offered("reject", gate.clone(), detail, &[]),
+    ]);
+    let lists = || asked.lock().unwrap().lists;
+    let (listed, n) = (lists(), submits());
+    let r = decide(&peer, &seen, &asked, gated, 2006, "reader", "/oc approve").await;
+    assert_eq!(
+        r,
+        "@reader: `/oc approve` needs write permission on Codertocat/Hello-World (you have read)"
+    );
+    assert_eq!((lists(), submits()), (listed, n));
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        None,
+        2007,
+        "maintainer",
+        "/oc approve",
+    )
+    .await;
+    assert_eq!(
+        r,
+        "@maintainer: `/oc approve` was refused: github:maintainer may not approve here: only github:writer may"
+    );
+    assert_eq!(last_submit(&asked).3, "maintainer");
+    // A rejection needs its reason; with one, it is the gate's.
+    let r = decide(&peer, &seen, &asked, None, 2008, "writer", "/oc reject").await;
+    assert_eq!(
+        r,
+        "@writer: `/oc reject` needs a reason, which the agent reads: `/oc reject REASON`"
+    );
+    let n = submits();
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        None,
+        2009,
+        "writer",
+        "/oc reject wrong base\nsee the issue",
+    )
+    .await;
+    assert_eq!(r, "@writer: rejected github.open_pull_request on Work w1");
+    assert_eq!(submits(), n + 1);
+    assert_eq!(
+        last_submit(&asked),
+        (
+            "people".into(),
+            "reject".into(),
+            json!({"gate_id": "g-1", "reason": "wrong base"}),
+            "writer".into(),
+            "comment/2009".into()
+        )
+    );
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        None,
+        2010,
+        "writer",
+        "/oc approve lgtm",
+    )
+    .await;
+    assert_eq!(r, "@writer: approved github.open_pull_request on Work w1");
+    assert_eq!(
+        last_submit(&asked).2,
+        json!({"gate_id": "g-1", "reason": "lgtm"})
+    );
+
+    // A Work held for admission: approve points at admit; admit and reject settle it.
+    let held = with(vec![
+        offered("admit", json!({}), "start w1", &[]),
+        offered("reject", json!({}), "start w1", &[]),
+    ]);
+    let r = decide(&peer, &seen, &asked, held, 2011, "writer", "/oc approve").await;
+    assert_eq!(
+        r,
+        "@writer: no call of Work w1 waits for approval; the Work is held for admission: `/oc admit` starts it"
+    );
+    let r = decide(&peer, &seen, &asked, None, 2012, "writer", "/oc admit").await;
+    assert_eq!(r, "@writer: admitted Work w1");
+    assert_eq!(
+        last_submit(&asked),
+        (
+            "people".into(),
+            "admit".into(),
+            json!({}),
+            "writer".into(),
+            "comment/2012".into()
+        )
+    );
+    let r = decide(
+        &peer,
+        &seen,
+        &asked,
+        None,
+        2013,
+        "writer",
+        "/oc reject not now",
+    )
+    .await;
+    assert_eq!(r, "@writer: rejected Work w1: it is cancelled");
+    assert_eq!(last_submit(&asked).2, json!({"reason": "not now"}));
+
+    // An answer without one is told how to give it, whoever writes it.
+    let r = decide(&peer, &seen, &asked, None, 2014, "reader", "/oc answer").await;
+    assert!(
+        r.starts_with("@reader: `/oc answer` needs the answer"),
+        "{r}"
+    );
+
+    // Each submit is keyed by its own comment.
+    let keys: Vec<String> = asked
+        .lock()
+        .unwrap()
+        .submits
+        .iter()
+        .map(|s| s.key.clone())
+        .collect();
+    let expected: Vec<String> = [2002, 2003, 2004, 2005, 2007, 2009, 2010, 2012, 2013]
+        .iter()
+        .map(|id| format!("comment/{id}"))
+        .collect();
+    assert_eq!(keys, expected);
+    all_fit_the_description(&seen, prism);
 }
