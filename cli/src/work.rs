@@ -13,17 +13,8 @@ use serde_json::{json, Value};
 
 use crate::output::{call, paint, print_json, Failure, Out};
 
-/// The Work states `work list --state` takes.
-pub const WORK_STATES: [&str; 8] = [
-    "pending",
-    "running",
-    "waiting",
-    "woken",
-    "idle",
-    "completed",
-    "failed",
-    "cancelled",
-];
+/// The Work states `work list --state` takes: the store's.
+pub use busapi::store::WORK_STATES;
 
 /// The most bytes of an artifact `work log` reads at once.
 const LOG_CHUNK: u64 = 256 * 1024;

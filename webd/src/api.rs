@@ -38,17 +38,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The longest ID or key taken from a request.
 pub const MAX_ID: usize = 200;
 
-/// The Work states `state=` takes.
-pub const WORK_STATES: [&str; 8] = [
-    "pending",
-    "running",
-    "waiting",
-    "woken",
-    "idle",
-    "completed",
-    "failed",
-    "cancelled",
-];
+/// The Work states `state=` takes: the store's.
+pub use busapi::store::WORK_STATES;
 
 /// What the routes need: the bus and the login tokens.
 pub struct Api {

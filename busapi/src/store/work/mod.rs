@@ -18,6 +18,18 @@ use protocol::wire::{Outcome, WorkDisplay, WorkHold};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Every state a Work can be in, as the store names them (what a listing filters on).
+pub const WORK_STATES: [&str; 8] = [
+    "pending",
+    "running",
+    "waiting",
+    "woken",
+    "idle",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
 /// A Work, as storaged's reads answer it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkRow {
