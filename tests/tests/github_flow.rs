@@ -867,9 +867,12 @@ fn the_review_loop(flow: &Flow, work: &str, branch: &str) {
 fn doctor_is_green(flow: &Flow) {
     let (code, doctor) = common::cli(&flow.suite, &["doctor"]);
     assert_eq!(code, 0, "{doctor}");
+    // The disk line judges the machine the test runs on (a CI host with less than
+    // 5% free gets a warning), not the flow: it may warn, never fail.
     for line in doctor.lines() {
+        let machine = line.split_whitespace().nth(1) == Some("disk");
         assert!(
-            !line.starts_with("fail") && !line.starts_with("warn"),
+            !line.starts_with("fail") && (machine || !line.starts_with("warn")),
             "{doctor}"
         );
     }
