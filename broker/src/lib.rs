@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 
 /// The prefixes of the suite's own services: a request for one of them waits for
 /// its owner to (re)register.
-pub const SUITE_PREFIXES: &[&str] = &["store", "sched", "ingress", "ext", "tunnel"];
+pub const SUITE_PREFIXES: &[&str] = &["store", "sched", "ingress", "ext", "view", "tunnel"];
 
 /// How much unread output a subscriber may have before notifications to it are
 /// dropped.

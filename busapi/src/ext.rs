@@ -13,7 +13,8 @@
 //! ([`RegistrationsRequest`]), `ext.resource_sweep` ([`ResourceSweepRequest`]),
 //! and people's actions: `ext.actions` ([`ActionsRequest`]: what every provider
 //! offers on a Work) and `ext.act` ([`ActRequest`]: one action, for a person the
-//! caller identified).
+//! caller identified); and `ext.live` ([`LiveRequest`]: a running attempt's output
+//! so far, from its executor's `executor.live`).
 
 use crate::Call;
 use protocol::wire::{
@@ -582,6 +583,7 @@ crate::methods! {
     "ext.resource_sweep": ResourceSweepRequest => ResourceSweepResponse,
     "ext.actions": ActionsRequest => protocol::wire::ActionListResult,
     "ext.act": ActRequest => protocol::wire::ActionSubmitResult,
+    "ext.live": LiveRequest => protocol::wire::ExecutorLiveResult,
 }
 
 /// `ext.actions`: what every action provider offers on a Work (the host's `core`
@@ -613,4 +615,22 @@ pub struct ActRequest {
     pub caller: String,
     /// The action's identity.
     pub key: String,
+}
+
+/// `ext.live`: a running attempt's output so far. extrunner finds the execution's
+/// executor in the store and forwards `executor.live` to the package that provides
+/// it; the answer is that executor's: each output's name, media type, size and last
+/// `tail` bytes. `not_found` for an unknown execution, `not_live` for one that is not
+/// running (or whose executor has nothing of it running here), `unsupported` when
+/// its executor does not declare the control `live`, `invalid` for a `tail` over
+/// 64 KiB.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveRequest {
+    /// The Execution.
+    pub execution_id: String,
+    /// How many trailing bytes of each output: 0 for the default (16 KiB), at most
+    /// 64 KiB.
+    #[serde(default)]
+    pub tail: u64,
 }

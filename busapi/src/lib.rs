@@ -9,7 +9,7 @@
 //! build. No other crate spells a daemon method's name.
 //!
 //! Families: [`store`] (storaged), [`ext`] (extrunner), [`sched`] (schedulerd),
-//! [`ingress`] (ingressd), [`tunnel`] (tunneld).
+//! [`ingress`] (ingressd), [`tunnel`] (tunneld), [`web`] (webd).
 
 pub use protocol::wire::Call;
 
@@ -20,6 +20,8 @@ pub mod sched;
 pub mod store;
 pub mod topic;
 pub mod tunnel;
+pub mod view;
+pub mod web;
 
 /// Implement [`Call`] for each params type, naming its method and result, and
 /// list the family's method names in `METHODS`.
@@ -46,6 +48,8 @@ pub fn all_methods() -> Vec<&'static str> {
         sched::METHODS,
         store::METHODS,
         tunnel::METHODS,
+        view::METHODS,
+        web::METHODS,
     ] {
         all.extend_from_slice(family);
     }

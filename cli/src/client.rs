@@ -18,8 +18,19 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
 /// One JSON-RPC call of `method` through the broker on a connection of its own: the
 /// answer as the daemon wrote it. An error answer is `<method>: <message>`.
 pub fn bus_call(bus: &Path, method: &str, params: Value) -> Result<Value, String> {
+    bus_call_within(bus, method, params, ANSWER_WAIT)
+}
+
+/// [`bus_call`], waiting at most `limit` for the answer (a late one is the error
+/// `<method>: no answer within <limit>`).
+pub fn bus_call_within(
+    bus: &Path,
+    method: &str,
+    params: Value,
+    limit: Duration,
+) -> Result<Value, String> {
     let mut s = UnixStream::connect(bus).map_err(|e| format!("{}: {e}", bus.display()))?;
-    s.set_read_timeout(Some(ANSWER_WAIT))
+    s.set_read_timeout(Some(limit.max(Duration::from_millis(1))))
         .map_err(|e| e.to_string())?;
     let mut line =
         serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
@@ -27,9 +38,16 @@ pub fn bus_call(bus: &Path, method: &str, params: Value) -> Result<Value, String
     line.push(b'\n');
     s.write_all(&line).map_err(|e| e.to_string())?;
     let mut answer = String::new();
-    BufReader::new(s)
-        .read_line(&mut answer)
-        .map_err(|e| e.to_string())?;
+    BufReader::new(s).read_line(&mut answer).map_err(|e| {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            format!("{method}: no answer within {limit:?}")
+        } else {
+            e.to_string()
+        }
+    })?;
     let v: Value = serde_json::from_str(&answer).map_err(|e| e.to_string())?;
     match v.get("error") {
         Some(e) => Err(format!(

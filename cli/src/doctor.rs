@@ -1,6 +1,6 @@
 //! `open-conduit doctor`: every health check with ok, warn or fail, and what to do
 //! about a failure: the bus, each daemon, the store, the disk, the configuration, each
-//! extension and the checks it declares, the webhooks, the tunnel.
+//! extension and the checks it declares, the webhooks, the web view, the tunnel.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,6 +8,8 @@ use std::time::Duration;
 use busapi::ext::{ExtCall, RegistrationsRequest};
 use busapi::ingress::RoutesRequest;
 use busapi::store::{CheckRequest, ConfigCurrentRequest};
+use busapi::web::{StatusRequest as WebStatusRequest, DEFAULT_LISTEN, HEALTH_PATH};
+use busapi::Call as _;
 use protocol::wire::{CheckConfig, CheckRunParams};
 use serde_json::{json, Value};
 
@@ -15,6 +17,9 @@ use crate::output::{call, call_method, count, paint, print_json, verdict, Failur
 
 /// How long an extension's check may take.
 const CHECK_TIMEOUT_MS: u64 = 30_000;
+
+/// How long each of the web view's checks (`web.status`, `GET /healthz`) may take.
+pub const WEB_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every check `doctor` runs, in order.
 pub fn diagnose(bus: &Path) -> Vec<Verdict> {
@@ -231,8 +236,90 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             "see `open-conduit logs ingressd`",
         )),
     }
+    out.push(web(bus, &broker));
     out.extend(crate::reach::public_url(bus));
     out
+}
+
+/// The web view: webd's `web.status` when webd is on the bus, then its `/healthz`;
+/// with no webd on the bus (under systemd it starts on its socket's first
+/// connection), `/healthz` on the default address, which starts it.
+fn web(bus: &Path, broker: &Value) -> Verdict {
+    if broker["services"]["webd"].is_null() {
+        let url = format!("http://{DEFAULT_LISTEN}/");
+        return web_verdict(&url, false, health(&url));
+    }
+    let status = serde_json::to_value(WebStatusRequest {})
+        .map_err(|e| e.to_string())
+        .and_then(|p| crate::client::bus_call_within(bus, WebStatusRequest::METHOD, p, WEB_TIMEOUT))
+        .and_then(crate::client::decode::<WebStatusRequest>);
+    match status {
+        Ok(s) => {
+            let url = if s.url.is_empty() {
+                format!("http://{}/", s.listen)
+            } else {
+                s.url
+            };
+            web_verdict(&url, true, health(&url))
+        }
+        Err(e) => verdict(
+            "web",
+            "fail",
+            format!("webd is on the bus but does not answer web.status: {e}"),
+            "see `open-conduit logs webd`",
+        ),
+    }
+}
+
+/// `GET <url>/healthz` within [`WEB_TIMEOUT`]: the status it answered.
+fn health(url: &str) -> Result<u16, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(WEB_TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .proxy(None)
+        .build()
+        .into();
+    let target = format!("{}{HEALTH_PATH}", url.trim_end_matches('/'));
+    let answer = agent.get(&target).call().map_err(|e| e.to_string())?;
+    Ok(answer.status().as_u16())
+}
+
+/// The web view's verdict: `url` as webd gave it (`on_bus`) or the default one,
+/// and what its `/healthz` answered.
+fn web_verdict(url: &str, on_bus: bool, got: Result<u16, String>) -> Verdict {
+    let target = format!("{}{HEALTH_PATH}", url.trim_end_matches('/'));
+    match (got, on_bus) {
+        (Ok(200), _) => verdict("web", "ok", format!("serving {url}"), ""),
+        (Ok(status), true) => verdict(
+            "web",
+            "warn",
+            format!("{target} answered {status}"),
+            "see `open-conduit logs webd`",
+        ),
+        (Err(e), true) => verdict(
+            "web",
+            "fail",
+            format!("webd serves {url} by its own account, but {target}: {e}"),
+            "see `open-conduit logs webd`, and the address in front of it",
+        ),
+        (got, false) => {
+            let why = match got {
+                Ok(status) => format!("{target} answered {status}"),
+                Err(e) => format!("{target}: {e}"),
+            };
+            let addr = url
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned();
+            verdict(
+                "web",
+                "warn",
+                format!("the web view does not answer on {addr} ({why})"),
+                "enable it: `sudo systemctl enable --now open-conduit-webd.socket` (under `open-conduit up`, it runs on --web-listen)",
+            )
+        }
+    }
 }
 
 /// `doctor`: every check with ok, warn or fail, and what to do about each failure.
@@ -261,5 +348,86 @@ pub fn doctor(bus: &Path, json_out: bool) -> Out {
             message: format!("{} failed", count(failed, "check")),
             status: 1,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A one-request HTTP server on loopback answering `status`: its URL and the
+    /// request line it got.
+    fn answering(status: u16) -> (String, std::thread::JoinHandle<String>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let url = format!("http://{}/", l.local_addr().expect("its address"));
+        let served = std::thread::spawn(move || {
+            let Ok((mut s, _)) = l.accept() else {
+                return String::new();
+            };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+            );
+            String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        });
+        (url, served)
+    }
+
+    #[test]
+    fn nothing_answering_on_the_default_address_is_a_warning_with_the_fix() {
+        // A port that was free a moment ago: nothing listens there now.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a loopback port")
+            .port();
+        let url = format!("http://127.0.0.1:{port}/");
+        let v = web_verdict(&url, false, health(&url));
+        assert_eq!(v.status, "warn", "{v:?}");
+        assert!(
+            v.detail.starts_with(&format!(
+                "the web view does not answer on 127.0.0.1:{port} ("
+            )),
+            "{v:?}"
+        );
+        assert!(
+            v.fix
+                .contains("systemctl enable --now open-conduit-webd.socket"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_healthy_web_view_is_ok_and_anything_else_is_not() {
+        let (url, served) = answering(200);
+        let v = web_verdict(&url, false, health(&url));
+        assert_eq!(served.join().expect("served"), "GET /healthz HTTP/1.1");
+        assert_eq!(
+            (v.status, v.detail.clone()),
+            ("ok", format!("serving {url}"))
+        );
+        let (url, _) = answering(404);
+        let v = web_verdict(&url, true, health(&url));
+        assert_eq!(v.status, "warn", "{v:?}");
+        assert!(v.detail.ends_with("/healthz answered 404"), "{v:?}");
+        let (url, _) = answering(503);
+        let v = web_verdict(&url, false, health(&url));
+        assert_eq!(v.status, "warn", "{v:?}");
+        assert!(v.detail.contains("does not answer on"), "{v:?}");
+        let gone = web_verdict(
+            "http://127.0.0.1:9/",
+            true,
+            Err("connection refused".into()),
+        );
+        assert_eq!(gone.status, "fail", "{gone:?}");
     }
 }

@@ -304,6 +304,9 @@ pub enum Command {
         /// Where webhooks are accepted.
         #[arg(long, default_value = "127.0.0.1:8420")]
         listen: SocketAddr,
+        /// Where the web view (webd) is served (`127.0.0.1:0` picks a port, printed).
+        #[arg(long, value_name = "ADDR", default_value = busapi::web::DEFAULT_LISTEN)]
+        web_listen: SocketAddr,
         /// Print every daemon's log lines (by default: warnings, errors, one line per
         /// delivery and per attempt settled; all of it is in `<state>/logs/`). `OC_LOG`
         /// set in the environment implies it, with its own filter.
@@ -571,6 +574,7 @@ pub fn main(args: Vec<String>) -> i32 {
         state,
         config,
         listen,
+        web_listen,
         verbose,
         ..
     } = cli.command
@@ -579,6 +583,7 @@ pub fn main(args: Vec<String>) -> i32 {
             state: state.unwrap_or_else(up::default_state),
             config,
             listen,
+            web_listen,
             verbose: verbose || std::env::var_os("OC_LOG").is_some_and(|v| !v.is_empty()),
         };
         return match tokio::runtime::Builder::new_multi_thread()

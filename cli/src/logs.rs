@@ -6,7 +6,14 @@ use std::path::Path;
 use crate::output::{Failure, Out};
 
 /// The daemons `logs` knows.
-pub const COMPONENTS: [&str; 5] = ["broker", "storaged", "extrunner", "schedulerd", "ingressd"];
+pub const COMPONENTS: [&str; 6] = [
+    "broker",
+    "storaged",
+    "extrunner",
+    "schedulerd",
+    "ingressd",
+    "webd",
+];
 
 /// `logs [COMPONENT]`: under `up` (the bus is `<state>/run/bus.sock` and
 /// `<state>/logs/` exists), the log files `up` writes; otherwise the journal

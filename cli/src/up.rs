@@ -3,11 +3,12 @@
 //!
 //! It makes the state directory, private to the user (0700, and a umask of 0077 for
 //! itself and everything it starts, so the database, the logs and the artifacts are
-//! 0600), binds the bus socket (`<state>/run/bus.sock`) and the
-//! webhook socket (`--listen`) itself and passes them to the broker and ingressd by
-//! socket activation (`LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`), so a daemon that
-//! restarts refuses no connection. It starts the daemons in order (broker, storaged,
-//! extrunner, schedulerd, ingressd), each with a `NOTIFY_SOCKET` of its own, and
+//! 0600), binds the bus socket (`<state>/run/bus.sock`), the
+//! webhook socket (`--listen`) and the web view's socket (`--web-listen`) itself and
+//! passes them to the broker, ingressd and webd by socket activation (`LISTEN_FDS`,
+//! `LISTEN_PID`, `LISTEN_FDNAMES`), so a daemon that restarts refuses no connection.
+//! It starts the daemons in order (broker, storaged, extrunner, schedulerd, ingressd,
+//! webd), each with a `NOTIFY_SOCKET` of its own, and
 //! starts the next only once the previous one said `READY=1`. It prints each daemon's
 //! log lines prefixed with its name, restarts a daemon that dies (with a growing
 //! backoff, and says so), and on Ctrl-C or SIGTERM stops them in reverse order and
@@ -55,7 +56,14 @@ pub const STOP_WAIT: Duration = Duration::from_secs(15);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The daemons, in start order.
-pub const DAEMONS: [&str; 5] = ["broker", "storaged", "extrunner", "schedulerd", "ingressd"];
+pub const DAEMONS: [&str; 6] = [
+    "broker",
+    "storaged",
+    "extrunner",
+    "schedulerd",
+    "ingressd",
+    "webd",
+];
 
 /// The tunnel daemon, started after the others when the configuration names a
 /// tunnel (`settings.webhooks.tunnel`).
@@ -101,6 +109,8 @@ pub struct UpOptions {
     pub config: Option<PathBuf>,
     /// Where webhooks are accepted.
     pub listen: SocketAddr,
+    /// Where the web view (webd) is served.
+    pub web_listen: SocketAddr,
     /// Every daemon log line to the terminal, not only what [`shown`] keeps.
     pub verbose: bool,
 }
@@ -171,6 +181,8 @@ struct Up {
     bus: PathBuf,
     bus_listener: UnixListener,
     http: TcpListener,
+    /// webd's listening socket (`--web-listen`).
+    web: TcpListener,
     bundled: PathBuf,
     /// storaged's `--config-dir`, when the configuration names a storage.
     storage_dir: Option<PathBuf>,
@@ -226,6 +238,7 @@ impl Up {
                     self.opts.state.display()
                 ),
             ],
+            "webd" => vec!["--bus".into(), bus.clone(), "--state".into(), state],
             _ => vec!["--bus".into(), bus.clone()],
         };
         a.extend(more);
@@ -263,6 +276,7 @@ impl Up {
         match name {
             "broker" => pass_fd(&mut cmd, self.bus_listener.as_raw_fd(), "bus"),
             "ingressd" => pass_fd(&mut cmd, self.http.as_raw_fd(), "http"),
+            "webd" => pass_fd(&mut cmd, self.web.as_raw_fd(), "http"),
             _ => {}
         }
         let mut child = cmd.spawn().map_err(|e| format!("start {name}: {e}"))?;
@@ -423,6 +437,19 @@ fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Bind the web view's socket (`--web-listen`): a port in use is an error that
+/// names the option.
+fn bind_web(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr).map_err(|e| {
+        let busy = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (another web view, e.g. open-conduit-webd.socket, or another `up`, holds it: pick another with --web-listen ADDR, `127.0.0.1:0` for any free port)"
+        } else {
+            ""
+        };
+        format!("--web-listen {addr}: {e}{busy}")
+    })
 }
 
 fn load_config(opts: &UpOptions) -> Result<Value, String> {
@@ -609,10 +636,13 @@ async fn run(mut opts: UpOptions) -> Result<(), String> {
         }
         let _ = std::fs::remove_file(&bus);
     }
-    let bus_listener = UnixListener::bind(&bus).map_err(|e| format!("{}: {e}", bus.display()))?;
+    // The TCP sockets first: a port in use leaves no bus socket behind.
     let http =
         TcpListener::bind(opts.listen).map_err(|e| format!("listen {}: {e}", opts.listen))?;
     let listen = http.local_addr().map_err(|e| e.to_string())?;
+    let web = bind_web(opts.web_listen)?;
+    let web_addr = web.local_addr().map_err(|e| e.to_string())?;
+    let bus_listener = UnixListener::bind(&bus).map_err(|e| format!("{}: {e}", bus.display()))?;
     let mut signals = daemon::Signals::new().map_err(|e| format!("signals: {e}"))?;
     let mut up = Up {
         opts,
@@ -620,6 +650,7 @@ async fn run(mut opts: UpOptions) -> Result<(), String> {
         bus: bus.clone(),
         bus_listener,
         http,
+        web,
         bundled,
         storage_dir,
         host_id,
@@ -696,6 +727,10 @@ async fn run(mut opts: UpOptions) -> Result<(), String> {
             "  curl -sS -X POST http://{listen}/hooks/demo -H 'Content-Type: application/json' -d '{{\"hello\":\"world\"}}'"
         ));
     }
+    say(&format!(
+        "open-conduit: web view on http://{web_addr}/ (sign in: open-conduit web login --state {})",
+        up.opts.state.display()
+    ));
     say(&format!(
         "open-conduit: ready; Ctrl-C stops everything (OPEN_CONDUIT_BUS={})",
         bus.display()

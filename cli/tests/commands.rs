@@ -317,7 +317,13 @@ fn a_closed_pipe_ends_a_listing_quietly() {
 fn up_offers_only_the_flags_that_mean_something_to_it() {
     let (status, out, _) = run(&["up", "--help"]);
     assert_eq!(status, 0);
-    for flag in ["--state", "--config", "--listen", "--verbose"] {
+    for flag in [
+        "--state",
+        "--config",
+        "--listen",
+        "--web-listen",
+        "--verbose",
+    ] {
         assert!(out.contains(flag), "{flag}: {out}");
     }
     for flag in ["--bus", "--json"] {

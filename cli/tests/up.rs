@@ -85,6 +85,21 @@ fn post(addr: SocketAddr, body: &str) -> u16 {
     raw.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
+/// `GET path` on `addr`: the status and the body.
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
+    (status, body.unwrap_or_default())
+}
+
 fn completed(bus: &Path, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + HANG;
     loop {
@@ -151,6 +166,8 @@ fn start_up(name: &str) -> Up {
             state.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -214,6 +231,7 @@ fn a_signal_at_any_moment_of_start_up_stops_everything() {
         ("ingressd ready", 0, SIGINT),
         ("ingressd ready", 30, SIGINT),
         ("ingressd ready", 150, SIGINT),
+        ("webd ready", 0, SIGINT),
         ("open-conduit: ready", 0, SIGINT),
         ("ingressd ready", 50, SIGHUP),
         ("open-conduit: ready", 0, SIGHUP),
@@ -296,6 +314,8 @@ fn a_refused_configuration_fails_up_with_the_refusal_shown() {
             "--state",
             state.to_str().unwrap(),
             "--listen",
+            "127.0.0.1:0",
+            "--web-listen",
             "127.0.0.1:0",
         ])
         .arg("--config")
@@ -428,6 +448,8 @@ fn the_state_is_private_to_its_user() {
             state.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -510,6 +532,8 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
             state.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -532,7 +556,14 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
         state: state.clone(),
     };
     let mut pids = Vec::new();
-    for d in ["broker", "storaged", "extrunner", "schedulerd", "ingressd"] {
+    for d in [
+        "broker",
+        "storaged",
+        "extrunner",
+        "schedulerd",
+        "ingressd",
+        "webd",
+    ] {
         pids.push((d, pid_in(&up.expect(&format!("open-conduit: {d} ready")))));
     }
     let addr: SocketAddr = up
@@ -543,8 +574,28 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
         .parse()
         .unwrap();
     up.expect("curl");
+    // The web view: where, and how to sign in.
+    let web_line = up.expect("web view on http://");
+    let web: SocketAddr = web_line
+        .split("web view on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        web_line.ends_with(&format!(
+            "/ (sign in: open-conduit web login --state {})",
+            state.display()
+        )),
+        "{web_line}"
+    );
     up.expect("ready; Ctrl-C");
     let bus = state.join("run/bus.sock");
+    // webd serves on the socket up passed it.
+    let (status, body) = get(web, "/api/openapi.json");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"openapi\""), "{body}");
 
     // The demo: a delivery becomes Work that the shell binding runs to completion.
     assert_eq!(post(addr, r#"{"hello": "world"}"#), 200);
@@ -559,6 +610,14 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     // doctor runs the claude-code executor's check: as root (as `up` often is) the
     // default permission mode fails every turn, and it says so with the fix.
     let doctor = cli(&bus, &["doctor"]);
+    // webd is on the bus and its /healthz answers at the URL up printed.
+    assert!(
+        doctor
+            .1
+            .lines()
+            .any(|l| l.starts_with("ok   web ") && l.ends_with(&format!("serving http://{web}/"))),
+        "{doctor:?}"
+    );
     let root = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap();
@@ -709,6 +768,18 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let status = cli(&bus, &["status"]);
     assert_eq!(status.0, 0, "{status:?}");
 
+    // webd SIGKILLed: up starts it again on the same socket, which kept its address.
+    let webd = pids[5].1;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(webd),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    up.expect("webd exited");
+    let again = pid_in(&up.expect("open-conduit: webd ready"));
+    pids.push(("webd again", again));
+    assert_eq!(get(web, "/api/openapi.json").0, 200);
+
     // SIGINT (Ctrl-C): everything stops, in reverse order, and no process of the
     // suite or of its extensions is left.
     let up_pid = i32::try_from(up.child.id()).unwrap();
@@ -726,7 +797,7 @@ fn up_runs_the_demo_restarts_a_killed_daemon_and_stops_cleanly() {
     let status = up.child.wait().unwrap();
     assert!(status.success(), "{status}");
     for (d, pid) in &pids {
-        if *d == "storaged" || *d == "schedulerd" {
+        if *d == "storaged" || *d == "schedulerd" || *d == "webd" {
             continue; // killed above
         }
         assert!(!alive(*pid), "{d} (pid {pid}) outlived up");
@@ -770,4 +841,29 @@ fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
         .unwrap_or_default()
+}
+
+/// The web view's port in use: `up` refuses at once, naming `--web-listen` and the
+/// address, and leaves no bus socket behind.
+#[test]
+fn a_busy_web_port_is_refused_naming_the_option() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let state = std::env::temp_dir().join(format!("oc-up-busy-web-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let out = Command::new(BIN)
+        .args(["up", "--state", state.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--web-listen", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("--web-listen {addr}: ")) && err.contains("in use"),
+        "{err}"
+    );
+    assert!(!state.join("run/bus.sock").exists());
+    assert!(of_state(&state).is_empty(), "{:?}", of_state(&state));
+    let _ = std::fs::remove_dir_all(&state);
 }

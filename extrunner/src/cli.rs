@@ -272,8 +272,13 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     );
     let service = Service::new(runner.clone());
     let bus = Bus::start(
-        BusOptions::service(&args.bus, "extrunner", &["ext"], Arc::new(service.clone()))
-            .with_topics(&[busapi::topic::CONFIG_APPLIED, busapi::topic::TUNNEL_CHANGED]),
+        BusOptions::service(
+            &args.bus,
+            "extrunner",
+            &["ext", "view"],
+            Arc::new(service.clone()),
+        )
+        .with_topics(&[busapi::topic::CONFIG_APPLIED, busapi::topic::TUNNEL_CHANGED]),
     );
     publish_registrations(&runner, &bus);
     let follower = tokio::spawn(follow_config(

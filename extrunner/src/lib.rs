@@ -13,7 +13,8 @@
 //! ([`tunnels`]), and the prompt renderings an executor asks of the Events' owners
 //! ([`render`]), the agents' plugin written from every package's playbooks
 //! ([`playbooks`]), and the host's actions a package invokes for a person
-//! (`action.submit`) with the Work read it finds their Work with ([`actions`]).
+//! (`action.submit`) with the Work read it finds their Work with ([`actions`]), and
+//! a running attempt's output through its executor's `executor.live` ([`live`]).
 //!
 //! The modules are layered one way: [`identity`] and [`storage`] (storaged's typed
 //! calls as the extensions see them) are below the scoped host, ingress, the
@@ -29,6 +30,7 @@ pub mod discovery;
 pub mod host;
 pub mod identity;
 pub mod ingress;
+pub mod live;
 pub mod offline;
 pub mod playbooks;
 pub mod process;

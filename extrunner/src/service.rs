@@ -18,7 +18,12 @@
 //!   paths (and whether every first handshake is done, so the list is complete), and
 //!   `playbook_dir`, the agents' plugin runs are given ([`crate::playbooks`]);
 //! - `ext.resource_sweep {type?, grace_s?, remove_dirty?}`: sweep the spare workspaces
-//!   now ([`crate::workspaces::Workspaces::sweep`]).
+//!   now ([`crate::workspaces::Workspaces::sweep`]);
+//! - `ext.live {execution_id, tail?}`: a running attempt's output so far, from its
+//!   executor's `executor.live` ([`crate::live`]);
+//! - `view.panels {work_id}`, `view.pages {}`, `view.page {package, page}`: the web
+//!   view's panels and pages, from the packages' `view.render`
+//!   ([`crate::actions::view`]).
 //!
 //! Each method is a type of [`busapi::ext`] (its params, and its answer as
 //! `Call::Result`): the dispatch matches `T::METHOD`, decodes `T` and answers
@@ -30,9 +35,9 @@
 use crate::runner::Runner;
 use busapi::ext::{
     ActRequest, ActionsRequest, CheckInfo, ExecutorInfo, ExtCallAny, InspectRequest, ListRequest,
-    OperationInfo, ReconcileRequest, Registration, RegistrationsRequest, RegistrationsResponse,
-    ResourceSweepRequest, ResourceSweepResponse, RestartRequest, Surfaces, TaskInfo,
-    WebhookRequest,
+    LiveRequest, OperationInfo, ReconcileRequest, Registration, RegistrationsRequest,
+    RegistrationsResponse, ResourceSweepRequest, ResourceSweepResponse, RestartRequest, Surfaces,
+    TaskInfo, WebhookRequest,
 };
 use busapi::Call;
 use protocol::wire::{DependencyFilterParams, RouteMatchParams};
@@ -305,6 +310,26 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
             let p: ActRequest = request.params()?;
             let packages: &dyn crate::render::Packages = &*runner;
             answer::<ActRequest>(&crate::actions::act(host_bus(&runner)?, Some(packages), p).await?)
+        }
+        m if m == busapi::view::PanelsRequest::METHOD => {
+            let p: busapi::view::PanelsRequest = request.params()?;
+            let packages: Arc<dyn crate::render::Packages> = runner.clone();
+            answer::<busapi::view::PanelsRequest>(
+                &crate::actions::view::panels(host_bus(&runner)?, packages, p).await?,
+            )
+        }
+        // A method of no fields reads none of its params.
+        m if m == busapi::view::PagesRequest::METHOD => {
+            answer::<busapi::view::PagesRequest>(&crate::actions::view::pages(&*runner))
+        }
+        m if m == busapi::view::PageRequest::METHOD => {
+            let p: busapi::view::PageRequest = request.params()?;
+            answer::<busapi::view::PageRequest>(&crate::actions::view::page(&*runner, p).await?)
+        }
+        m if m == LiveRequest::METHOD => {
+            let p: LiveRequest = request.params()?;
+            let packages: &dyn crate::render::Packages = &*runner;
+            answer::<LiveRequest>(&crate::live::live(host_bus(&runner)?, packages, p).await?)
         }
         m if m == InspectRequest::METHOD => {
             let p: InspectRequest = request.params()?;

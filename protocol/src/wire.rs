@@ -52,6 +52,7 @@ mod state;
 mod timers;
 mod tunnels;
 mod validation;
+mod view;
 mod work;
 mod workspaces;
 pub use actions::*;
@@ -75,6 +76,7 @@ pub use state::*;
 pub use timers::*;
 pub use tunnels::*;
 pub use validation::*;
+pub use view::*;
 pub use work::*;
 pub use workspaces::*;
 
@@ -296,6 +298,7 @@ calls! {
     ActionListParams => ActionListResult: "action.list";
     WorkActionsParams => WorkActionsResult: "work.actions";
     WorkActParams => WorkActResult: "work.act";
+    ViewRenderParams => ViewRenderResult: "view.render";
     OperationGateParams => OperationGateResult: "operation.gate";
     WorkAdmitParams => WorkAdmitResult: "work.admit";
     WorkSettleHoldParams => WorkSettleHoldResult: "work.settle_hold";

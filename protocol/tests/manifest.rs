@@ -861,19 +861,27 @@ fn probe_summaries_are_one_line() {
 
 fn with_page(mut v: Value) -> Value {
     v["provides"]["actions"] = json!(true);
+    v["provides"]["panels"] = json!(true);
     v["provides"]["pages"] = json!([{
-        "id": "support-desk", "title": "Support desk", "entry": "support",
+        "id": "desk", "title": "Support desk", "entry": "support",
         "work_kind": "support-thread", "start": "open", "compose": ["say"], "route": "support"
     }]);
     v
 }
 
 #[test]
-fn a_page_needs_actions() {
+fn a_page_needs_actions_and_panels() {
     let mut v = with_page(support());
     valid(&v);
     v["provides"]["actions"] = json!(false);
     assert_invalid(&v, "page_actions", "provides.pages[0]");
+    let mut v = with_page(support());
+    v["provides"]["panels"] = json!(false);
+    assert_invalid(
+        &v,
+        "page_panels",
+        "provides.pages[0]: a page is drawn from the package's panels",
+    );
 }
 
 #[test]
@@ -881,6 +889,62 @@ fn a_page_names_its_own_entry_kind_and_route() {
     let mut v = with_page(support());
     v["provides"]["pages"][0]["work_kind"] = json!("support-other");
     assert_invalid(&v, "page_reference", "provides.pages[0].work_kind");
+    let mut v = with_page(support());
+    v["provides"]["pages"][0]["entry"] = json!("other");
+    assert_invalid(&v, "page_reference", "provides.pages[0].entry");
+    let mut v = with_page(support());
+    v["provides"]["pages"][0]["route"] = json!("other");
+    assert_invalid(&v, "page_reference", "provides.pages[0].route");
+}
+
+#[test]
+fn a_page_of_panels_needs_no_session() {
+    // Only id, title and entry: a page drawn from the package's page panels.
+    let mut v = with_page(support());
+    v["provides"]["pages"] = json!([{"id": "asks", "title": "What waits for a person",
+                                     "entry": "support"}]);
+    let m = valid(&v);
+    assert_eq!(m.provides.pages[0].work_kind, None);
+    assert_eq!(m.provides.pages[0].start, None);
+    v["provides"]["pages"][0]["start"] = json!("");
+    assert_invalid(
+        &v,
+        "page_actions",
+        "provides.pages[0].start: must name an action",
+    );
+    v["provides"]["pages"][0]["start"] = json!("open");
+    v["provides"]["pages"][0]["compose"] = json!(["say\nmore"]);
+    assert_invalid(&v, "page_actions", "provides.pages[0].compose[0]");
+}
+
+#[test]
+fn page_ids_are_distinct_identifiers() {
+    for bad in ["Desk", "desk.one", "", "1desk"] {
+        let mut v = with_page(support());
+        v["provides"]["pages"][0]["id"] = json!(bad);
+        assert_invalid(&v, "name_syntax", "provides.pages[0].id");
+    }
+    let mut v = with_page(support());
+    let page = v["provides"]["pages"][0].clone();
+    v["provides"]["pages"].as_array_mut().unwrap().push(page);
+    assert_invalid(&v, "name_duplicate", "provides.pages[1].id");
+}
+
+#[test]
+fn page_titles_and_summaries_are_one_line() {
+    let mut v = with_page(support());
+    v["provides"]["pages"][0]["title"] = json!("x".repeat(65));
+    assert_invalid(&v, "page_title", "provides.pages[0].title");
+    let mut v = with_page(support());
+    v["provides"]["pages"][0]["summary"] = json!("a\nb");
+    assert_invalid(&v, "page_summary", "provides.pages[0].summary");
+}
+
+#[test]
+fn an_unknown_page_field_needs_a_newer_open_conduit() {
+    let mut v = with_page(support());
+    v["provides"]["pages"][0]["layout"] = json!("wide");
+    assert!(parse(&v).unwrap_err().needs_newer());
 }
 
 #[test]
@@ -889,7 +953,7 @@ fn there_are_at_most_four_pages() {
     let page = v["provides"]["pages"][0].clone();
     for i in 0..4 {
         let mut p = page.clone();
-        p["id"] = json!(format!("support-{i}"));
+        p["id"] = json!(format!("desk-{i}"));
         v["provides"]["pages"].as_array_mut().unwrap().push(p);
     }
     assert_invalid(&v, "pages_count", "provides.pages");

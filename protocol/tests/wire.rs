@@ -1236,6 +1236,50 @@ fn every_typed_method_round_trips() {
         },
     ));
     add(round_trip(
+        ViewRenderParams {
+            surface: ViewSurface::Page,
+            work_id: String::new(),
+            page: "asks".into(),
+            scope_id: "acme".into(),
+        },
+        ViewRenderResult {
+            panels: vec![Panel {
+                id: "ask-a-1".into(),
+                title: "Which branch?".into(),
+                work_id: "w-1".into(),
+                sections: vec![Section {
+                    heading: "Asked".into(),
+                    text: "Which branch should the fix go to?".into(),
+                    fields: vec![protocol::wire::Field {
+                        label: "Work".into(),
+                        value: "w-1".into(),
+                    }],
+                    messages: vec![Message {
+                        from: MessageFrom::Operator,
+                        label: "cli:alice".into(),
+                        text: "main".into(),
+                        at: "2026-10-25T09:00:00Z".into(),
+                        choices: vec!["main".into()],
+                        chosen: "main".into(),
+                    }],
+                    buttons: vec![Button {
+                        label: "main".into(),
+                        action: "answer".into(),
+                        input: json!({"ask_id": "a-1", "choice": "main"}),
+                        style: Some(ButtonStyle::Danger),
+                    }],
+                    input: Some(InputBox {
+                        action: "answer".into(),
+                        name: "answer".into(),
+                        label: "Answer".into(),
+                        choices: vec!["main".into()],
+                        input: json!({"ask_id": "a-1"}),
+                    }),
+                }],
+            }],
+        },
+    ));
+    add(round_trip(
         OperationGateParams {
             operation: "github.open_pull_request".into(),
             owner: "github".into(),

@@ -34,6 +34,7 @@
 pub mod config;
 pub mod detached;
 pub mod dirs;
+pub mod live;
 pub mod nofollow;
 /// What `/proc` shows of processes: stat lines, group and session members, the
 /// wrapper's identity, the session/group trust checks of [`detached::Launch`].

@@ -31,6 +31,7 @@ pub mod messages;
 pub mod pause;
 pub mod sieve;
 pub mod standins;
+pub mod webdriver;
 
 /// How long anything here may take before a test calls it hung. Nothing measures time.
 pub const HANG: Duration = Duration::from_secs(60);

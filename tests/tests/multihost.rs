@@ -91,7 +91,7 @@ impl Up {
             .arg(&state)
             .arg("--config")
             .arg(config)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0"])
             .env("OPEN_CONDUIT_HOST_LEASE_S", host_lease_s.to_string())
             .env_remove("OC_LOG")
             .env_remove("OPEN_CONDUIT_BUS")

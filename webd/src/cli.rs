@@ -1,10 +1,11 @@
 //! `open-conduit-webd`: arguments, start-up and the main loop.
 //!
-//! It joins the bus as a plain client, takes the listening socket systemd passes
-//! (named `http`) or binds `--listen`, and serves the API ([`crate::api`]) until it is
-//! told to stop; the login tokens are read from `<state>/webd/tokens`.
+//! It takes the listening socket systemd passes (named `http`) or binds `--listen`,
+//! joins the bus as the service `webd` (answering `web.status`, receiving the topics
+//! the live streams pass on), and serves the API and the pages ([`crate::app`]) until
+//! it is told to stop; the login tokens are read from `<state>/webd/tokens`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +14,14 @@ use clap::Parser;
 use daemon::bus::{Bus, BusOptions};
 use daemon::{Activation, LogTarget, Notifier, Signal, Signals};
 
-use crate::api::Api;
+use crate::app::Service;
+use crate::auth::{Auth, Trusted};
+use crate::context::App;
+use crate::live::Hub;
 use crate::server::{serve, Limits};
 use crate::tokens::Tokens;
 
-/// The Open Conduit web daemon: the JSON HTTP API.
+/// The Open Conduit web daemon: the web view and its JSON HTTP API.
 #[derive(Parser, Debug)]
 #[command(name = "open-conduit-webd", version)]
 pub struct Args {
@@ -36,6 +40,17 @@ pub struct Args {
     /// The bus socket.
     #[arg(long, env = "OPEN_CONDUIT_BUS", default_value = daemon::bus::DEFAULT_BUS_SOCKET)]
     pub bus: PathBuf,
+    /// A header a reverse proxy in front names the signed-in person in
+    /// (`X-Forwarded-User`); taken only from `--trusted-proxy` addresses.
+    #[arg(long, env = "OPEN_CONDUIT_WEB_TRUSTED_HEADER")]
+    pub trusted_header: Option<String>,
+    /// The addresses the reverse proxy connects from (default: loopback).
+    #[arg(long, env = "OPEN_CONDUIT_WEB_TRUSTED_PROXY", value_delimiter = ',')]
+    pub trusted_proxy: Vec<IpAddr>,
+    /// Mark session cookies Secure whatever the request says (set it when a TLS proxy
+    /// that does not send `X-Forwarded-Proto` is in front).
+    #[arg(long)]
+    pub secure_cookies: bool,
     /// Where logs go: auto (journald when started by it), journald or stderr.
     #[arg(long, default_value = "auto")]
     pub log: LogTarget,
@@ -67,16 +82,51 @@ async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Resu
         header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
         ..Limits::default()
     };
-    let bus = Bus::start(BusOptions::client(&args.bus));
-    let tokens = Tokens::new(crate::tokens::path(&args.state));
-    let api = Arc::new(Api::new(bus.clone(), tokens));
+    let trusted = match &args.trusted_header {
+        None => None,
+        Some(h) => Some(Trusted {
+            header: hyper::header::HeaderName::from_bytes(h.trim().as_bytes())
+                .map_err(|e| format!("--trusted-header {h:?}: {e}"))?,
+            proxies: if args.trusted_proxy.is_empty() {
+                vec![
+                    IpAddr::from([127, 0, 0, 1]),
+                    IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                ]
+            } else {
+                args.trusted_proxy.clone()
+            },
+        }),
+    };
+    let auth = Auth::new(
+        Tokens::new(crate::tokens::path(&args.state)),
+        trusted,
+        args.secure_cookies,
+    )?;
+    let (streams_stop, streams_stop_rx) = tokio::sync::watch::channel(false);
+    let hub = Arc::new(Hub::new(streams_stop_rx));
+    let service = Arc::new(Service {
+        hub: Arc::clone(&hub),
+        app: std::sync::OnceLock::new(),
+        listen: local.clone(),
+    });
+    let bus = Bus::start(
+        BusOptions::service(&args.bus, "webd", &["web"], service.clone())
+            .with_topics(crate::live::TOPICS),
+    );
+    let app = Arc::new(App {
+        bus: bus.clone(),
+        auth,
+        hub,
+        listen: local.clone(),
+    });
+    let _ = service.app.set(Arc::clone(&app));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut server = tokio::spawn(serve(listener, api, limits, async move {
+    let mut server = tokio::spawn(serve(listener, app, limits, async move {
         let _ = stop_rx.await;
     }));
     let _ = notifier.ready();
-    let _ = notifier.status(&format!("serving the API on {local}"));
-    tracing::info!(listen = %local, "serving the API");
+    let _ = notifier.status(&format!("serving the web view on http://{local}/"));
+    tracing::info!(listen = %local, "serving the web view");
     let mut watchdog = notifier.watchdog_ticker();
     let mut stop_tx = Some(stop_tx);
     loop {
@@ -92,6 +142,8 @@ async fn run(args: Args, notifier: Notifier, mut activation: Activation) -> Resu
                 Signal::Stop => {
                     let _ = notifier.stopping();
                     tracing::info!("stopping: finishing the requests in flight");
+                    // The live streams never end on their own: end them first.
+                    let _ = streams_stop.send(true);
                     if let Some(tx) = stop_tx.take() {
                         let _ = tx.send(());
                     }

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::api::Api;
+use crate::context::App;
 
 /// The server's bounds.
 #[derive(Debug, Clone)]
@@ -38,10 +38,10 @@ impl Default for Limits {
     }
 }
 
-/// Serve the API on `listener` until `stop` resolves.
+/// Serve the web view and its API on `listener` until `stop` resolves.
 pub async fn serve(
     listener: TcpListener,
-    api: Arc<Api>,
+    app: Arc<App>,
     limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
@@ -81,11 +81,12 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let (api, builder, mut stop) = (Arc::clone(&api), Arc::clone(&builder), stop_rx.clone());
+        let (app, builder, mut stop) = (Arc::clone(&app), Arc::clone(&builder), stop_rx.clone());
         tasks.spawn(async move {
             let _permit = permit;
-            let service =
-                hyper::service::service_fn(move |req| crate::api::handle(Arc::clone(&api), req));
+            let service = hyper::service::service_fn(move |req| {
+                crate::app::handle(Arc::clone(&app), remote, req)
+            });
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             let mut stopping = *stop.borrow_and_update();

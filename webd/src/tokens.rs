@@ -132,9 +132,27 @@ impl Tokens {
         }
     }
 
-    /// The person `token` signs in as; `None` for a token not recorded (or no file).
-    /// `Err` says why the file cannot be read.
+    /// The person `token` signs in as, if it is a recorded login token.
     pub fn person(&self, token: &str) -> Result<Option<String>, String> {
+        let d = digest(token);
+        self.with(|m| m.get(&d).cloned())
+    }
+
+    /// The recorded token whose session ID ([`session_id`]) is `id`: its digest and
+    /// its person.
+    pub fn by_session_id(&self, id: &str) -> Result<Option<(String, String)>, String> {
+        self.with(|m| {
+            m.iter()
+                .find(|(d, _)| session_id(d) == id)
+                .map(|(d, p)| (d.clone(), p.clone()))
+        })
+    }
+
+    /// Read the file again when it changed, then look in it.
+    fn with<T>(
+        &self,
+        look: impl FnOnce(&HashMap<String, String>) -> Option<T>,
+    ) -> Result<Option<T>, String> {
         let meta = match std::fs::metadata(&self.path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -153,10 +171,15 @@ impl Tokens {
                 .map_err(|e| format!("{}: {e}", self.path.display()))?;
             *cache = Some((stamp, parse(&text)));
         }
-        Ok(cache
-            .as_ref()
-            .and_then(|(_, m)| m.get(&digest(token)).cloned()))
+        Ok(cache.as_ref().and_then(|(_, m)| look(m)))
     }
+}
+
+/// The public name of a recorded token in a session cookie: 16 hex digits of the
+/// SHA-256 of its digest (which says nothing of the token).
+pub fn session_id(digest: &str) -> String {
+    let h = protocol::random::to_hex(&Sha256::digest(digest.as_bytes()));
+    h.get(..16).unwrap_or(&h).to_owned()
 }
 
 #[cfg(test)]

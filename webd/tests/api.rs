@@ -70,6 +70,21 @@ struct Client {
     addr: SocketAddr,
     token: Option<String>,
     seen: Vec<(String, Response)>,
+    /// A session cookie (`oc_session=…`) and its CSRF token, sent when set.
+    cookie: Option<String>,
+    csrf: Option<String>,
+}
+
+impl Client {
+    fn new(addr: SocketAddr, token: Option<String>) -> Client {
+        Client {
+            addr,
+            token,
+            seen: Vec::new(),
+            cookie: None,
+            csrf: None,
+        }
+    }
 }
 
 impl Client {
@@ -87,6 +102,12 @@ impl Client {
         }
         if let Some(c) = content_type {
             headers.push(("Content-Type", c));
+        }
+        if let Some(c) = &self.cookie {
+            headers.push(("Cookie", c.as_str()));
+        }
+        if let Some(c) = &self.csrf {
+            headers.push(("X-CSRF-Token", c.as_str()));
         }
         let r = request(self.addr, method, path, &headers, body);
         self.seen.push((format!("{method} {path}"), r.clone()));
@@ -214,6 +235,42 @@ fn reads(c: &mut Client, work: &str, seq: i64) {
     assert!(asks["asks"].is_array(), "{asks}");
     let actions = c.ok(&format!("/api/works/{work}/actions"));
     assert!(actions.is_object(), "{actions}");
+    let session = c.ok("/api/session");
+    assert_eq!(session["person"], "web:alice", "{session}");
+    let hosts = c.ok("/api/hosts");
+    assert!(hosts["hosts"].is_array(), "{hosts}");
+    // The configuration, its secret reference redacted.
+    let config = c.ok("/api/config");
+    assert_eq!(config["check"]["ok"], true, "{config}");
+    assert_eq!(config["scopes"], json!(["demo"]), "{config}");
+    assert_eq!(
+        config["config"]["connections"][0]["secret_refs"]["secret"], "[redacted]",
+        "{config}"
+    );
+    assert!(!config.to_string().contains("hook-secret"), "{config}");
+    // A route trace of the recorded Event, and of one given by type: the webhook
+    // entry's route has its verdict, and nothing is written.
+    let before = c.ok("/api/events?after=0&limit=200")["events"]
+        .as_array()
+        .unwrap()
+        .len();
+    let trace = c.ok(&format!("/api/route-trace?scope=demo&sample={seq}"));
+    assert_eq!(trace["event"]["type"], "test.poked", "{trace}");
+    assert!(trace["records"].is_array(), "{trace}");
+    let typed =
+        c.ok("/api/route-trace?scope=demo&type=webhook.received&source=webhook%2Fci&keys=a%2Cb");
+    assert_eq!(typed["event"]["keys"], json!(["a", "b"]), "{typed}");
+    let after = c.ok("/api/events?after=0&limit=200&routing=true");
+    assert_eq!(after["events"].as_array().unwrap().len(), before, "{after}");
+    assert!(after["events"][0]["routing"].is_object(), "{after}");
+    let panels = c.ok(&format!("/api/works/{work}/panels"));
+    assert!(panels["panels"].is_array(), "{panels}");
+    let output = c.ok(&format!("/api/works/{work}/output"));
+    assert!(output["outputs"].is_array(), "{output}");
+    let pages = c.ok("/api/pages");
+    assert!(pages["pages"].is_array(), "{pages}");
+    let none = c.ok("/api/works?scope=demo&binding=no-such-binding");
+    assert_eq!(none["works"], json!([]), "{none}");
 }
 
 fn the_web_api() {
@@ -231,11 +288,7 @@ fn the_web_api() {
     );
 
     // Not signed in: 401, with the way to sign in.
-    let mut nobody = Client {
-        addr: suite.web,
-        token: None,
-        seen: Vec::new(),
-    };
+    let mut nobody = Client::new(suite.web, None);
     for path in [
         "/api/works",
         "/api/events",
@@ -256,22 +309,15 @@ fn the_web_api() {
         b"{}",
     );
     assert_eq!(r.status, 401, "{}", r.text());
-    let mut stranger = Client {
-        addr: suite.web,
-        token: Some("oct_not-a-minted-token".into()),
-        seen: Vec::new(),
-    };
+    let mut stranger = Client::new(suite.web, Some("oct_not-a-minted-token".into()));
     assert_eq!(stranger.get("/api/works").0, 401);
     // The document is served to anyone, and is the checked-in one.
     let doc = nobody.ok("/api/openapi.json");
     let file: Value = serde_json::from_str(webd::OPENAPI).unwrap();
     assert_eq!(doc, file);
 
-    let mut alice = Client {
-        addr: suite.web,
-        token: Some(token.clone()),
-        seen: Vec::new(),
-    };
+    let mut alice = Client::new(suite.web, Some(token.clone()));
+    let mut all_pages = Vec::new();
     let (work, seq) = work_through_the_store(&suite, "test:1");
     reads(&mut alice, &work, seq);
     // Bounds and bad parameters: 400 naming them.
@@ -284,6 +330,8 @@ fn the_web_api() {
     let (status, said) = alice.get("/api/works?state=asleep");
     assert_eq!(status, 400, "{said}");
     let (status, said) = alice.get("/api/works?colour=red");
+    assert_eq!(status, 400, "{said}");
+    let (status, said) = alice.get("/api/route-trace?type=x");
     assert_eq!(status, 400, "{said}");
 
     // A POST that is not JSON (what a cross-site form sends): 403, nothing recorded.
@@ -318,19 +366,103 @@ fn the_web_api() {
     );
     assert_eq!(shown["work"]["state"], "cancelled", "{shown}");
 
+    // Signing in in a browser: a session cookie (HttpOnly, SameSite=Strict), whose
+    // POSTs need its CSRF token; the pages, drawn for that session.
+    let mut browser = Client::new(suite.web, None);
+    let r = browser.send("GET", "/works", None, b"");
+    assert_eq!(r.status, 303, "{}", r.text());
+    assert_eq!(r.header("location"), Some("/login?next=%2Fworks"));
+    let r = browser.send(
+        "POST",
+        "/login",
+        Some("application/x-www-form-urlencoded"),
+        b"token=oct_wrong&next=%2Fworks",
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(r.header("set-cookie").is_none());
+    let form = format!("token={token}&next=%2Fdeliveries");
+    let r = browser.send(
+        "POST",
+        "/login",
+        Some("application/x-www-form-urlencoded"),
+        form.as_bytes(),
+    );
+    assert_eq!(r.status, 303, "{}", r.text());
+    assert_eq!(r.header("location"), Some("/deliveries"));
+    let set = r.header("set-cookie").unwrap().to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    assert!(!set.contains(&token), "{set}");
+    browser.cookie = Some(set.split(';').next().unwrap().to_owned());
+    let (status, session) = browser.get("/api/session");
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["person"], "web:alice", "{session}");
+    let csrf = session["csrf"].as_str().unwrap().to_owned();
+    assert!(!csrf.is_empty());
+    let (third, _) = work_through_the_store(&suite, "test:3");
+    let third_path = format!("/api/works/{third}/actions");
+    let before = suite.events().unwrap().len();
+    // A cross-site POST carries the cookie but not the token: 403, nothing recorded.
+    for ct in ["application/json", "text/plain"] {
+        let r = browser.send("POST", &third_path, Some(ct), b"{\"action\": \"stop\"}");
+        assert_eq!(r.status, 403, "{ct}: {}", r.text());
+    }
+    browser.csrf = Some("0".repeat(64));
+    let (status, said) = browser.post_json(&third_path, &json!({"action": "stop"}));
+    assert_eq!(
+        (status, said["error"]["code"].as_str()),
+        (403, Some("csrf")),
+        "{said}"
+    );
+    assert_eq!(suite.events().unwrap().len(), before);
+    browser.csrf = Some(csrf);
+    let (status, acted) = browser.post_json(&third_path, &json!({"action": "stop"}));
+    assert_eq!(status, 200, "{acted}");
+    let event = suite
+        .call("store.event", json!({"id": acted["event"]}))
+        .unwrap()["event"]
+        .clone();
+    assert_eq!(event["payload"]["caller"], "web:alice", "{event}");
+    for path in [
+        "/works".to_owned(),
+        "/works?state=cancelled&scope=demo".to_owned(),
+        format!("/works/{third}"),
+        "/deliveries".to_owned(),
+        "/extensions".to_owned(),
+        "/config".to_owned(),
+        format!("/config?scope=demo&sample={seq}"),
+        "/pages".to_owned(),
+    ] {
+        let r = browser.send("GET", &path, None, b"");
+        assert_eq!(r.status, 200, "GET {path}: {}", r.text());
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=utf-8"),
+            "{path}"
+        );
+        let html = r.text();
+        assert!(html.contains("web:alice"), "{path}: {html}");
+        if path.starts_with("/works") && !path.contains('?') {
+            assert!(html.contains(&third), "{path}: {html}");
+        }
+        if path.contains("sample") {
+            assert!(html.contains("trace-result"), "{path}: {html}");
+        }
+    }
+    all_pages.extend(std::mem::take(&mut browser.seen));
+
     // Every answer, against the document, through a third-party validator.
     let mut all = std::mem::take(&mut alice.seen);
+    all.append(&mut all_pages);
     all.extend(std::mem::take(&mut nobody.seen));
     all.extend(std::mem::take(&mut stranger.seen));
     match prism(&suite) {
         None => {}
         Some(prism) => {
             let addr: SocketAddr = prism.url.trim_start_matches("http://").parse().unwrap();
-            let mut via = Client {
-                addr,
-                token: Some(token.clone()),
-                seen: Vec::new(),
-            };
+            let mut via = Client::new(addr, Some(token.clone()));
             let (other, seq) = work_through_the_store(&suite, "test:2");
             reads(&mut via, &other, seq);
             let (status, acted) = via.post_json(
@@ -344,11 +476,7 @@ fn the_web_api() {
                 &json!({"action": "stop", "key": "web-test/stop-2"}),
             );
             assert_eq!((status, &again["event"]), (200, &acted["event"]), "{again}");
-            let mut anonymous = Client {
-                addr,
-                token: None,
-                seen: Vec::new(),
-            };
+            let mut anonymous = Client::new(addr, None);
             // Prism itself answers a request without the bearer scheme.
             assert_eq!(anonymous.send("GET", "/api/works", None, b"").status, 401);
             for (what, r) in via.seen.iter().chain(anonymous.seen.iter()) {
@@ -375,11 +503,7 @@ fn the_web_api() {
                 oc_systest::github::start_prism_proxy(&spec, &format!("http://{}", suite.web))
                     .unwrap();
             let addr: SocketAddr = prism.url.trim_start_matches("http://").parse().unwrap();
-            let mut strict = Client {
-                addr,
-                token: Some(token.clone()),
-                seen: Vec::new(),
-            };
+            let mut strict = Client::new(addr, Some(token.clone()));
             let r = strict.send("GET", "/api/works", None, b"");
             assert!(
                 r.header("sl-violations")

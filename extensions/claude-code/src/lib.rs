@@ -9,7 +9,8 @@
 //! a wrapper (this binary re-executed as `__wrap-claude-code`, [`wrapper`]) that is a
 //! session leader of its own, so the segment outlives this process; its
 //! stdin is a pipe this process holds (the prompt, then injected input), and
-//! its stream-json output goes to `out.jsonl` ([`stream`] reads it).
+//! its stream-json output goes to `out.jsonl` ([`stream`] reads it), whose last
+//! bytes `executor.live` answers while the segment runs ([`sdk::live`]).
 //!
 //! Modules: [`config`] the binding config, [`prompt`] the turn's prompt and
 //! stdin messages, [`continuity`] the private per-Work record and the
@@ -33,8 +34,8 @@ pub mod wrapper;
 use executor::ClaudeCode;
 use protocol::wire::{
     CheckRunParams, ExecutorAttachParams, ExecutorForgetParams, ExecutorInjectParams,
-    ExecutorInterruptParams, ExecutorRecoverParams, ExecutorResumeParams, ExecutorRunParams,
-    ExecutorStopParams, ExecutorWaitParams, ValidateParams,
+    ExecutorInterruptParams, ExecutorLiveParams, ExecutorRecoverParams, ExecutorResumeParams,
+    ExecutorRunParams, ExecutorStopParams, ExecutorWaitParams, ValidateParams,
 };
 
 /// The manifest, `open-conduit-extension.json`.
@@ -69,6 +70,7 @@ pub fn extension(cc: ClaudeCode) -> Result<sdk::Extension, String> {
     let ext = handle!(ext, cc, ExecutorStopParams, stop);
     let ext = handle!(ext, cc, ExecutorForgetParams, host, forget);
     let ext = handle!(ext, cc, ExecutorAttachParams, host, attach);
+    let ext = handle!(ext, cc, ExecutorLiveParams, live);
     let ext = ext
         .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(executor::validate(&p)) })
         .on::<CheckRunParams, _, _>(|_ctx, p| async move {
@@ -123,13 +125,13 @@ mod tests {
             "executor.stop",
             "executor.forget",
             "executor.attach",
+            "executor.live",
             "check.run",
             "kv.get",
             "kv.commit",
         ] {
             assert!(m.enables(method), "{method}");
         }
-        assert!(!m.enables("executor.live"));
         assert!(extension(ClaudeCode::new(Default::default())).is_ok());
     }
 }

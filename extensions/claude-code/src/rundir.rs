@@ -26,5 +26,17 @@ pub const MCP: &str = "mcp.json";
 pub const TOKEN: &str = "toolbelt-token";
 /// The Events written to claude's stdin.
 pub const INJECTED: &str = "injected.jsonl";
+/// What `executor.live` shows of a running segment: claude's stream (the JSON
+/// lines of `--output-format stream-json`) and its stderr.
+pub const LIVE_OUTPUTS: &[sdk::live::Output] = &[
+    sdk::live::Output {
+        file: STDOUT,
+        media_type: sdk::live::NDJSON,
+    },
+    sdk::live::Output {
+        file: STDERR,
+        media_type: sdk::live::TEXT,
+    },
+];
 /// The hidden first argument that makes the binary the wrapper.
 pub const WRAP_ARG: &str = "__wrap-claude-code";

@@ -1041,6 +1041,59 @@ async fn an_injection_is_consumed_only_when_echoed() {
     );
 }
 
+/// `executor.live` of a running segment: claude's stream-json lines so far (and its
+/// stderr), then `not_live` once the turn has ended.
+#[tokio::test]
+async fn a_running_turn_shows_its_stream_live() {
+    let s = Scratch::new("live");
+    let h = Arc::new(Host::default());
+    let ext = Ext::start(&h, &s).await;
+    let hold = s.join("hold");
+    let config = s.config(json!({"env": {"FAKE_CLAUDE_HOLD": hold}}));
+    ext.run(request("ex-live", 1, "w-live", &config))
+        .await
+        .unwrap();
+    let live = |tail: u64| {
+        ext.call(
+            "executor.live",
+            json!({"executor": "claude-code", "execution_id": "ex-live", "tail": tail}),
+        )
+    };
+    let stream = within(async {
+        loop {
+            let got: protocol::wire::ExecutorLiveResult =
+                serde_json::from_value(live(0).await.unwrap()).unwrap();
+            let out = got.outputs.iter().find(|o| o.name == "out.jsonl").cloned();
+            if let Some(o) =
+                out.filter(|o| String::from_utf8_lossy(&o.tail).contains("\"assistant\""))
+            {
+                return (got, o);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (all, out) = stream;
+    assert_eq!(out.media_type, "application/x-ndjson");
+    let on_disk = std::fs::read(s.segment("ex-live", 1).join("out.jsonl")).unwrap();
+    assert!(on_disk.starts_with(&out.tail), "the raw file's bytes");
+    let first: Value =
+        serde_json::from_slice(out.tail.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["type"], "system", "{first}");
+    let err = all.outputs.iter().find(|o| o.name == "err.log").unwrap();
+    assert_eq!(err.media_type, "text/plain");
+    // The last bytes only, when fewer are asked.
+    let short: protocol::wire::ExecutorLiveResult =
+        serde_json::from_value(live(8).await.unwrap()).unwrap();
+    assert_eq!(short.outputs[0].tail.len(), 8, "{short:?}");
+    assert!(short.outputs[0].size >= out.size);
+
+    std::fs::write(&hold, b"").unwrap();
+    ext.wait("ex-live").await;
+    let e = live(0).await.unwrap_err();
+    assert_eq!(e.code(), Some("not_live"), "{e}");
+}
+
 #[tokio::test]
 async fn a_usage_limit_hints_the_retry_and_holds_the_executor() {
     let s = Scratch::new("limit");

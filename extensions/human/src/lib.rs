@@ -11,6 +11,8 @@
 //! - `work.actions` and `work.act` ([`actions`]): answer, approve, reject and admit,
 //!   each decided by an identified person (one of the entry's `approvers`, when it
 //!   names some) and recorded by the host as one Event.
+//! - `view.render` ([`view`]): the open asks, approvals and admissions as panels of
+//!   the web view, their buttons those actions, on a Work and on the page `asks`.
 //!
 //! Nothing is kept in the package: an ask or a gate is its Wait (`state.waits`), a
 //! decision its recorded Event (`state.work_events`), a hold the Work's own
@@ -25,13 +27,14 @@ pub mod ask;
 pub mod config;
 pub mod gate;
 pub mod hours;
+pub mod view;
 
 use crate::config::{parse_config, HumanConfig};
 use protocol::wire::{
     clip_line, validate_kind, ConfigureParams, ConfigureResult, Diagnostic, Event,
     OperationGateParams, OperationGateResult, OperationWaitParams, StateWaitsParams,
-    StateWorkEventsParams, StateWorkParams, TaskRunParams, ValidateParams, ValidateResult, Wait,
-    WorkActParams, WorkActionsParams, WorkActionsResult, WorkAdmitParams,
+    StateWorkEventsParams, StateWorkParams, TaskRunParams, ValidateParams, ValidateResult,
+    ViewRenderParams, Wait, WorkActParams, WorkActionsParams, WorkActionsResult, WorkAdmitParams,
 };
 use protocol::{CallError, Code, RpcError};
 use serde_json::{json, Value};
@@ -459,6 +462,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
 /// The extension, with every handler.
 pub fn extension() -> Result<sdk::Extension, String> {
     let state = State::default();
+    let s8 = state.clone();
     let (s1, s2, s3, s4, s5, s6, s7) = (
         state.clone(),
         state.clone(),
@@ -498,6 +502,10 @@ pub fn extension() -> Result<sdk::Extension, String> {
             let state = s7.clone();
             async move { run_task(&state, &ctx.host, &p).await }
         })
+        .on::<ViewRenderParams, _, _>(move |ctx, p| {
+            let state = s8.clone();
+            async move { view::render(&state, &ctx.host, &p).await }
+        })
         .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(validate(&p)) });
     match ext.errors().first() {
         Some(e) => Err(e.to_string()),
@@ -518,7 +526,14 @@ mod tests {
         assert_eq!(m.name, NAME);
         assert_eq!(m.command, ["oc-human-extension"]);
         let p = &m.provides;
-        assert!(p.operation_gate && p.start_gate && p.actions);
+        assert!(p.operation_gate && p.start_gate && p.actions && p.panels);
+        assert_eq!(
+            p.pages
+                .iter()
+                .map(|x| (x.id.as_str(), x.title.as_str(), x.entry.as_str()))
+                .collect::<Vec<_>>(),
+            [(view::PAGE_ASKS, "What waits for a person", ENTRY_TYPE)]
+        );
         assert!(p
             .operations
             .iter()
@@ -534,6 +549,7 @@ mod tests {
             "work.act",
             "task.run",
             "state.waits",
+            "view.render",
         ] {
             assert!(m.enables(method), "{method}");
         }

@@ -770,3 +770,141 @@ async fn configure_and_validate_name_the_bad_field() {
         "/gates/0/timeout_s: 0 is outside 1-2592000 (seconds; at most 30 days)"
     );
 }
+
+async fn render(ext: &Running, params: Value) -> Result<Vec<Value>, RpcError> {
+    match within(ext.peer.call("view.render", &params)).await {
+        Ok(r) => {
+            let result: protocol::wire::ViewRenderResult =
+                serde_json::from_value(r.clone()).unwrap();
+            result.validate().unwrap();
+            Ok(r["panels"].as_array().cloned().unwrap_or_default())
+        }
+        Err(CallError::Rpc(e)) => Err(e),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn panels_show_what_waits_on_a_work_and_on_the_page() {
+    let state = Shared::default();
+    let ext = start(&state).await;
+    // acme: w-1 waits on an ask; w-2 is held; w-4 is done (its ask closed); w-5 and
+    // w-6 wait on nothing of the package's (so the page reads past a page of Works).
+    // open: w-3 runs with a parked call.
+    add_work(&state, "w-1", "acme", "waiting", false);
+    add_work(&state, "w-2", "acme", "pending", true);
+    add_work(&state, "w-3", "open", "running", false);
+    add_work(&state, "w-4", "acme", "completed", false);
+    add_work(&state, "w-0", "acme", "waiting", false);
+    add_work(&state, "w-00", "acme", "waiting", false);
+    let ask = WaitRequest {
+        description: "Which database?".into(),
+        plan: json!({"kind": "ask", "ask_id": "a-1", "question": "Which database?\nFor the cache.",
+                     "choices": ["postgres", "sqlite"]}),
+        ..WaitRequest::default()
+    };
+    declare(&state, "w-1", "wt-1", &ask);
+    let gate = WaitRequest {
+        plan: json!({"kind": "gate", "gate_id": "g-1", "operation": "github.open_pull_request",
+                     "input": "title=\"Fix\""}),
+        ..WaitRequest::default()
+    };
+    declare(&state, "w-3", "wt-3", &gate);
+    declare(&state, "w-4", "wt-4", &ask);
+    set_wait_state(&state, "wt-4", "woken");
+
+    // On a Work: its ask, the choices as buttons of `answer`.
+    let panels = render(
+        &ext,
+        json!({"surface": "work", "work_id": "w-1", "scope_id": "acme"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(panels.len(), 1, "{panels:#?}");
+    assert_eq!(panels[0]["id"], "ask-a-1");
+    assert_eq!(panels[0]["work_id"], "w-1");
+    assert_eq!(
+        panels[0]["sections"][0]["text"],
+        "Which database?\nFor the cache."
+    );
+    assert_eq!(
+        panels[0]["sections"][0]["buttons"],
+        json!([
+            {"label": "postgres", "action": "answer", "input": {"ask_id": "a-1", "choice": "postgres"}},
+            {"label": "sqlite", "action": "answer", "input": {"ask_id": "a-1", "choice": "sqlite"}}
+        ])
+    );
+    // A button's input answers the ask.
+    let answered = act(
+        &ext,
+        "w-1",
+        "answer",
+        panels[0]["sections"][0]["buttons"][1]["input"].clone(),
+        "cli:alice",
+    )
+    .await
+    .unwrap();
+    assert_eq!(answered.decision["answer"], "sqlite");
+
+    // Held Work: admit and reject.
+    let panels = render(
+        &ext,
+        json!({"surface": "work", "work_id": "w-2", "scope_id": "acme"}),
+    )
+    .await
+    .unwrap();
+    let actions: Vec<&Value> = panels[0]["sections"][0]["buttons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| &b["action"])
+        .collect();
+    assert_eq!(actions, [&json!("admit"), &json!("reject")], "{panels:#?}");
+    // Nothing open, another scope's Work, an unknown Work: no panels.
+    for (work, scope) in [("w-4", "acme"), ("w-3", "acme"), ("w-9", "acme")] {
+        let none = render(
+            &ext,
+            json!({"surface": "work", "work_id": work, "scope_id": scope}),
+        )
+        .await
+        .unwrap();
+        assert!(none.is_empty(), "{work}: {none:#?}");
+    }
+
+    // The page: every open item across the scopes, each naming its Work.
+    let panels = render(&ext, json!({"surface": "page", "page": "asks"}))
+        .await
+        .unwrap();
+    let shown: Vec<(&str, &str)> = panels
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["work_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("ask-a-1", "w-1"),
+            ("admission-w-2", "w-2"),
+            ("approval-g-1", "w-3")
+        ]
+    );
+    assert_eq!(
+        panels[2]["sections"][0]["fields"][0],
+        json!({"label": "Work", "value": "w-3"})
+    );
+    let only_open = render(
+        &ext,
+        json!({"surface": "page", "page": "asks", "scope_id": "open"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(only_open.len(), 1);
+    let e = render(&ext, json!({"surface": "page", "page": "other"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.app_code(), Some("not_found"));
+    assert!(
+        e.message.contains("human has no page \"other\""),
+        "{}",
+        e.message
+    );
+}

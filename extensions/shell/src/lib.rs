@@ -27,6 +27,8 @@
 //! * `executor.interrupt` and `executor.stop` end the command's whole group
 //!   (SIGTERM, then SIGKILL after `grace_s`); stop answers with physical-stop
 //!   evidence. `executor.forget` removes an ended run's directory.
+//! * `executor.live` answers a running run's stdout and stderr so far: each one's
+//!   size and last bytes ([`sdk::live`]); `not_live` once it has ended.
 //! * `deadline_s` is enforced by the wrapper, so it holds with no extension.
 //!
 //! Modules: [`config`] parses the binding config, [`rundir`] holds the run
@@ -43,8 +45,8 @@ pub mod wrapper;
 
 use executor::Shell;
 use protocol::wire::{
-    ExecutorForgetParams, ExecutorInterruptParams, ExecutorRecoverParams, ExecutorRunParams,
-    ExecutorStopParams, ExecutorWaitParams, ValidateParams,
+    ExecutorForgetParams, ExecutorInterruptParams, ExecutorLiveParams, ExecutorRecoverParams,
+    ExecutorRunParams, ExecutorStopParams, ExecutorWaitParams, ValidateParams,
 };
 
 /// The manifest, `open-conduit-extension.json`.
@@ -57,6 +59,7 @@ pub fn extension(shell: Shell) -> Result<sdk::Extension, String> {
     let wait = shell.clone();
     let interrupt = shell.clone();
     let stop = shell.clone();
+    let live = shell.clone();
     let forget = shell;
     let ext = sdk::Extension::new(MANIFEST)
         .map_err(|e| e.to_string())?
@@ -79,6 +82,10 @@ pub fn extension(shell: Shell) -> Result<sdk::Extension, String> {
         .on::<ExecutorStopParams, _, _>(move |_ctx, p| {
             let s = stop.clone();
             async move { s.stop(p).await }
+        })
+        .on::<ExecutorLiveParams, _, _>(move |_ctx, p| {
+            let s = live.clone();
+            async move { s.live(p).await }
         })
         .on::<ExecutorForgetParams, _, _>(move |_ctx, p| {
             let s = forget.clone();
@@ -130,6 +137,7 @@ mod tests {
             "executor.interrupt",
             "executor.stop",
             "executor.forget",
+            "executor.live",
         ] {
             assert!(m.enables(method), "{method}");
         }

@@ -18,5 +18,16 @@ pub const INPUTS: &str = "inputs.json";
 pub const STDOUT: &str = "stdout";
 /// The command's standard error.
 pub const STDERR: &str = "stderr";
+/// What `executor.live` shows of a running run: its stdout and stderr, as text.
+pub const LIVE_OUTPUTS: &[sdk::live::Output] = &[
+    sdk::live::Output {
+        file: STDOUT,
+        media_type: sdk::live::TEXT,
+    },
+    sdk::live::Output {
+        file: STDERR,
+        media_type: sdk::live::TEXT,
+    },
+];
 /// The hidden first argument that makes the binary the wrapper.
 pub const WRAP_ARG: &str = "__wrap";

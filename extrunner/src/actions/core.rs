@@ -1,7 +1,9 @@
-//! The host's own provider, `core`, with two actions on a Work:
+//! The host's own provider, `core`, with three actions on a Work:
 //!
 //! - `stop`: the Work is cancelled (`sched.cancel`, which stops its running attempt
 //!   first), for a Work that is open (pending, idle, running, waiting, woken);
+//! - `interrupt`: the running attempt's turn is ended (`sched.interrupt`, the
+//!   executor's `executor.interrupt`), for a running Work, which stays open;
 //! - `retry`: the Work runs again (`sched.retry`): a failed or cancelled one is
 //!   reopened, an idle or completed one gets a new turn on the action's Event.
 //!
@@ -11,11 +13,12 @@
 //! recorded; one that changes between the record and the action answers the
 //! action's refusal (the Event stays recorded, and the key is spent).
 
-use busapi::sched::{CancelRequest, RetryRequest};
+use busapi::sched::{CancelRequest, InterruptRequest, RetryRequest};
 use busapi::store::{ActionAcceptRequest, EventInput, WorkRow};
 use daemon::bus::Bus;
 use protocol::wire::{
-    ActionOffer, ActionSubmitResult, ACTION_EVENT_FAMILY, ACTION_RETRY, ACTION_STOP, CORE_PROVIDER,
+    ActionOffer, ActionSubmitResult, ACTION_EVENT_FAMILY, ACTION_INTERRUPT, ACTION_RETRY,
+    ACTION_STOP, CORE_PROVIDER,
 };
 use protocol::{CallError, Code, RpcError};
 use serde_json::json;
@@ -24,6 +27,8 @@ use super::{bus_error, refuse, Act, ACTION_SCHEMA};
 
 /// The Work states `stop` is for: the open ones.
 pub const STOP_STATES: &[&str] = &["pending", "idle", "running", "waiting", "woken"];
+/// The Work states `interrupt` is for.
+pub const INTERRUPT_STATES: &[&str] = &["running"];
 /// The Work states `retry` is for.
 pub const RETRY_STATES: &[&str] = &["failed", "cancelled", "idle", "completed"];
 
@@ -35,6 +40,17 @@ pub fn offers(work: &WorkRow) -> Vec<ActionOffer> {
             id: ACTION_STOP.to_owned(),
             label: "Stop".to_owned(),
             detail: format!("cancel Work {}, stopping its running attempt", work.id),
+            ..ActionOffer::default()
+        });
+    }
+    if INTERRUPT_STATES.contains(&work.state.as_str()) {
+        out.push(ActionOffer {
+            id: ACTION_INTERRUPT.to_owned(),
+            label: "Interrupt".to_owned(),
+            detail: format!(
+                "end the running turn of Work {}; it stays open for its next input",
+                work.id
+            ),
             ..ActionOffer::default()
         });
     }
@@ -53,21 +69,22 @@ pub fn offers(work: &WorkRow) -> Vec<ActionOffer> {
 pub async fn act(bus: &Bus, work: &WorkRow, a: &Act) -> Result<ActionSubmitResult, RpcError> {
     let action = match a.action.as_str() {
         ACTION_STOP => ACTION_STOP,
+        ACTION_INTERRUPT => ACTION_INTERRUPT,
         ACTION_RETRY => ACTION_RETRY,
         other => {
             return Err(refuse(
                 Code::NotFound,
                 format!(
-                    "{CORE_PROVIDER:?} offers no action {other:?}: it offers {ACTION_STOP} and \
-                     {ACTION_RETRY}"
+                    "{CORE_PROVIDER:?} offers no action {other:?}: it offers {ACTION_STOP}, \
+                     {ACTION_INTERRUPT} and {ACTION_RETRY}"
                 ),
             ));
         }
     };
-    let states = if action == ACTION_STOP {
-        STOP_STATES
-    } else {
-        RETRY_STATES
+    let states = match action {
+        ACTION_STOP => STOP_STATES,
+        ACTION_INTERRUPT => INTERRUPT_STATES,
+        _ => RETRY_STATES,
     };
     let reason = format!("{action} by {}", a.caller);
     let mut data = json!({"action": action, "provider": CORE_PROVIDER, "caller": a.caller,
@@ -131,6 +148,14 @@ pub async fn act(bus: &Bus, work: &WorkRow, a: &Act) -> Result<ActionSubmitResul
             ),
             _ => format!("stopped Work {work_id}"),
         }
+    } else if action == ACTION_INTERRUPT {
+        bus.call_typed(&InterruptRequest {
+            work_id: work_id.to_owned(),
+            reason,
+        })
+        .await
+        .map_err(|e| bus_error("the scheduler", e))?;
+        format!("interrupted the running turn of Work {work_id}")
     } else {
         bus.call_typed(&RetryRequest {
             work_id: work_id.to_owned(),

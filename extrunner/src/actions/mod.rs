@@ -21,6 +21,10 @@
 //! (`not_found` otherwise, as for a Work out of reach), the provider and action must
 //! be offered (`not_found`, naming what is), and the fields within their bounds
 //! (`invalid`).
+//!
+//! The web view's panels and pages ([`view`]: `view.panels`, `view.pages`,
+//! `view.page`) are asked of the packages the same way, their buttons taken as
+//! actions with `ext.act`.
 
 use busapi::store::{WorkGetRequest, WorkRow, WorksRequest};
 use daemon::bus::Bus;
@@ -36,6 +40,7 @@ use crate::render::Packages;
 
 pub mod core;
 pub mod provider;
+pub mod view;
 
 pub use self::core::{RETRY_STATES, STOP_STATES};
 

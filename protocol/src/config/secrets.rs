@@ -44,3 +44,31 @@ pub fn resolve_secret_ref(r: &str) -> Result<String, String> {
     let text = text.strip_suffix('\r').unwrap_or(text);
     Ok(text.to_owned())
 }
+
+/// What a copy of a configuration shows in place of each secret reference.
+pub const REDACTED: &str = "[redacted]";
+
+/// A copy of configuration document `doc` for people to read: every value of every
+/// connection's `secret_refs` replaced by [`REDACTED`] (an unset `false` stays),
+/// so neither a secret nor where it is kept is shown.
+pub fn redacted(doc: &serde_json::Value) -> serde_json::Value {
+    let mut c = doc.clone();
+    if let Some(conns) = c
+        .get_mut("connections")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for conn in conns {
+            if let Some(refs) = conn
+                .get_mut("secret_refs")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                for v in refs.values_mut() {
+                    if *v != serde_json::Value::Bool(false) {
+                        *v = serde_json::Value::String(REDACTED.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    c
+}

@@ -251,7 +251,8 @@ pub struct Provides {
     pub schemas: Vec<Schema>,
     /// Read-only setup probes the package serves.
     pub probes: Vec<Probe>,
-    /// Pages of the package's own in the web view (at most four).
+    /// Pages of the package's own in the web view (at most four; they need
+    /// `panels` and `actions`).
     pub pages: Vec<Page>,
     /// Told before a container segment settles (`segment.ended`).
     pub segment_end: bool,
@@ -726,11 +727,13 @@ pub struct ProbeArg {
     pub help: String,
 }
 
-/// A page of the package's own in the web view (`/pages/<id>`).
+/// A page of the package's own in the web view, drawn by core from the package's
+/// panels (`view.render` with surface `page`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Page {
-    /// The page's path segment, under the package's name.
+    /// The page's ID: an identifier, distinct among the package's pages (the web
+    /// view addresses a page by its package and its ID).
     pub id: String,
     /// One line of at most 64 characters.
     pub title: String,
@@ -739,10 +742,12 @@ pub struct Page {
     pub summary: Option<String>,
     /// The package's extension type whose entry offers the page.
     pub entry: String,
-    /// The package's Work kind of a session.
-    pub work_kind: String,
-    /// The action that starts a session.
-    pub start: String,
+    /// The package's Work kind of a session, when the page is one session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_kind: Option<String>,
+    /// The action that starts a session (the spec's; not drawn yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
     /// The actions the message box sends, first offered first.
     #[serde(default)]
     pub compose: Vec<String>,

@@ -261,14 +261,12 @@ impl Manifest {
                 p.tunnels.iter().map(|x| x.type_name.as_str()).collect(),
             ),
             ("tasks", p.tasks.iter().map(|x| x.name.as_str()).collect()),
-            ("pages", p.pages.iter().map(|x| x.id.as_str()).collect()),
         ];
         for (list, names) in &lists {
             let field = match *list {
                 "connections" | "extensions" | "resources" | "sandboxes" | "containers"
                 | "tunnels" => "type",
                 "routes" => "handler",
-                "pages" => "id",
                 _ => "name",
             };
             let mut seen = Seen::new();

@@ -6,8 +6,9 @@
 //! nothing again.
 //!
 //! The host offers the provider [`CORE_PROVIDER`] with the actions [`ACTION_STOP`]
-//! (cancel the Work, stopping its running attempt first) and [`ACTION_RETRY`] (a
-//! failed or cancelled Work is reopened; an idle or completed one gets a new turn).
+//! (cancel the Work, stopping its running attempt first), [`ACTION_INTERRUPT`] (end
+//! the running attempt's turn, the Work staying open) and [`ACTION_RETRY`] (a failed
+//! or cancelled Work is reopened; an idle or completed one gets a new turn).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,6 +17,9 @@ use serde_json::Value;
 pub const CORE_PROVIDER: &str = "core";
 /// `core`'s `stop`: cancel the Work, stopping its running attempt first.
 pub const ACTION_STOP: &str = "stop";
+/// `core`'s `interrupt`: end the running attempt's turn (the executor's
+/// `executor.interrupt`); the Work stays open for its next input.
+pub const ACTION_INTERRUPT: &str = "interrupt";
 /// `core`'s `retry`: reopen a failed or cancelled Work, or give an idle or completed
 /// one a new turn.
 pub const ACTION_RETRY: &str = "retry";

@@ -1,5 +1,5 @@
-//! The controls on a run: `executor.inject`, `interrupt`, `stop`, `forget` and
-//! `attach`.
+//! The controls on a run: `executor.inject`, `interrupt`, `stop`, `live`,
+//! `forget` and `attach`.
 
 use super::*;
 
@@ -131,6 +131,22 @@ impl ClaudeCode {
             .stop(WORDS)
             .await
             .map_err(|e| internal(format!("asking the wrapper to end claude: {e}")))
+    }
+
+    /// `executor.live`: the running segment's stream so far (`out.jsonl`, claude's
+    /// stream-json lines, and `err.log`), each one's size and last `tail` bytes
+    /// ([`sdk::live::answer`]). The segment is the one this process follows, else
+    /// the execution's latest on disk (as stop finds it); one that has ended, or
+    /// none, is `not_live`.
+    pub async fn live(&self, p: ExecutorLiveParams) -> Result<ExecutorLiveResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        check_id(id)?;
+        let launch = match self.get(id) {
+            Some(run) => run.launch.clone(),
+            None => latest_segment(&self.runs_dir().join(id)).and_then(|(_, dir)| on_disk(&dir)),
+        };
+        sdk::live::answer(launch.as_ref(), id, rundir::LIVE_OUTPUTS, p.tail).await
     }
 
     /// `executor.forget`: removes the segment directories of an ended

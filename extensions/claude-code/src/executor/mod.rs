@@ -1,5 +1,5 @@
 //! The `claude-code` executor's methods: run, resume, recover, wait, inject,
-//! interrupt, stop, forget, attach, and validate for its binding config.
+//! interrupt, stop, live, forget, attach, and validate for its binding config.
 //!
 //! A run is one or more segments (`<runs>/<execution_id>/<n>/`): each is one
 //! detached `claude -p` under the wrapper. What a segment is lives on disk
@@ -10,7 +10,7 @@
 //! This module holds the shared state, the table, the helpers and `validate`;
 //! the methods are split by concern: `launch` (run, resume, the decision and
 //! the launch), `recover` (adoption), `result` (wait and the result of a
-//! segment) and `controls` (inject, interrupt, stop, forget, attach).
+//! segment) and `controls` (inject, interrupt, stop, live, forget, attach).
 
 mod controls;
 mod launch;
@@ -28,11 +28,12 @@ use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, CheckRunParams, CheckRunResult, Diagnostic,
     ExecutionPersistRecoveryParams, ExecutorAttachParams, ExecutorAttachResult,
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInjectParams, ExecutorInjectResult,
-    ExecutorInterruptParams, ExecutorInterruptResult, ExecutorRecoverParams, ExecutorRecoverResult,
-    ExecutorResumeParams, ExecutorResumeResult, ExecutorRunParams, ExecutorRunResult,
-    ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, KvCommitParams,
-    KvDelete, KvPut, Outcome, Payload, ProvidedResource, RetryHint, RunRequest,
-    SecretResolveParams, Usage, ValidateParams, ValidateResult,
+    ExecutorInterruptParams, ExecutorInterruptResult, ExecutorLiveParams, ExecutorLiveResult,
+    ExecutorRecoverParams, ExecutorRecoverResult, ExecutorResumeParams, ExecutorResumeResult,
+    ExecutorRunParams, ExecutorRunResult, ExecutorStopParams, ExecutorStopResult,
+    ExecutorWaitParams, ExecutorWaitResult, KvCommitParams, KvDelete, KvPut, Outcome, Payload,
+    ProvidedResource, RetryHint, RunRequest, SecretResolveParams, Usage, ValidateParams,
+    ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;

@@ -1,6 +1,6 @@
 //! A started run's controls: `executor.wait` (and the result it builds from the
 //! run directory: status, stdout and stderr as artifacts), `executor.interrupt`,
-//! `executor.stop` and `executor.forget`.
+//! `executor.stop`, `executor.live` and `executor.forget`.
 
 use super::*;
 
@@ -111,6 +111,21 @@ impl Shell {
             .stop(WORDS)
             .await
             .map_err(|e| internal(format!("asking the wrapper to end the command: {e}")))
+    }
+
+    /// `executor.live`: a running run's stdout and stderr so far, each one's size
+    /// and last `tail` bytes ([`sdk::live::answer`]). A run this process follows
+    /// is found in its table, else in its run directory (as stop finds it); one
+    /// that has ended, started no process or is not here is `not_live`.
+    pub async fn live(&self, p: ExecutorLiveParams) -> Result<ExecutorLiveResult, RpcError> {
+        check_executor(&p.executor)?;
+        let id = p.execution_id.as_str();
+        check_id(id)?;
+        let launch = match self.get(id) {
+            Some(run) => run.launch.clone(),
+            None => on_disk(&self.runs_dir().join(id)),
+        };
+        sdk::live::answer(launch.as_ref(), id, rundir::LIVE_OUTPUTS, p.tail).await
     }
 
     /// `executor.forget`: removes the run directory of an ended run (or of every

@@ -1,5 +1,5 @@
-//! The `shell` executor's methods: run, recover, wait, interrupt, stop, forget,
-//! and validate for its binding config.
+//! The `shell` executor's methods: run, recover, wait, interrupt, stop, live,
+//! forget, and validate for its binding config.
 //!
 //! What a run is lives on disk, in its run directory ([`crate::rundir`]); this
 //! process only keeps a table of the runs it started or adopted, so it can
@@ -9,7 +9,7 @@
 //! so a run that could not be adopted can still be stopped and cleaned up.
 //!
 //! Modules: `launch` (`executor.run`), `recover` (`executor.recover`),
-//! `controls` (wait, interrupt, stop, forget).
+//! `controls` (wait, interrupt, stop, live, forget).
 
 mod controls;
 mod launch;
@@ -21,9 +21,10 @@ use protocol::sandbox::{SandboxLaunch, SandboxNeeds};
 use protocol::wire::{
     clip_line, validate_kind, ArtifactCreateParams, Diagnostic, ExecutionPersistRecoveryParams,
     ExecutorForgetParams, ExecutorForgetResult, ExecutorInterruptParams, ExecutorInterruptResult,
-    ExecutorRecoverParams, ExecutorRecoverResult, ExecutorRunParams, ExecutorRunResult,
-    ExecutorStopParams, ExecutorStopResult, ExecutorWaitParams, ExecutorWaitResult, Outcome,
-    Payload, ProvidedResource, RunRequest, ValidateParams, ValidateResult,
+    ExecutorLiveParams, ExecutorLiveResult, ExecutorRecoverParams, ExecutorRecoverResult,
+    ExecutorRunParams, ExecutorRunResult, ExecutorStopParams, ExecutorStopResult,
+    ExecutorWaitParams, ExecutorWaitResult, Outcome, Payload, ProvidedResource, RunRequest,
+    ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;

@@ -62,8 +62,22 @@ impl Manifest {
                 format!("{} pages, more than {MAX_PAGES}", p.pages.len()),
             ));
         }
+        let mut seen = Seen::new();
         for (i, page) in p.pages.iter().enumerate() {
             let path = format!("provides.pages[{i}]");
+            // A page is addressed by its package and its ID, so the ID is the
+            // package's own: an identifier, not namespaced (docs/decisions.md).
+            if !is_identifier(&page.id) {
+                return Err(invalid(
+                    "name_syntax",
+                    format!("{path}.id"),
+                    format!(
+                        "`{}` is not an identifier (a lower-case letter, then letters, digits, - and _; at most {MAX_IDENTIFIER_BYTES} bytes)",
+                        page.id
+                    ),
+                ));
+            }
+            seen.claim("name_duplicate", &page.id, &format!("{path}.id"))?;
             if page.title.trim().is_empty()
                 || !is_one_line(&page.title)
                 || page.title.chars().count() > MAX_TITLE_CHARS
@@ -90,12 +104,14 @@ impl Manifest {
                     format!("`{}` is not an extension type of this manifest", page.entry),
                 ));
             }
-            if !p.work_kinds.iter().any(|k| k.name == page.work_kind) {
-                return Err(invalid(
-                    "page_reference",
-                    format!("{path}.work_kind"),
-                    format!("`{}` is not a work kind of this manifest", page.work_kind),
-                ));
+            if let Some(kind) = &page.work_kind {
+                if !p.work_kinds.iter().any(|k| &k.name == kind) {
+                    return Err(invalid(
+                        "page_reference",
+                        format!("{path}.work_kind"),
+                        format!("`{kind}` is not a work kind of this manifest"),
+                    ));
+                }
             }
             if let Some(route) = &page.route {
                 if !p.routes.iter().any(|r| &r.handler == route) {
@@ -106,11 +122,32 @@ impl Manifest {
                     ));
                 }
             }
-            if page.start.is_empty() {
+            let mut actions: Vec<(String, &str)> = page
+                .compose
+                .iter()
+                .enumerate()
+                .map(|(j, a)| (format!("{path}.compose[{j}]"), a.as_str()))
+                .collect();
+            if let Some(start) = &page.start {
+                actions.push((format!("{path}.start"), start.as_str()));
+            }
+            for (at, action) in actions {
+                if action.is_empty() || action.len() > MAX_IDENTIFIER_BYTES || !is_one_line(action)
+                {
+                    return Err(invalid(
+                        "page_actions",
+                        at,
+                        format!(
+                            "must name an action: one line of 1 to {MAX_IDENTIFIER_BYTES} bytes"
+                        ),
+                    ));
+                }
+            }
+            if !p.panels {
                 return Err(invalid(
-                    "page_actions",
-                    format!("{path}.start"),
-                    "names no action",
+                    "page_panels",
+                    &path,
+                    "a page is drawn from the package's panels, and the manifest does not declare provides.panels",
                 ));
             }
             if !p.actions {
