@@ -820,6 +820,59 @@ async fn cancel_fences_the_running_attempt(b: Backend) {
     t.close();
 }
 
+/// `recent`: the last changed Work first (ties by ID, descending), paged by the
+/// `<updated_at>|<id>` cursor; a cursor that is not one is refused.
+async fn recent_lists_the_last_changed_first_and_pages_on(b: Backend) {
+    let t = TestStore::new(b, "recent");
+    let s = &t.store;
+    let mut ids = Vec::new();
+    for seq in 1..=5 {
+        t.event(seq, "s1", "x", &[]).await;
+        ids.push(
+            s.route_decide(create(seq, &[]))
+                .await
+                .unwrap()
+                .work_id
+                .unwrap(),
+        );
+    }
+    // The largest ID changes last: by ID it is last, the last changed first it is
+    // first, and the others follow by when they changed.
+    ids.sort();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    s.attempt_start(start(&ids[4], 1000)).await.unwrap();
+    let mut all = Vec::new();
+    let mut after = String::new();
+    loop {
+        let p = s
+            .works(req(json!({"recent": true, "limit": 2, "after": after})))
+            .await
+            .unwrap();
+        assert!(p.works.len() <= 2);
+        all.extend(p.works);
+        if p.next.is_empty() {
+            break;
+        }
+        assert!(p.next.contains('|'), "{}", p.next);
+        after = p.next;
+    }
+    assert_eq!(all.len(), 5, "{all:?}");
+    assert_eq!(all[0].id, ids[4], "the last changed is first: {all:?}");
+    for pair in all.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            (a.updated_at.as_str(), a.id.as_str()) > (b.updated_at.as_str(), b.id.as_str()),
+            "{a:?} before {b:?}"
+        );
+    }
+    let e = s
+        .works(req(json!({"recent": true, "after": ids[0]})))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("cursor"), "{e}");
+    t.close();
+}
+
 async fn reads_are_paged_and_bounded(b: Backend) {
     let t = TestStore::new(b, "reads");
     let s = &t.store;
@@ -1084,6 +1137,7 @@ on_both!(
     a_failed_attempt_is_fenced_by_the_next_and_a_final_failure_closes_the_work,
     cancel_fences_the_running_attempt,
     reads_are_paged_and_bounded,
+    recent_lists_the_last_changed_first_and_pages_on,
     inputs_an_attempt_consumed_while_it_ran_are_done_with_it,
     an_event_that_closes_completes_or_cancels_its_work_and_fences_the_run,
 );

@@ -75,7 +75,7 @@ impl WorkFilter {
     }
 }
 
-/// A page of Works, newest first as the store lists them: `{works, next}`. A binding
+/// A page of Works, the last changed first (`store.works` with `recent`): `{works, next}`. A binding
 /// filter keeps the page's Works of that binding (the page may come back short;
 /// `next` goes on).
 pub async fn works(bus: &Bus, f: &WorkFilter) -> Result<Value, ApiError> {
@@ -85,6 +85,7 @@ pub async fn works(bus: &Bus, f: &WorkFilter) -> Result<Value, ApiError> {
             state: f.state.clone(),
             after: f.after.clone(),
             limit: f.limit,
+            recent: true,
             ..WorksRequest::default()
         })
         .await?;

@@ -392,6 +392,7 @@ pub async fn state_works(
         key: some(&p.key),
         after: p.after.clone(),
         limit: p.limit,
+        recent: false,
     };
     let page = bus
         .call_typed(&request)

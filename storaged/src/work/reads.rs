@@ -136,8 +136,30 @@ pub fn works(
 ) -> Result<WorksResponse, StoreError> {
     let limit = page_limit(req.limit, limits)?;
     check_opt_name("after", &req.after, limits)?;
-    let mut sql = format!("SELECT {WORK_COLS} FROM works WHERE id > ?1");
-    let mut args: Vec<&dyn crate::sql::ToSql> = vec![&req.after];
+    // By ID, the cursor is the last ID; the last changed first, it is
+    // `<updated_at>|<id>` of the last one (nothing before the first page).
+    let (cursor_at, cursor_id) = match req.after.split_once('|') {
+        Some((at, id)) if req.recent => (at.to_owned(), id.to_owned()),
+        _ if req.recent && !req.after.is_empty() => {
+            return Err(StoreError::invalid(
+                "after: with recent, the cursor is a page's next (<updated_at>|<id>)",
+            ))
+        }
+        _ => (String::new(), req.after.clone()),
+    };
+    let mut args: Vec<&dyn crate::sql::ToSql> = Vec::new();
+    let mut sql = if !req.recent {
+        args.push(&cursor_id);
+        format!("SELECT {WORK_COLS} FROM works WHERE id > ?1")
+    } else if req.after.is_empty() {
+        format!("SELECT {WORK_COLS} FROM works WHERE 1 = 1")
+    } else {
+        args.push(&cursor_at);
+        args.push(&cursor_id);
+        format!(
+            "SELECT {WORK_COLS} FROM works WHERE (updated_at < ?1 OR (updated_at = ?1 AND id < ?2))"
+        )
+    };
     for (col, v) in [
         ("scope_id", &req.scope_id),
         ("state", &req.state),
@@ -158,12 +180,19 @@ pub fn works(
         ));
     }
     args.push(&limit);
-    sql.push_str(&format!(" ORDER BY id LIMIT ?{}", args.len()));
-    let works = works_query(conn, &sql, &args, limits)?;
-    let next = if works.len() as i64 == limit {
-        works.last().map(|w| w.id.clone()).unwrap_or_default()
+    let order = if req.recent {
+        "updated_at DESC, id DESC"
     } else {
-        String::new()
+        "id"
+    };
+    sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
+    let works = works_query(conn, &sql, &args, limits)?;
+    let next = match works.last() {
+        Some(w) if works.len() as i64 == limit && req.recent => {
+            format!("{}|{}", w.updated_at, w.id)
+        }
+        Some(w) if works.len() as i64 == limit => w.id.clone(),
+        _ => String::new(),
     };
     Ok(WorksResponse { works, next })
 }

@@ -293,7 +293,10 @@ pub fn config(
         } else {
             ""
         };
-        scopes.push_str(&format!("<option{sel}>{}</option>", esc(s)));
+        scopes.push_str(&format!(
+            "<option value=\"{v}\"{sel}>{v}</option>",
+            v = esc(s)
+        ));
     }
     let mut sample_opts = String::from("<option value=\"\">none: use the type below</option>");
     for e in samples["events"].as_array().into_iter().flatten() {

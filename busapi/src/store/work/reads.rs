@@ -44,7 +44,7 @@ pub struct WorkGetResponse {
     pub work: WorkRow,
 }
 
-/// `store.works`: a page of Works, by ID.
+/// `store.works`: a page of Works, by ID or (`recent`) the last changed first.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorksRequest {
@@ -66,6 +66,10 @@ pub struct WorksRequest {
     /// At most this many.
     #[serde(default)]
     pub limit: u32,
+    /// The last changed first (by `updated_at`, then ID, both descending) instead
+    /// of by ID; the cursor is then `<updated_at>|<id>` of the page's last Work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recent: bool,
 }
 
 /// Result of `store.works`.
