@@ -5,15 +5,8 @@ use std::path::Path;
 
 use crate::output::{Failure, Out};
 
-/// The daemons `logs` knows.
-pub const COMPONENTS: [&str; 6] = [
-    "broker",
-    "storaged",
-    "extrunner",
-    "schedulerd",
-    "ingressd",
-    "webd",
-];
+/// The daemons `logs` knows: those `up` starts.
+pub const COMPONENTS: [&str; 6] = crate::up::DAEMONS;
 
 /// `logs [COMPONENT]`: under `up` (the bus is `<state>/run/bus.sock` and
 /// `<state>/logs/` exists), the log files `up` writes; otherwise the journal

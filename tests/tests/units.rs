@@ -3,9 +3,9 @@
 //! - `systemd-analyze verify` says nothing about any of them, checked against a
 //!   scratch root holding the system's unit directory and a real built binary at each
 //!   path an `ExecStart=` names (verify refuses one that does not exist);
-//! - `systemd-analyze security --offline=yes` rates broker, storaged, schedulerd and
-//!   ingressd at most 2.0 ("OK"), and rates extrunner (whose score `docs/units.md`
-//!   explains);
+//! - `systemd-analyze security --offline=yes` rates broker, storaged, schedulerd,
+//!   ingressd, tunneld and webd at most 2.0 ("OK"), and rates extrunner (whose score
+//!   `docs/units.md` explains);
 //! - every service is what the suite needs to restart one daemon alone;
 //! - the sysusers.d and tmpfiles.d snippets make the user and the directories in a
 //!   scratch root.
@@ -17,14 +17,15 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oc-suite");
 
-/// The five daemons, each with its service unit.
-const DAEMONS: [&str; 6] = [
+/// The daemons, each with its service unit.
+const DAEMONS: [&str; 7] = [
     "broker",
     "storaged",
     "schedulerd",
     "ingressd",
     "extrunner",
     "tunneld",
+    "webd",
 ];
 
 /// The units the target does not want by itself: enabled by the operator when the
@@ -139,6 +140,7 @@ fn systemd_analyze_verify_says_nothing_about_any_unit() {
         "open-conduit-broker.socket",
         "open-conduit-ingressd.socket",
         "open-conduit-toolbelt.socket",
+        "open-conduit-webd.socket",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use busapi::ext::{ActRequest, ActionsRequest};
 use busapi::view::{PageRequest, PagesRequest, PanelsRequest};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, Request, StatusCode};
@@ -208,17 +207,7 @@ async fn act(app: &App, req: Request<Incoming>, id: &str, who: &Who) -> Answer {
         .map(str::to_owned);
     app.auth.check_csrf(who, given.as_deref())?;
     let id = work_id(id)?;
-    let body = Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|e| {
-            fail(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("the body (at most {MAX_BODY_BYTES} bytes): {e}"),
-            )
-        })?
-        .to_bytes();
+    let body = crate::http::read_limited(req.into_body(), MAX_BODY_BYTES, "the body").await?;
     let b: ActBody = serde_json::from_slice(&body).map_err(|e| bad(format!("the body: {e}")))?;
     for (name, v) in [
         ("action", Some(&b.action)),

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use busapi::web::{StatusRequest, WebStatus, HEALTH_PATH};
 use busapi::Call;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, SET_COOKIE};
 use hyper::{Method, Request, StatusCode};
@@ -115,17 +114,7 @@ fn set_cookie(r: &mut Reply, value: &str) {
 async fn read_form(
     req: Request<Incoming>,
 ) -> Result<std::collections::HashMap<String, String>, ApiError> {
-    let body = Limited::new(req.into_body(), MAX_FORM_BYTES)
-        .collect()
-        .await
-        .map_err(|e| {
-            fail(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("the form (at most {MAX_FORM_BYTES} bytes): {e}"),
-            )
-        })?
-        .to_bytes();
+    let body = crate::http::read_limited(req.into_body(), MAX_FORM_BYTES, "the form").await?;
     params(&String::from_utf8_lossy(&body), MAX_FORM_BYTES)
 }
 

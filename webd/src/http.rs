@@ -270,3 +270,22 @@ mod tests {
         );
     }
 }
+
+/// A request's whole body, at most `max` bytes (413 naming `what` and the limit).
+pub async fn read_limited(
+    body: hyper::body::Incoming,
+    max: usize,
+    what: &str,
+) -> Result<Bytes, ApiError> {
+    Ok(http_body_util::Limited::new(body, max)
+        .collect()
+        .await
+        .map_err(|e| {
+            fail(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("{what} (at most {max} bytes): {e}"),
+            )
+        })?
+        .to_bytes())
+}

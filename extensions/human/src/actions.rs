@@ -5,8 +5,8 @@
 
 use crate::config::HumanConfig;
 use crate::{
-    ask_key, gate, gate_key, plan_str, ACTION_ADMIT, ACTION_ANSWER, ACTION_APPROVE, ACTION_REJECT,
-    NAME, WAIT_ACTIVE,
+    ask_key, gate, gate_key, plan_choices, plan_str, ACTION_ADMIT, ACTION_ANSWER, ACTION_APPROVE,
+    ACTION_REJECT, NAME, WAIT_ACTIVE,
 };
 use protocol::wire::{
     clip_line, ActionOffer, HoldSettlement, Wait, WorkActParams, WorkActResult,
@@ -63,13 +63,7 @@ pub fn offers(work: &protocol::wire::Work, waits: &[Wait]) -> Vec<ActionOffer> {
                     continue;
                 };
                 let question = plan_str(&w.plan, "question").unwrap_or(&w.description);
-                let choices: Vec<String> = w.plan["choices"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect();
+                let choices = plan_choices(&w.plan);
                 out.push(ActionOffer {
                     prompt: clip_text(question, MAX_ACTION_TEXT_BYTES),
                     detail: clip_line(question.trim(), MAX_ACTION_TEXT_BYTES),

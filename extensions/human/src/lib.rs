@@ -114,6 +114,17 @@ pub(crate) fn plan_str<'a>(plan: &'a Value, field: &str) -> Option<&'a str> {
     plan.get(field).and_then(Value::as_str)
 }
 
+/// An ask's choices, from its Wait's plan (none for a free-text ask).
+pub(crate) fn plan_choices(plan: &Value) -> Vec<String> {
+    plan["choices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
 /// A call's input in one line for a person: an object's fields as `key=value`
 /// (texts quoted and cut to 80 bytes, lists and objects as `[…]` and `{…}`), at
 /// most 300 bytes.

@@ -12,8 +12,8 @@
 
 use crate::actions::clip_text;
 use crate::{
-    gate, plan_str, waits_of, work_of, State, ACTION_ADMIT, ACTION_ANSWER, ACTION_APPROVE,
-    ACTION_REJECT, NAME, WAIT_ACTIVE,
+    gate, plan_choices, plan_str, waits_of, work_of, State, ACTION_ADMIT, ACTION_ANSWER,
+    ACTION_APPROVE, ACTION_REJECT, NAME, WAIT_ACTIVE,
 };
 use protocol::wire::{
     clip_line, Button, ButtonStyle, Field, InputBox, Panel, Section, StateWorksParams,
@@ -102,13 +102,7 @@ fn fields(work: &Work, on_page: bool, wait: Option<&Wait>) -> Vec<Field> {
 fn ask_panel(work: &Work, w: &Wait, on_page: bool) -> Option<Panel> {
     let ask_id = plan_str(&w.plan, "ask_id")?;
     let question = plan_str(&w.plan, "question").unwrap_or(&w.description);
-    let choices: Vec<String> = w.plan["choices"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect();
+    let choices = plan_choices(&w.plan);
     let mut section = Section {
         text: clip_text(question.trim(), MAX_PANEL_TEXT_BYTES),
         fields: fields(work, on_page, Some(w)),
