@@ -12,6 +12,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
     vec![
         ("webhook", oc_webhook::MANIFEST),
         ("github", oc_github::MANIFEST),
+        ("slack", oc_slack::MANIFEST),
         ("schedule", oc_schedule::MANIFEST),
         ("human", oc_human::MANIFEST),
         ("shell", oc_shell::MANIFEST),

@@ -437,6 +437,7 @@ fn run_extension(name: Option<&str>) -> i32 {
     let ext = match name {
         "webhook" => oc_webhook::extension().map_err(|e| e.to_string()),
         "github" => oc_github::extension().map_err(|e| e.to_string()),
+        "slack" => oc_slack::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
         "human" => oc_human::extension(),
         "shell" => return oc_shell::main(),

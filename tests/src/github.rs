@@ -80,7 +80,7 @@ pub fn start_prism_proxy(spec: &Path, upstream: &str) -> Result<Prism, String> {
 }
 
 /// Prism `mode` (`mock …`, `proxy …`) over `spec`, with `upstream` for a proxy.
-fn start_prism_with(spec: &Path, mode: &str, upstream: &str) -> Result<Prism, String> {
+pub fn start_prism_with(spec: &Path, mode: &str, upstream: &str) -> Result<Prism, String> {
     let bin = api_dir().join("node_modules/.bin/prism");
     let node = Command::new("node").arg("--version").output();
     if !node.is_ok_and(|o| o.status.success()) {

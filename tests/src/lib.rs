@@ -30,6 +30,7 @@ pub mod github;
 pub mod messages;
 pub mod pause;
 pub mod sieve;
+pub mod slack;
 pub mod standins;
 pub mod webdriver;
 
@@ -116,6 +117,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
                 eprintln!("github: {e}");
+                2
+            }
+        },
+        "ext-slack" => match oc_slack::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("slack: {e}");
                 2
             }
         },

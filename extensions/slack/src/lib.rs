@@ -1,0 +1,303 @@
+//! The bundled Slack package (`slack`): Slack threads become Work, over the Events
+//! API (signed HTTP requests through ingressd) or Socket Mode (a WebSocket the
+//! package opens itself, delivering through `ingress.deliver`); the agent answers in
+//! the thread through the package's operations; people steer the Work from Slack.
+//!
+//! Built so far (issue 42, see the crate's README):
+//!
+//! - [`config`] parses the `configure` entries and the `slack` connection's config,
+//!   and registers a source and a request path for each entry.
+//! - [`signature`] verifies `X-Slack-Signature` (v0) with its timestamp window.
+//! - [`intake`] serves `webhook.handle`: verify, answer `url_verification`, and
+//!   turn an `event_callback` into at most one Event ([`project`]).
+//! - [`route`] serves `route.match`: a thread is one Work, with the spec's display.
+//! - [`api`] is a client of Slack's Web API (rate limits, `ok: false` errors).
+//! - [`ops`] serves the toolbelt operations on `operation.call`.
+//! - [`socket`] is the Socket Mode client (its own step of issue 42); the package
+//!   does not open it from a `socket` entry yet.
+
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod config;
+pub mod intake;
+pub mod ops;
+pub mod project;
+pub mod route;
+pub mod signature;
+pub mod socket;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use protocol::wire::{
+    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
+    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+};
+use protocol::{Code, RpcError};
+
+/// The extension's manifest, as shipped beside the binary.
+pub const MANIFEST: &str = include_str!("../open-conduit-extension.json");
+
+/// The package's name, also its entry, connection and route handler type.
+pub const NAME: &str = "slack";
+
+/// The package's Event family.
+pub const FAMILY: &str = "slack.message";
+/// The payload schema of its Events.
+pub const SCHEMA: &str = "slack.message.v1";
+
+/// The connection secret the Web API is called with (`xoxb-…`).
+pub const BOT_TOKEN: &str = "bot_token";
+/// The connection secret that signs Events API and interactivity requests.
+pub const SIGNING_SECRET: &str = "signing_secret";
+/// The connection secret Socket Mode connects with (`xapp-…`).
+pub const APP_TOKEN: &str = "app_token";
+
+/// Secrets resolved through `secret.resolve`, per (scope, connection, name), for one
+/// configuration: every `configure` drops them.
+#[derive(Default)]
+struct Secrets {
+    /// Bumped by every configure, so a resolve that started before one does not
+    /// cache what it got.
+    generation: u64,
+    values: HashMap<(String, String, &'static str), Arc<str>>,
+}
+
+/// What the handlers share: the entries and connections of the last configure, the
+/// secret cache and the Web API clients.
+#[derive(Default)]
+pub struct State {
+    registry: Mutex<Arc<config::Registry>>,
+    connections: Mutex<HashMap<String, Connection>>,
+    secrets: Mutex<Secrets>,
+    clients: Mutex<HashMap<(String, String), api::Client>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl State {
+    /// The entries in force.
+    pub fn registry(&self) -> Arc<config::Registry> {
+        lock(&self.registry).clone()
+    }
+
+    /// Serves `configure`: parses the entries, registers their sources and request
+    /// paths, and (unless it is a dry run) puts them in force, dropping every cached
+    /// secret and client.
+    pub fn configure(
+        &self,
+        params: &protocol::wire::ConfigureParams,
+    ) -> Result<ConfigureResult, RpcError> {
+        let registry = config::Registry::from_params(params)?;
+        let result = registry.configure_result();
+        if !params.dry_run {
+            *lock(&self.connections) = params
+                .connections
+                .iter()
+                .map(|c| (c.name.clone(), c.clone()))
+                .collect();
+            eprintln!(
+                "slack: configured {} entries (generation {})",
+                registry.entries.len(),
+                params.generation
+            );
+            let mut secrets = lock(&self.secrets);
+            secrets.generation += 1;
+            secrets.values.clear();
+            lock(&self.clients).clear();
+            *lock(&self.registry) = Arc::new(registry);
+        }
+        Ok(result)
+    }
+
+    /// Secret `name` of `connection` in `scope_id`: cached, or resolved through the
+    /// host (and cached unless a configure came in between). The error never holds
+    /// a secret.
+    pub async fn secret(
+        &self,
+        host: &sdk::Host,
+        scope_id: &str,
+        connection: &str,
+        name: &'static str,
+    ) -> Result<Arc<str>, RpcError> {
+        let key = (scope_id.to_string(), connection.to_string(), name);
+        let generation = {
+            let secrets = lock(&self.secrets);
+            if let Some(v) = secrets.values.get(&key) {
+                return Ok(v.clone());
+            }
+            secrets.generation
+        };
+        let resolved = host
+            .secret_resolve(&SecretResolveParams {
+                scope_id: scope_id.to_string(),
+                connection: connection.to_string(),
+                names: vec![name.to_string()],
+            })
+            .await
+            .map_err(|e| {
+                RpcError::new(
+                    Code::Unavailable,
+                    format!("resolving {name} of connection {connection}: {e}"),
+                )
+            })?;
+        let value: Arc<str> = resolved
+            .values
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| Arc::from(v.as_str()))
+            .ok_or_else(|| {
+                RpcError::new(
+                    Code::Unauthorized,
+                    format!("connection {connection} has no {name}"),
+                )
+            })?;
+        let mut secrets = lock(&self.secrets);
+        if secrets.generation == generation {
+            secrets.values.insert(key, value.clone());
+        }
+        Ok(value)
+    }
+
+    /// The Web API client of `connection` in `scope_id`: kept, or made from the
+    /// connection's `api_url` and its `bot_token`.
+    pub async fn client(
+        &self,
+        host: &sdk::Host,
+        scope_id: &str,
+        connection: &str,
+    ) -> Result<api::Client, RpcError> {
+        let key = (scope_id.to_string(), connection.to_string());
+        if let Some(c) = lock(&self.clients).get(&key) {
+            return Ok(c.clone());
+        }
+        let generation = lock(&self.secrets).generation;
+        let conn = lock(&self.connections).get(connection).cloned();
+        if let Some(c) = &conn {
+            if c.connection_type != NAME {
+                return Err(RpcError::new(
+                    Code::Invalid,
+                    format!(
+                        "connection {connection} is of type {}, not {NAME}",
+                        c.connection_type
+                    ),
+                ));
+            }
+        }
+        let config = conn.map(|c| c.config).unwrap_or_default();
+        config::check_connection_config(&config)
+            .map_err(|e| RpcError::new(Code::Invalid, format!("connection {connection}: {e}")))?;
+        let token = self.secret(host, scope_id, connection, BOT_TOKEN).await?;
+        let client = api::Client::new(&config::api_url(&config), &token).map_err(|e| e.to_rpc())?;
+        if lock(&self.secrets).generation == generation {
+            lock(&self.clients).insert(key, client.clone());
+        }
+        Ok(client)
+    }
+
+    /// Serves `webhook.handle` with the host's secrets.
+    pub async fn webhook(
+        &self,
+        host: &sdk::Host,
+        params: &WebhookHandleParams,
+    ) -> WebhookHandleResult {
+        let registry = self.registry();
+        let entry = match intake::precheck(&registry, params) {
+            Ok(entry) => entry,
+            Err(answer) => return intake::answer_only(answer),
+        };
+        match self
+            .secret(host, &entry.scope_id, &entry.connection, SIGNING_SECRET)
+            .await
+        {
+            Ok(secret) => intake::process(
+                entry,
+                secret.as_bytes(),
+                params,
+                protocol::time::now_ms() / 1000,
+            ),
+            Err(e) => {
+                // stderr is the extension's log; the answer says no more.
+                eprintln!(
+                    "slack: scope {}, entry {}: {}",
+                    entry.scope_id, entry.name, e.message
+                );
+                intake::answer_only(intake::unavailable())
+            }
+        }
+    }
+}
+
+/// Serves `validate` for the package's own types: an entry's config
+/// (`extension`), a route's (`route`) and a connection's (`connection`), each
+/// problem named by a JSON pointer. Other kinds and types are answered valid.
+pub fn validate(params: &ValidateParams) -> ValidateResult {
+    let mut result = ValidateResult::default();
+    if params.type_name != NAME {
+        return result;
+    }
+    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
+        code: code.to_string(),
+        message,
+        path: path.to_string(),
+    };
+    match params.kind.as_str() {
+        protocol::wire::validate_kind::EXTENSION => match config::parse_entry(&params.config) {
+            Ok(parsed) => result.describe.push(parsed.describe()),
+            Err(e) => {
+                result
+                    .diagnostics
+                    .push(diagnostic("slack_entry_invalid", e.reason, &e.pointer))
+            }
+        },
+        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
+            Ok(parsed) => result.describe.push(parsed.describe()),
+            Err(e) => result.diagnostics.push(diagnostic(
+                "slack_route_invalid",
+                route::RouteConfig::message(&e),
+                &e.pointer,
+            )),
+        },
+        protocol::wire::validate_kind::CONNECTION => {
+            if let Err(e) = config::check_connection_config(&params.config) {
+                result.diagnostics.push(diagnostic(
+                    "slack_connection_invalid",
+                    e.reason,
+                    &e.pointer,
+                ));
+            }
+        }
+        _ => {}
+    }
+    result
+}
+
+/// The package, ready for [`sdk::run`].
+pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
+    let state = Arc::new(State::default());
+    let configure_state = state.clone();
+    let webhook_state = state.clone();
+    let op_state = state;
+    Ok(sdk::Extension::new(MANIFEST)?
+        .on_configure(move |_ctx, params| {
+            let state = configure_state.clone();
+            async move { state.configure(&params) }
+        })
+        .on::<WebhookHandleParams, _, _>(move |ctx, params| {
+            let state = webhook_state.clone();
+            async move { Ok(state.webhook(&ctx.host, &params).await) }
+        })
+        .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
+        .on::<OperationCallParams, _, _>(move |ctx, params| {
+            let state = op_state.clone();
+            async move {
+                ops::call(&state, &ctx.host, &params)
+                    .await
+                    .map_err(ops::for_agent)
+            }
+        })
+        .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
+}
