@@ -343,3 +343,443 @@ fn dechunk(raw: &[u8]) -> std::io::Result<Vec<u8>> {
         rest = rest.get(size + 2..).unwrap_or_default();
     }
 }
+
+// ---------------------------------------------------------------------------
+// A Slack stand-in for Socket Mode and the doctor: `apps.connections.open` and
+// `auth.test` over HTTP (no published description of the first: Slack's is from
+// 2020, docs/decisions.md), and a WebSocket server (RFC 6455, written here: the
+// handshake's SHA-1 and base64, unmasked text frames out, masked frames in) that
+// speaks the Socket Mode envelope protocol as Slack's SDKs' mock servers do: `hello`
+// on connect, envelopes, `{"envelope_id"}` acks, `disconnect`.
+
+/// SHA-1 (FIPS 180-4), for the WebSocket handshake only.
+pub fn sha1(data: &[u8]) -> [u8; 20] {
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut msg = data.to_vec();
+    let bits = (data.len() as u64).wrapping_mul(8);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bits.to_be_bytes());
+    for chunk in msg.chunks(64) {
+        let mut w = [0u32; 80];
+        for (i, word) in chunk.chunks(4).enumerate().take(16) {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, wi) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                _ => (b ^ c ^ d, 0xCA62_C1D6),
+            };
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(*wi);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = t;
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 20];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+/// Standard base64 with padding.
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= c.len() {
+                out.push(char::from(T[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// One WebSocket connection the package opened to the stand-in.
+pub struct WsConn {
+    /// Its number, from 1 in the order the connections came.
+    pub number: usize,
+    writer: Mutex<TcpStream>,
+    closed: AtomicBool,
+}
+
+impl WsConn {
+    fn frame(&self, opcode: u8, payload: &[u8]) -> std::io::Result<()> {
+        let mut f = vec![0x80 | opcode];
+        match payload.len() {
+            n if n < 126 => f.push(n as u8),
+            n if n <= 0xFFFF => {
+                f.push(126);
+                f.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                f.push(127);
+                f.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        f.extend_from_slice(payload);
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| io_err("the writer is poisoned"))?;
+        w.write_all(&f)
+    }
+
+    /// Sends a text message (an envelope, `hello`, `disconnect`).
+    pub fn send(&self, text: &str) -> std::io::Result<()> {
+        self.frame(1, text.as_bytes())
+    }
+
+    /// Drops the TCP connection, without a close frame.
+    pub fn drop_connection(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Whether the connection ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+type AckHook = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+#[derive(Default)]
+struct SockState {
+    conns: Vec<Arc<WsConn>>,
+    /// (envelope ID, connection number, what the hook said when the ack was read).
+    acks: Vec<(String, usize, String)>,
+    opens: usize,
+    refuse_open: bool,
+}
+
+struct SockShared {
+    state: Mutex<SockState>,
+    changed: std::sync::Condvar,
+    hook: Mutex<Option<AckHook>>,
+    bot_token: String,
+    app_token: String,
+    addr: SocketAddr,
+}
+
+/// The Socket Mode and doctor stand-in (see above). Stops accepting when dropped.
+pub struct SocketSlack {
+    /// The connection's `api_url`.
+    pub api_url: String,
+    shared: Arc<SockShared>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for SocketSlack {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.shared.addr);
+        for c in self.connections() {
+            c.drop_connection();
+        }
+    }
+}
+
+impl SocketSlack {
+    /// A stand-in that takes `bot_token` for `auth.test` and `app_token` for
+    /// `apps.connections.open`, on a free loopback port.
+    pub fn start(bot_token: &str, app_token: &str) -> std::io::Result<SocketSlack> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(SockShared {
+            state: Mutex::new(SockState::default()),
+            changed: std::sync::Condvar::new(),
+            hook: Mutex::new(None),
+            bot_token: bot_token.to_string(),
+            app_token: app_token.to_string(),
+            addr,
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || sock_serve(conn, &s));
+            }
+        });
+        Ok(SocketSlack {
+            api_url: format!("http://{addr}"),
+            shared,
+            stop,
+        })
+    }
+
+    /// Runs `hook(envelope_id)` when an ack is read, before the next frame is:
+    /// what it answers is kept with the ack ([`SocketSlack::acks`]).
+    pub fn on_ack(&self, hook: impl Fn(&str) -> String + Send + Sync + 'static) {
+        if let Ok(mut h) = self.shared.hook.lock() {
+            *h = Some(Arc::new(hook));
+        }
+    }
+
+    /// While set, `apps.connections.open` answers `invalid_auth`.
+    pub fn refuse_open(&self, refuse: bool) {
+        if let Ok(mut s) = self.shared.state.lock() {
+            s.refuse_open = refuse;
+        }
+    }
+
+    /// Every connection so far.
+    pub fn connections(&self) -> Vec<Arc<WsConn>> {
+        self.shared
+            .state
+            .lock()
+            .map(|s| s.conns.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many times `apps.connections.open` was called.
+    pub fn opens(&self) -> usize {
+        self.shared.state.lock().map(|s| s.opens).unwrap_or(0)
+    }
+
+    /// Every ack: (envelope ID, connection number, what the hook said).
+    pub fn acks(&self) -> Vec<(String, usize, String)> {
+        self.shared
+            .state
+            .lock()
+            .map(|s| s.acks.clone())
+            .unwrap_or_default()
+    }
+
+    fn wait<T>(&self, what: &str, f: impl Fn(&SockState) -> Option<T>) -> Result<T, String> {
+        let deadline = std::time::Instant::now() + HANG;
+        let mut s = self
+            .shared
+            .state
+            .lock()
+            .map_err(|_| "poisoned".to_string())?;
+        loop {
+            if let Some(v) = f(&s) {
+                return Ok(v);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(format!("{what}: nothing within {HANG:?}"));
+            }
+            s = self
+                .shared
+                .changed
+                .wait_timeout(s, deadline - now)
+                .map_err(|_| "poisoned".to_string())?
+                .0;
+        }
+    }
+
+    /// The `n`th connection (from 1), once the package opened it (`hello` sent).
+    pub fn connection(&self, n: usize) -> Result<Arc<WsConn>, String> {
+        self.wait(&format!("connection {n}"), |s| s.conns.get(n - 1).cloned())
+    }
+
+    /// The ack of `envelope_id`, once read: (connection number, what the hook said).
+    pub fn ack_of(&self, envelope_id: &str) -> Result<(usize, String), String> {
+        self.wait(&format!("the ack of {envelope_id}"), |s| {
+            s.acks
+                .iter()
+                .find(|(id, _, _)| id == envelope_id)
+                .map(|(_, n, h)| (*n, h.clone()))
+        })
+    }
+}
+
+fn json_answer(conn: &mut TcpStream, body: &serde_json::Value) {
+    answer(
+        conn,
+        200,
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+}
+
+fn sock_serve(mut conn: TcpStream, shared: &Arc<SockShared>) {
+    let _ = conn.set_read_timeout(Some(HANG));
+    let Ok(req) = read_request(&mut conn) else {
+        return;
+    };
+    let bearer = req
+        .header("authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_string();
+    match (req.method.as_str(), req.path()) {
+        ("POST", "/apps.connections.open") => {
+            let refuse = {
+                let Ok(mut s) = shared.state.lock() else {
+                    return;
+                };
+                s.opens += 1;
+                s.refuse_open
+            };
+            if refuse || bearer != shared.app_token {
+                json_answer(
+                    &mut conn,
+                    &serde_json::json!({"ok": false, "error": "invalid_auth"}),
+                );
+                return;
+            }
+            let url = format!("ws://{}/link/?ticket=t-{}", shared.addr, bearer.len());
+            json_answer(&mut conn, &serde_json::json!({"ok": true, "url": url}));
+        }
+        ("GET", "/auth.test") => {
+            if bearer != shared.bot_token {
+                json_answer(
+                    &mut conn,
+                    &serde_json::json!({"ok": false, "error": "invalid_auth"}),
+                );
+                return;
+            }
+            json_answer(
+                &mut conn,
+                &serde_json::json!({"ok": true, "url": "https://acme.slack.com/", "team": "Acme",
+                                    "user": "conduit", "team_id": "T111", "user_id": "U111",
+                                    "bot_id": "B111"}),
+            );
+        }
+        ("GET", "/link/") => websocket(conn, &req, shared),
+        _ => json_answer(
+            &mut conn,
+            &serde_json::json!({"ok": false, "error": "unknown_method"}),
+        ),
+    }
+}
+
+fn websocket(mut conn: TcpStream, req: &Request, shared: &Arc<SockShared>) {
+    let Some(key) = req.header("sec-websocket-key") else {
+        answer(&mut conn, 400, None, b"not a WebSocket request");
+        return;
+    };
+    let accept = base64(&sha1(
+        format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11").as_bytes(),
+    ));
+    let head = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    if conn.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let Ok(writer) = conn.try_clone() else {
+        return;
+    };
+    let ws = {
+        let Ok(mut s) = shared.state.lock() else {
+            return;
+        };
+        let ws = Arc::new(WsConn {
+            number: s.conns.len() + 1,
+            writer: Mutex::new(writer),
+            closed: AtomicBool::new(false),
+        });
+        let _ = ws.send(r#"{"type":"hello","num_connections":1,"debug_info":{"host":"applink-standin"},"connection_info":{"app_id":"A111"}}"#);
+        s.conns.push(ws.clone());
+        ws
+    };
+    shared.changed.notify_all();
+    let _ = conn.set_read_timeout(None);
+    while let Ok((opcode, payload)) = read_frame(&mut conn) {
+        match opcode {
+            1 => {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&payload).unwrap_or(serde_json::Value::Null);
+                let id = v.get("envelope_id").and_then(serde_json::Value::as_str);
+                if let (Some(id), Some(1)) = (id, v.as_object().map(|o| o.len())) {
+                    let hook = shared.hook.lock().ok().and_then(|h| h.clone());
+                    let said = hook.map(|h| h(id)).unwrap_or_default();
+                    if let Ok(mut s) = shared.state.lock() {
+                        s.acks.push((id.to_string(), ws.number, said));
+                    }
+                    shared.changed.notify_all();
+                }
+            }
+            8 => {
+                let _ = ws.frame(8, &[]);
+                break;
+            }
+            9 => {
+                let _ = ws.frame(10, &payload);
+            }
+            _ => {}
+        }
+    }
+    ws.drop_connection();
+    shared.changed.notify_all();
+}
+
+/// One client frame (masked), unfragmented: (opcode, payload). Larger than 1 MiB
+/// is an error.
+fn read_frame(conn: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut h = [0u8; 2];
+    conn.read_exact(&mut h)?;
+    let opcode = h[0] & 0x0F;
+    let masked = h[1] & 0x80 != 0;
+    let len = match h[1] & 0x7F {
+        126 => {
+            let mut b = [0u8; 2];
+            conn.read_exact(&mut b)?;
+            u64::from(u16::from_be_bytes(b))
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            conn.read_exact(&mut b)?;
+            u64::from_be_bytes(b)
+        }
+        n => u64::from(n),
+    };
+    if len > 1 << 20 {
+        return Err(io_err("a frame over 1 MiB"));
+    }
+    let mut mask = [0u8; 4];
+    if masked {
+        conn.read_exact(&mut mask)?;
+    }
+    let mut payload = vec![0u8; len as usize];
+    conn.read_exact(&mut payload)?;
+    if masked {
+        for (i, b) in payload.iter_mut().enumerate() {
+            *b ^= mask[i % 4];
+        }
+    }
+    Ok((opcode, payload))
+}

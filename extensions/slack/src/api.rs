@@ -464,3 +464,140 @@ async fn blocking<T: Send + 'static>(
         })
     })
 }
+
+/// `reactions.remove` of the app's reaction `name` on message `ts` of `channel`:
+/// true when one was removed, false when the app had none there (`no_reaction`).
+pub async fn remove_reaction(
+    client: &Client,
+    channel: &str,
+    ts: &str,
+    name: &str,
+) -> Result<bool, SlackError> {
+    let params = vec![
+        ("channel", channel.to_string()),
+        ("name", name.to_string()),
+        ("timestamp", ts.to_string()),
+    ];
+    match client.post("reactions.remove", params).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.error.as_deref() == Some("no_reaction") => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `reactions.add` of `name` on message `ts` of `channel`; a reaction the app
+/// already added there (`already_reacted`) is no error.
+pub async fn add_reaction(
+    client: &Client,
+    channel: &str,
+    ts: &str,
+    name: &str,
+) -> Result<(), SlackError> {
+    let params = vec![
+        ("channel", channel.to_string()),
+        ("name", name.to_string()),
+        ("timestamp", ts.to_string()),
+    ];
+    match client.post("reactions.add", params).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.as_deref() == Some("already_reacted") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The name a person reads for user `user` (`users.info`): the profile's display
+/// name, else the real name, else the user name; `None` when Slack gave none.
+pub async fn user_name(client: &Client, user: &str) -> Result<Option<String>, SlackError> {
+    let answer = client
+        .get("users.info", vec![("user", user.to_string())])
+        .await?;
+    // Slack sends an object; its own description lists a list of one.
+    let u = match answer.get("user") {
+        Some(Value::Array(list)) => list.first().cloned().unwrap_or(Value::Null),
+        Some(v) => v.clone(),
+        None => Value::Null,
+    };
+    let pick = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    Ok(pick(u.pointer("/profile/display_name"))
+        .or_else(|| pick(u.get("real_name")))
+        .or_else(|| pick(u.pointer("/profile/real_name")))
+        .or_else(|| pick(u.get("name"))))
+}
+
+/// Who a token is, as `auth.test` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The workspace's name.
+    pub team: String,
+    /// The workspace's ID.
+    pub team_id: String,
+    /// The token's user name (the bot user's, for a bot token).
+    pub user: String,
+    /// The token's user ID.
+    pub user_id: String,
+    /// The bot's ID, for a bot token.
+    pub bot_id: String,
+    /// The workspace's URL.
+    pub url: String,
+}
+
+/// `auth.test`: who the client's token is. A bad token fails with Slack's code
+/// (`invalid_auth`, `token_revoked` …), explained.
+pub async fn auth_test(client: &Client) -> Result<Identity, SlackError> {
+    let answer = client.get("auth.test", Vec::new()).await?;
+    let field = |name: &str| {
+        answer
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    Ok(Identity {
+        team: field("team"),
+        team_id: field("team_id"),
+        user: field("user"),
+        user_id: field("user_id"),
+        bot_id: field("bot_id"),
+        url: field("url"),
+    })
+}
+
+/// The longest Socket Mode URL taken from `apps.connections.open`, in bytes.
+pub const MAX_SOCKET_URL_BYTES: usize = 4096;
+
+/// `apps.connections.open`: a fresh Socket Mode WebSocket URL (`wss://…`, one use).
+/// `client` must carry the connection's app-level token (`xapp-…`, scope
+/// `connections:write`), not its bot token. The URL carries a ticket: it goes
+/// nowhere but the socket client.
+pub async fn connections_open(client: &Client) -> Result<String, SlackError> {
+    const METHOD: &str = "apps.connections.open";
+    let answer = client.post(METHOD, Vec::new()).await?;
+    let url = answer
+        .get("url")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let bad = |why: &str| SlackError {
+        code: Code::Unavailable,
+        method: METHOD.to_string(),
+        status: Some(200),
+        error: None,
+        message: format!("Slack {METHOD} answered {why}"),
+    };
+    if url.is_empty() {
+        return Err(bad("no url"));
+    }
+    if url.len() > MAX_SOCKET_URL_BYTES {
+        return Err(bad(&format!(
+            "a url longer than {MAX_SOCKET_URL_BYTES} bytes (MAX_SOCKET_URL_BYTES)"
+        )));
+    }
+    if !(url.starts_with("wss://") || url.starts_with("ws://")) {
+        return Err(bad("a url that is not ws:// or wss://"));
+    }
+    Ok(url.to_string())
+}

@@ -12,8 +12,10 @@
 //! every direct message; without it every conversation the app hears is taken.
 //! `mode` is `events` (the default: Slack calls the Events API request URL, through
 //! ingressd) or `socket` (the package opens a Socket Mode WebSocket with the
-//! connection's `app_token`; not wired yet, see the README). The entry must name a
-//! connection of type `slack`: its `signing_secret` signs Events API requests.
+//! connection's `app_token`, [`crate::receiver`]; the request path stays served when
+//! the connection has a `signing_secret`, so an event Slack still sends over HTTP
+//! is the same source's and kept once). The entry must name a connection of type
+//! `slack`: its `signing_secret` signs Events API requests.
 //!
 //! A `slack` connection's config is `{"api_url": "https://slack.com/api"}` (every
 //! field optional); its secrets are `bot_token` (the Web API), `signing_secret`
@@ -242,6 +244,11 @@ pub struct EntryConfig {
     pub channels: Option<Vec<String>>,
     /// How it hears Slack.
     pub mode: Mode,
+    /// Whether it serves its request path: an `events` entry always, a `socket`
+    /// entry when its connection has a `signing_secret` (interactivity, and what
+    /// Slack still sends over HTTP while an app moves from one way to the other:
+    /// the same source, so an event that comes both ways is kept once).
+    pub http: bool,
     /// Its source name, `slack/<scope_id>/<entry>`.
     pub source: String,
 }
@@ -301,7 +308,10 @@ impl Registry {
                 Mode::Events => SIGNING_SECRET,
                 Mode::Socket => APP_TOKEN,
             };
-            if let Some(conn) = find_connection(&params.connections, &entry.connection) {
+            let conn = find_connection(&params.connections, &entry.connection);
+            let http = parsed.mode == Mode::Events
+                || conn.is_some_and(|c| c.secrets.iter().any(|s| s == SIGNING_SECRET));
+            if let Some(conn) = conn {
                 if conn.connection_type != NAME {
                     return Err(invalid(
                         entry,
@@ -327,11 +337,8 @@ impl Registry {
             let path = parsed
                 .path
                 .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
-            if let Some(other) = entries
-                .iter()
-                .find(|e| e.path == path && e.mode == Mode::Events)
-            {
-                if parsed.mode == Mode::Events {
+            if let Some(other) = entries.iter().find(|e| e.path == path && e.http) {
+                if http {
                     return Err(invalid(
                         entry,
                         "path",
@@ -349,14 +356,15 @@ impl Registry {
                 path,
                 channels: parsed.channels,
                 mode: parsed.mode,
+                http,
                 source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
             });
         }
         Ok(Registry { entries })
     }
 
-    /// The sources the entries register, and the request paths of those in `events`
-    /// mode.
+    /// The sources the entries register, and the request paths of those that serve
+    /// one ([`EntryConfig::http`]).
     pub fn configure_result(&self) -> ConfigureResult {
         let mut result = ConfigureResult::default();
         for e in &self.entries {
@@ -368,7 +376,7 @@ impl Registry {
                 families: vec![FAMILY.to_string()],
                 reconcile_interval_s: 0,
             });
-            if e.mode == Mode::Events {
+            if e.http {
                 result.webhooks.push(WebhookPath {
                     path: e.path.clone(),
                     source: e.source.clone(),
@@ -385,11 +393,12 @@ impl Registry {
         self.entries.iter().find(|e| e.source == source)
     }
 
-    /// The `events` entry whose path is the longest that covers `request_path`.
+    /// The entry serving HTTP ([`EntryConfig::http`]) whose path is the longest that
+    /// covers `request_path`.
     pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
         self.entries
             .iter()
-            .filter(|e| e.mode == Mode::Events)
+            .filter(|e| e.http)
             .filter(|e| {
                 WebhookPath {
                     path: e.path.clone(),
@@ -398,6 +407,44 @@ impl Registry {
                 .covers(request_path)
             })
             .max_by_key(|e| e.path.len())
+    }
+}
+
+/// The connections `socket` entries hear Slack through: one Socket Mode connection
+/// each, however many entries name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketConnection {
+    /// The connection's name.
+    pub connection: String,
+    /// The scope its secrets are resolved in (the first entry's).
+    pub scope_id: String,
+    /// Its `api_url`.
+    pub api_url: String,
+    /// The `socket` entries that name it, in configure order.
+    pub entries: Vec<EntryConfig>,
+}
+
+impl Registry {
+    /// The Socket Mode connections the `socket` entries need, given the configured
+    /// connections (for their `api_url`).
+    pub fn socket_connections(&self, connections: &[Connection]) -> Vec<SocketConnection> {
+        let mut out: Vec<SocketConnection> = Vec::new();
+        for e in self.entries.iter().filter(|e| e.mode == Mode::Socket) {
+            if let Some(s) = out.iter_mut().find(|s| s.connection == e.connection) {
+                s.entries.push(e.clone());
+                continue;
+            }
+            let config = find_connection(connections, &e.connection)
+                .map(|c| c.config.clone())
+                .unwrap_or_default();
+            out.push(SocketConnection {
+                connection: e.connection.clone(),
+                scope_id: e.scope_id.clone(),
+                api_url: api_url(&config),
+                entries: vec![e.clone()],
+            });
+        }
+        out
     }
 }
 

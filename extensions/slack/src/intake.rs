@@ -7,9 +7,10 @@
 //! 401. Then, signed: a `url_verification` is 200 with its `challenge`; an
 //! `event_callback` is one delivery and 200, or 200 and nothing ([`crate::project`]
 //! says what is ignored; Slack retries anything but a 2xx, so an ignored event is
-//! still a 200); an interactivity request (form-encoded `payload=`, e.g.
-//! `block_actions`) and an `ssl_check` are 200 and nothing for now (Block Kit actions
-//! come with the projector); a body that is not a JSON object, or an
+//! still a 200); an interactivity request (form-encoded `payload=`) is 200 here
+//! and, when it is a `block_actions` press, acted on after this by
+//! [`crate::actions`] ([`block_actions_payload`]); an `ssl_check` is 200 and
+//! nothing; a body that is not a JSON object, or an
 //! `event_callback` that cannot be read, is 400. Only a delivering 200 carries a
 //! delivery. A retry (`X-Slack-Retry-Num`) carries the same `event_id`, the
 //! delivery ID, so the host keeps it once.
@@ -170,8 +171,8 @@ pub fn process(
     }
 }
 
-/// A signed form-encoded request: an interactivity `payload=` (not acted on yet)
-/// or an `ssl_check`.
+/// A signed form-encoded request: an interactivity `payload=` (a `block_actions`
+/// press is acted on after this answer, by [`crate::actions`]) or an `ssl_check`.
 fn form_request(body: &[u8]) -> HttpAnswer {
     let body = String::from_utf8_lossy(body);
     let fields = form_fields(&body);
@@ -180,8 +181,11 @@ fn form_request(body: &[u8]) -> HttpAnswer {
             .ok()
             .and_then(|p| p.get("type").and_then(Value::as_str).map(str::to_string))
             .unwrap_or_else(|| "unreadable".into());
+        if kind == "block_actions" {
+            return json_answer(200, &json!({"ok": true, "interactivity": kind}));
+        }
         return ignored(&format!(
-            "interactivity payloads ({kind}) are not acted on yet"
+            "interactivity payloads of type `{kind}` are not acted on"
         ));
     }
     if fields.iter().any(|(k, _)| k == "ssl_check") {
@@ -234,4 +238,23 @@ pub fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `block_actions` payload of a form-encoded interactivity request, if it is
+/// one. Only for a request [`process`] answered 200: that answer comes after the
+/// signature and timestamp were verified.
+pub fn block_actions_payload(params: &WebhookHandleParams) -> Option<Value> {
+    let form = params.header("content-type").is_some_and(|c| {
+        c.trim_start()
+            .starts_with("application/x-www-form-urlencoded")
+    });
+    if !form || params.body.len() > MAX_BODY_BYTES {
+        return None;
+    }
+    let body = String::from_utf8_lossy(&params.body);
+    let (_, payload) = form_fields(&body)
+        .into_iter()
+        .find(|(k, _)| k == "payload")?;
+    let payload: Value = serde_json::from_str(&payload).ok()?;
+    (payload.get("type").and_then(Value::as_str) == Some("block_actions")).then_some(payload)
 }

@@ -13,26 +13,38 @@
 //! - [`route`] serves `route.match`: a thread is one Work, with the spec's display.
 //! - [`api`] is a client of Slack's Web API (rate limits, `ok: false` errors).
 //! - [`ops`] serves the toolbelt operations on `operation.call`.
-//! - [`socket`] is the Socket Mode client (its own step of issue 42); the package
-//!   does not open it from a `socket` entry yet.
+//! - [`status`] is the projector (`task.run` `slack.status`): one status message
+//!   and a reaction on each Work's thread; [`actions`] turns its Block Kit button
+//!   presses into `action.submit`; [`render`] serves `event.render`.
+//! - [`socket`] is the Socket Mode client; [`receiver`] runs one per connection
+//!   that `socket` entries name, delivering through `ingress.deliver`.
+//! - [`check`] serves the doctor checks (`auth.test`, the Socket Mode connection).
+//! - [`manifest_gen`] makes the Slack app manifest of each connection from the
+//!   configuration (method `slack.manifest`, and a file in the state directory).
 
 #![warn(missing_docs)]
 
+pub mod actions;
 pub mod api;
+pub mod check;
 pub mod config;
 pub mod intake;
+pub mod manifest_gen;
 pub mod ops;
 pub mod project;
+pub mod receiver;
+pub mod render;
 pub mod route;
 pub mod signature;
 pub mod socket;
+pub mod status;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
     ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
-    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    TaskRunParams, ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -72,6 +84,8 @@ pub struct State {
     connections: Mutex<HashMap<String, Connection>>,
     secrets: Mutex<Secrets>,
     clients: Mutex<HashMap<(String, String), api::Client>>,
+    receivers: receiver::Receivers,
+    setup: manifest_gen::Setup,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -79,6 +93,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl State {
+    /// The Socket Mode clients.
+    pub fn receivers(&self) -> &receiver::Receivers {
+        &self.receivers
+    }
+
+    /// The public URL and state directory the app manifests are made with.
+    pub fn setup(&self) -> &manifest_gen::Setup {
+        &self.setup
+    }
+
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
         lock(&self.registry).clone()
@@ -275,20 +299,70 @@ pub fn validate(params: &ValidateParams) -> ValidateResult {
     result
 }
 
+/// Serves `task.run`: one pass of the named task.
+pub async fn run_task(
+    state: &State,
+    host: &sdk::Host,
+    params: &protocol::wire::TaskRunParams,
+) -> Result<protocol::wire::TaskRunResult, RpcError> {
+    match params.task.as_str() {
+        status::TASK => status::pass(state, host).await,
+        other => Err(RpcError::new(
+            Code::NotFound,
+            format!("no task `{other}` (this package runs `{}`)", status::TASK),
+        )),
+    }
+}
+
 /// The package, ready for [`sdk::run`].
 pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
+    let check_state = state.clone();
+    let manifest_state = state.clone();
+    let init_state = state.clone();
     let webhook_state = state.clone();
+    let task_state = state.clone();
+    let render_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
-        .on_configure(move |_ctx, params| {
+        .on_initialize(move |params| init_state.setup().record_initialize(params))
+        .on_configure(move |ctx, params| {
             let state = configure_state.clone();
-            async move { state.configure(&params) }
+            async move {
+                let result = state.configure(&params)?;
+                if !params.dry_run {
+                    receiver::after_configure(&state, &ctx.host, &params);
+                }
+                Ok(result)
+            }
         })
+        .on::<protocol::wire::CheckRunParams, _, _>(move |ctx, params| {
+            let state = check_state.clone();
+            async move { Ok(check::run(&state, &ctx.host, &params).await) }
+        })
+        .method(
+            receiver::MANIFEST_METHOD,
+            move |_ctx, _params: serde_json::Value| {
+                let state = manifest_state.clone();
+                async move { Ok(receiver::manifests(&state)) }
+            },
+        )
         .on::<WebhookHandleParams, _, _>(move |ctx, params| {
             let state = webhook_state.clone();
-            async move { Ok(state.webhook(&ctx.host, &params).await) }
+            async move {
+                let mut result = state.webhook(&ctx.host, &params).await;
+                actions::after_webhook(&state, &ctx.host, &params, &mut result).await;
+                Ok(result)
+            }
+        })
+        .on::<TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move { run_task(&state, &ctx.host, &params).await }
+        })
+        .on::<protocol::wire::EventRenderParams, _, _>(move |ctx, params| {
+            let state = render_state.clone();
+            async move { render::serve(&state, &ctx.host, &params).await }
         })
         .on::<RouteMatchParams, _, _>(|_ctx, params| async move { route::match_route(&params) })
         .on::<OperationCallParams, _, _>(move |ctx, params| {

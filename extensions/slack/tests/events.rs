@@ -325,7 +325,7 @@ fn bots_edits_and_other_conversations_are_ignored() {
 }
 
 #[test]
-fn interactivity_is_verified_and_not_acted_on_yet() {
+fn interactivity_is_verified_before_it_is_acted_on() {
     let reg = registry(Value::Null);
     let payload = std::str::from_utf8(BLOCK_ACTIONS).unwrap();
     let body = format!("payload={}", oc_slack::api::percent_encode(payload));
@@ -376,9 +376,14 @@ fn configure_registers_the_request_path_and_names_bad_fields() {
     );
     let custom = registry(json!({"path": "/slack/acme/"}));
     assert_eq!(custom.configure_result().webhooks[0].path, "/slack/acme");
-    // Socket Mode registers no path.
+    // Socket Mode keeps the path only while the connection has a signing secret
+    // (interactivity, and events still sent over HTTP: the same source).
     let mut p = params(vec![entry(json!({"mode": "socket"}))]);
     p.connections[0].secrets.push("app_token".into());
+    let kept = Registry::from_params(&p).unwrap().configure_result();
+    assert_eq!(kept.webhooks.len(), 1);
+    assert_eq!(kept.webhooks[0].source, kept.sources[0].name);
+    p.connections[0].secrets = vec!["bot_token".into(), "app_token".into()];
     assert!(Registry::from_params(&p)
         .unwrap()
         .configure_result()
