@@ -3,6 +3,11 @@
 //! `bench intake [--json]`: signed webhook deliveries accepted durably by the whole
 //! suite (see `intake.rs`), next to Debian's `webhook` where it is installed.
 //!
+//! `bench web [--json]`: webd's reads (requests a second, p50 and p99 of the Works
+//! list, one Work and the Works page, with 1 and 8 clients, over 1,000 Works) and its
+//! live streams (the `changed` events a burst of 100 deliveries makes on 8 open
+//! streams), against the whole suite (see `web.rs`).
+//!
 //! `bench workspace [--json]`: a git workspace for a new Work from the git
 //! provider's warm cache against `git clone --local` of the same 10,000-file
 //! repository (see `workspace.rs`).
@@ -72,6 +77,13 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("web") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = web::run(json) {
+                eprintln!("bench web: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("workspace") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = workspace::run(json) {
@@ -87,7 +99,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport|bus|store [--backend sqlite|postgres]|intake|workspace [--json]");
+            eprintln!("usage: bench transport|bus|store [--backend sqlite|postgres]|intake|web|workspace [--json]");
             std::process::exit(2);
         }
     }
@@ -96,6 +108,8 @@ fn main() {
 mod bus;
 mod intake;
 mod store;
+mod web;
+mod webclient;
 mod workspace;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;

@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 ];
 
 /// The schema version this release writes.
@@ -135,6 +136,12 @@ pub fn postgres_ddl(sqlite: &str) -> String {
 /// starter's page of pending Work reads only the Work not held, in its order, from
 /// its own partial index, so held Work never costs a pass (and the page needs no
 /// sort).
+/// Version 7: the Works the last changed first (`store.works` with `recent`, the web
+/// view's list) read in index order instead of a scan and a sort of every Work.
+const MIGRATION_7: &str = r#"
+CREATE INDEX works_recent ON works(updated_at, id);
+"#;
+
 const MIGRATION_6: &str = r#"
 ALTER TABLE works ADD COLUMN hold_owner TEXT;
 ALTER TABLE works ADD COLUMN hold_reason TEXT NOT NULL DEFAULT '';

@@ -112,7 +112,8 @@ pub fn stream(hub: &Arc<Hub>, bus: Bus, work: Option<String>) -> Result<Reply, A
             return;
         }
         let mut pending: Vec<&'static str> = Vec::new();
-        let mut gather = tokio::time::interval(GATHER);
+        // When the nudges gathered so far go out: GATHER after the first of them.
+        let mut due: Option<tokio::time::Instant> = None;
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         let mut output = tokio::time::interval(OUTPUT_EVERY);
         let mut last_sizes: Vec<(String, u64)> = Vec::new();
@@ -128,13 +129,16 @@ pub fn stream(hub: &Arc<Hub>, bus: Bus, work: Option<String>) -> Result<Reply, A
                         if !pending.contains(&t) {
                             pending.push(t);
                         }
+                        due.get_or_insert_with(|| tokio::time::Instant::now() + GATHER);
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         pending.push(busapi::topic::WORK_CHANGED);
+                        due.get_or_insert_with(|| tokio::time::Instant::now() + GATHER);
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                _ = gather.tick(), if !pending.is_empty() => {
+                () = sleep_until_due(due), if due.is_some() => {
+                    due = None;
                     let topics = std::mem::take(&mut pending);
                     if tx.send(frame("changed", &json!({"topics": topics}))).await.is_err() {
                         break;
@@ -203,4 +207,12 @@ pub async fn running_output(bus: &Bus, id: &str) -> Option<(String, Vec<serde_js
         })
         .collect();
     Some((exec.id, outputs))
+}
+
+/// Sleep until `due` (forever without one: the branch is off then).
+async fn sleep_until_due(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
