@@ -52,7 +52,9 @@ pub enum StoreError {
 impl From<crate::sql::Error> for StoreError {
     fn from(e: crate::sql::Error) -> StoreError {
         match e {
-            crate::sql::Error::ConnectionLost(m) => StoreError::Unavailable(m),
+            crate::sql::Error::ConnectionLost(m) | crate::sql::Error::OverBound(m) => {
+                StoreError::Unavailable(m)
+            }
             other => StoreError::Db(other),
         }
     }

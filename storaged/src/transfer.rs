@@ -25,6 +25,9 @@ use std::io::{BufRead, Write};
 pub const FORMAT: &str = "open-conduit-store-export";
 /// Rows read (or written) per page.
 const PAGE: usize = 1000;
+/// How long an export's snapshot may sit idle between two pages (PostgreSQL;
+/// over it the server ends the session and the export fails, saying so).
+pub const SNAPSHOT_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 /// The longest line an import reads (a row holds at most one 32 MiB payload,
 /// written as JSON text inside JSON).
 pub const MAX_LINE_BYTES: usize = 80 * 1024 * 1024;
@@ -207,9 +210,14 @@ fn scan(
 fn snapshot(conn: &Connection) -> Result<(), StoreError> {
     match conn.backend() {
         Backend::Sqlite => conn.execute_batch("BEGIN")?,
-        Backend::Postgres => {
-            conn.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
-        }
+        // The export writes each page to its file between two queries: a slow
+        // disk or pipe may keep the snapshot idle past the session's few
+        // seconds (it holds no lock a write waits for), up to this bound.
+        Backend::Postgres => conn.execute_batch(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+             SET LOCAL idle_in_transaction_session_timeout = {}",
+            SNAPSHOT_IDLE.as_millis()
+        ))?,
     }
     Ok(())
 }

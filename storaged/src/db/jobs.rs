@@ -18,7 +18,9 @@ pub(super) enum GroupFailure {
 impl GroupFailure {
     pub(super) fn of(e: crate::sql::Error) -> GroupFailure {
         match e {
-            crate::sql::Error::ConnectionLost(m) => GroupFailure::Unavailable(m),
+            crate::sql::Error::ConnectionLost(m) | crate::sql::Error::OverBound(m) => {
+                GroupFailure::Unavailable(m)
+            }
             other => GroupFailure::Failed(other.to_string()),
         }
     }

@@ -13,9 +13,11 @@
 //! server's disk), and each write transaction first takes one advisory lock, so
 //! the write transactions of every storaged sharing the database run one at a
 //! time, as SQLite's do: a write that reads then writes (claiming an attempt,
-//! firing a timer) sees every earlier commit of every host. A lost connection
-//! fails the writes in flight (never a false success) and is made again with
-//! backoff.
+//! firing a timer) sees every earlier commit of every host. Every session is
+//! bounded server side ([`crate::sql::SessionBounds`]): a host frozen inside a
+//! write loses its session (and the lock) after a few seconds idle, and a write
+//! waits for the lock only so long. A lost connection fails the writes in
+//! flight (never a false success) and is made again with backoff.
 
 mod jobs;
 mod wal;
@@ -251,9 +253,13 @@ impl Store {
                 // its own. Readers connect when first needed (and after a loss).
                 std::thread::scope(|s| {
                     s.spawn(|| -> Result<Connection, StoreError> {
-                        let conn = Connection::postgres(pg.connect()?);
-                        schema::migrate(&conn)?;
-                        Ok(conn)
+                        // The migration on a session of its own, without the
+                        // lock and statement bounds (see `connect_to_migrate`);
+                        // the writer's session has every bound.
+                        let migrating = Connection::postgres(pg.connect_to_migrate()?);
+                        schema::migrate(&migrating)?;
+                        drop(migrating);
+                        Ok(Connection::postgres(pg.connect()?))
                     })
                     .join()
                     .unwrap_or_else(|_| {

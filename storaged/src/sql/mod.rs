@@ -12,7 +12,7 @@
 mod pg;
 mod value;
 
-pub use pg::{PgSession, PgTarget};
+pub use pg::{PgSession, PgTarget, SessionBounds, SESSION_BOUNDS};
 pub use value::{FromSql, Kind, Param, ToSql, Value};
 
 use std::cell::RefCell;
@@ -78,6 +78,11 @@ pub enum Error {
     /// unknown, so it is answered as a failure.
     #[error("the database connection is lost: {0}")]
     ConnectionLost(String),
+    /// The server canceled a statement at one of the session's bounds
+    /// (`lock_timeout`, `statement_timeout`: [`SessionBounds`]): the
+    /// transaction is rolled back, nothing of it was written; try again.
+    #[error("{0}")]
+    OverBound(String),
     /// `query_row` found no row.
     #[error("query returned no rows")]
     QueryReturnedNoRows,
@@ -100,12 +105,32 @@ impl From<postgres::Error> for Error {
         // driver's summary.
         match e.as_db_error() {
             // The server is going away or cannot take connections now (class
-            // 08, or an administrator's, crash or start-up shutdown): as lost.
+            // 08, or an administrator's, crash or start-up shutdown), or it
+            // ended this session (over idle_in_transaction_session_timeout:
+            // 25P03; idle_session_timeout: 57P05; any other FATAL): as lost.
             Some(db)
                 if db.code().code().starts_with("08")
-                    || matches!(db.code().code(), "57P01" | "57P02" | "57P03") =>
+                    || matches!(
+                        db.code().code(),
+                        "57P01" | "57P02" | "57P03" | "57P05" | "25P03"
+                    )
+                    || matches!(db.severity(), "FATAL" | "PANIC") =>
             {
                 Error::ConnectionLost(format!("{} ({})", db.message(), db.code().code()))
+            }
+            // A statement canceled at a session bound (storaged sends no
+            // cancel requests of its own): say which bound.
+            Some(db) if matches!(db.code().code(), "55P03" | "57014") => {
+                let bound = if db.code().code() == "55P03" {
+                    "a lock waited for longer than the session's lock_timeout"
+                } else {
+                    "a statement ran longer than the session's statement_timeout"
+                };
+                Error::OverBound(format!(
+                    "{} ({}): {bound} (storaged's bounds: docs/operator-guide.md)",
+                    db.message(),
+                    db.code().code(),
+                ))
             }
             Some(db) => Error::Postgres(match db.detail() {
                 Some(d) => format!("{} ({}; {d})", db.message(), db.code().code()),

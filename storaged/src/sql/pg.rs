@@ -1,5 +1,6 @@
 //! PostgreSQL: one session (a client and its compiled statements), the SQL
-//! rewritten from `?N` to `$N`, and the connection settings.
+//! rewritten from `?N` to `$N`, and the connection settings, among them the
+//! server-side bounds storaged sets on every session it opens ([`SessionBounds`]).
 
 use super::{Error, Kind, Param, Result, ToSql};
 use std::collections::HashMap;
@@ -8,11 +9,58 @@ use std::time::Duration;
 /// Most statements kept compiled per session; past it the cache starts over.
 const MAX_CACHED_STATEMENTS: usize = 512;
 
+/// The bounds storaged sets, server side, on each PostgreSQL session it opens,
+/// so that a host that stops making progress (a frozen VM, a stopped container,
+/// a partition that keeps the TCP session) cannot hold the suite's write lock
+/// ([`crate::db::WRITE_LOCK`]) for long, and a write never waits or runs
+/// unbounded: docs/decisions.md, "A hung host cannot hold the write lock
+/// (issue 47)". Zero leaves a bound off (PostgreSQL's meaning). A bound the
+/// connection URL sets itself (`options=-c lock_timeout=20s`) is left to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionBounds {
+    /// `idle_in_transaction_session_timeout`: the server ends a session that
+    /// sits inside a transaction doing nothing this long (its host frozen
+    /// mid-write), which releases its locks. storaged's write transactions run
+    /// nothing but SQL between their statements (files are made durable before
+    /// or after), so a live host never idles for near this long.
+    pub idle_in_transaction: Duration,
+    /// `lock_timeout`: the longest wait for a lock (the write lock, while
+    /// another host holds it) before the write is answered `unavailable`.
+    /// Longer than `idle_in_transaction`, so that a writer outlasts a hung
+    /// holder whom the server ends.
+    pub lock: Duration,
+    /// `statement_timeout`: the longest one statement runs (reads included);
+    /// storaged's statements work in bounded pages and batches.
+    pub statement: Duration,
+}
+
+/// storaged's bounds on each session ([`SessionBounds`]).
+pub const SESSION_BOUNDS: SessionBounds = SessionBounds {
+    idle_in_transaction: Duration::from_secs(5),
+    lock: Duration::from_secs(10),
+    statement: Duration::from_secs(30),
+};
+
+impl SessionBounds {
+    /// The settings as (name, milliseconds).
+    fn settings(&self) -> [(&'static str, u128); 3] {
+        [
+            (
+                "idle_in_transaction_session_timeout",
+                self.idle_in_transaction.as_millis(),
+            ),
+            ("lock_timeout", self.lock.as_millis()),
+            ("statement_timeout", self.statement.as_millis()),
+        ]
+    }
+}
+
 /// Where PostgreSQL is, parsed from an operator's URL (`postgres://…` or
 /// `host=… port=…`); the text itself is never logged (it may carry a password).
 #[derive(Clone)]
 pub struct PgTarget {
     config: postgres::Config,
+    bounds: SessionBounds,
 }
 
 impl std::fmt::Debug for PgTarget {
@@ -35,7 +83,37 @@ impl PgTarget {
         if config.get_application_name().is_none() {
             config.application_name("open-conduit-storaged");
         }
-        Ok(PgTarget { config })
+        Ok(PgTarget {
+            config,
+            bounds: SESSION_BOUNDS,
+        })
+    }
+
+    /// The same database with other session bounds (tests, benchmarks).
+    pub fn with_bounds(mut self, bounds: SessionBounds) -> PgTarget {
+        self.bounds = bounds;
+        self
+    }
+
+    /// The session bounds storaged sets.
+    pub fn bounds(&self) -> SessionBounds {
+        self.bounds
+    }
+
+    /// The `SET` statements that put `bounds` on a session, leaving out every
+    /// setting the URL's `options` names (the operator's choice stands).
+    fn bounds_sql(&self, bounds: SessionBounds) -> String {
+        let named = self
+            .config
+            .get_options()
+            .map(option_names)
+            .unwrap_or_default();
+        bounds
+            .settings()
+            .iter()
+            .filter(|(name, _)| !named.iter().any(|n| n == name))
+            .map(|(name, ms)| format!("SET {name} = {ms};"))
+            .collect()
     }
 
     /// Host, port, database and user, without the password: for logs and
@@ -59,17 +137,64 @@ impl PgTarget {
         )
     }
 
-    /// Open a session.
+    /// Open a session, with storaged's bounds on it ([`SessionBounds`]).
     pub fn connect(&self) -> Result<PgSession> {
-        let client = self
-            .config
-            .connect(postgres::NoTls)
-            .map_err(|e| Error::ConnectionLost(format!("connect to {}: {e}", self.describe())))?;
+        self.connect_bounded(self.bounds)
+    }
+
+    /// Open a session to migrate the schema: a migration of a large database
+    /// may run long, and a host waits for another's to finish (the migration
+    /// lock), so only the idle-in-transaction bound is kept.
+    pub fn connect_to_migrate(&self) -> Result<PgSession> {
+        self.connect_bounded(SessionBounds {
+            idle_in_transaction: self.bounds.idle_in_transaction,
+            lock: Duration::ZERO,
+            statement: Duration::ZERO,
+        })
+    }
+
+    fn connect_bounded(&self, bounds: SessionBounds) -> Result<PgSession> {
+        let lost = |e: postgres::Error| {
+            Error::ConnectionLost(format!("connect to {}: {e}", self.describe()))
+        };
+        let mut client = self.config.connect(postgres::NoTls).map_err(lost)?;
+        let set = self.bounds_sql(bounds);
+        if !set.is_empty() {
+            client
+                .batch_execute(&set)
+                .map_err(|e| match Error::from(e) {
+                    Error::Postgres(m) => Error::Postgres(format!(
+                        "set the session bounds on {}: {m}",
+                        self.describe()
+                    )),
+                    other => other,
+                })?;
+        }
         Ok(PgSession {
             client,
             statements: HashMap::new(),
         })
     }
+}
+
+/// The settings a connection's `options` sets (`-c name=value`,
+/// `-cname=value`, `--name=value`), by name.
+fn option_names(options: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut words = options.split_whitespace();
+    while let Some(word) = words.next() {
+        let setting = if word == "-c" {
+            words.next()
+        } else if let Some(rest) = word.strip_prefix("-c") {
+            Some(rest)
+        } else {
+            word.strip_prefix("--")
+        };
+        if let Some((name, _)) = setting.and_then(|s| s.split_once('=')) {
+            names.push(name.trim().replace('-', "_").to_ascii_lowercase());
+        }
+    }
+    names
 }
 
 /// One PostgreSQL connection and the statements compiled on it.
@@ -196,7 +321,30 @@ pub fn translate(sql: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::translate;
+    #![allow(clippy::unwrap_used)]
+    use super::{option_names, translate, PgTarget, SESSION_BOUNDS};
+
+    #[test]
+    fn every_session_is_bounded_unless_the_url_sets_a_bound_itself() {
+        let t = PgTarget::parse("postgres://u@127.0.0.1:5999/db").unwrap();
+        assert_eq!(t.bounds(), SESSION_BOUNDS);
+        assert_eq!(
+            t.bounds_sql(t.bounds()),
+            "SET idle_in_transaction_session_timeout = 5000;SET lock_timeout = 10000;SET statement_timeout = 30000;"
+        );
+        let t = PgTarget::parse(
+            "postgres://u@127.0.0.1:5999/db?options=-c%20lock_timeout%3D20s%20--statement-timeout%3D0",
+        )
+        .unwrap();
+        assert_eq!(
+            t.bounds_sql(t.bounds()),
+            "SET idle_in_transaction_session_timeout = 5000;"
+        );
+        assert_eq!(
+            option_names("-cgeqo=off -c idle_in_transaction_session_timeout=1s"),
+            ["geqo", "idle_in_transaction_session_timeout"]
+        );
+    }
 
     #[test]
     fn parameters_become_dollar_numbers_outside_quotes() {
