@@ -23,6 +23,7 @@ pub mod mcp;
 pub mod output;
 pub mod reach;
 pub mod resources;
+pub mod slack;
 pub mod status;
 pub mod store;
 pub mod up;
@@ -105,6 +106,22 @@ pub enum ExtensionCommand {
         /// The configuration directory (default: `up`'s, else /etc/open-conduit).
         #[arg(long)]
         config_dir: Option<PathBuf>,
+    },
+}
+
+/// `slack …`.
+#[derive(Subcommand, Debug)]
+pub enum SlackCommand {
+    /// Print the Slack app manifest generated from the configuration (JSON, to paste
+    /// into the app's settings at api.slack.com/apps), for a connection that entries
+    /// of type slack name.
+    Manifest {
+        /// The connection (needed when entries name more than one).
+        #[arg(long)]
+        connection: Option<String>,
+        /// Only a connection an entry of this scope names.
+        #[arg(long)]
+        scope: Option<String>,
     },
 }
 
@@ -346,6 +363,9 @@ pub enum Command {
     /// The database: export and import (between SQLite and PostgreSQL).
     #[command(subcommand)]
     Store(StoreCommand),
+    /// The bundled Slack package.
+    #[command(subcommand)]
+    Slack(SlackCommand),
     /// The event log.
     Events {
         /// Only events after this sequence.
@@ -659,6 +679,9 @@ pub fn main(args: Vec<String>) -> i32 {
         }
         Command::Ask(AskCommand::Reject { id, reason }) => {
             asks::decide(&bus, &id, false, Some(reason), json_out)
+        }
+        Command::Slack(SlackCommand::Manifest { connection, scope }) => {
+            slack::manifest(&bus, connection.as_deref(), scope.as_deref(), json_out)
         }
         Command::Resource(ResourceCommand::List) => resources::list(&bus, json_out),
         Command::Resource(ResourceCommand::Sweep {

@@ -783,3 +783,81 @@ fn read_frame(conn: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     }
     Ok((opcode, payload))
 }
+
+// ---------------------------------------------------------------------------
+// A scripted Web API stand-in, for what the system tests look at beyond what Prism
+// can answer (Prism makes up each answer: a `chat.update` of the `ts` a
+// `chat.postMessage` answered needs the same `ts` back).
+
+type Script = Arc<dyn Fn(&Request) -> serde_json::Value + Send + Sync>;
+
+/// A Web API stand-in on a free loopback port: each request is recorded and answered
+/// 200 with what the script makes of it. Stops accepting when dropped.
+pub struct WebStandIn {
+    /// The connection's `api_url`.
+    pub url: String,
+    requests: Arc<Mutex<Vec<Request>>>,
+    stop: Arc<AtomicBool>,
+    addr: SocketAddr,
+}
+
+impl Drop for WebStandIn {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+impl WebStandIn {
+    /// A stand-in answering each request with `script(request)`.
+    pub fn start(
+        script: impl Fn(&Request) -> serde_json::Value + Send + Sync + 'static,
+    ) -> std::io::Result<WebStandIn> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let script: Script = Arc::new(script);
+        let (r, st) = (requests.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let (r, script) = (r.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(HANG));
+                    let Ok(mut req) = read_request(&mut conn) else {
+                        return;
+                    };
+                    let body = script(&req);
+                    req.status = 200;
+                    if let Ok(mut all) = r.lock() {
+                        all.push(req);
+                    }
+                    json_answer(&mut conn, &body);
+                });
+            }
+        });
+        Ok(WebStandIn {
+            url: format!("http://{addr}"),
+            requests,
+            stop,
+            addr,
+        })
+    }
+
+    /// Every request so far, in the order they were answered.
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The requests to `path` (`/chat.update`).
+    pub fn calls(&self, path: &str) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path() == path)
+            .collect()
+    }
+}

@@ -254,23 +254,6 @@ pub fn work_id(id: &str) -> Result<String, ApiError> {
     Ok(id)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queries_decode_and_refuse_repeats() {
-        let q = query("scope=a%2Fb&state=running&limit=5").unwrap_or_default();
-        assert_eq!(q.get("scope").map(String::as_str), Some("a/b"));
-        assert!(query("a=1&a=2").is_err());
-        assert!(query("a=%zz").is_err());
-        assert_eq!(
-            percent_decode(&percent_encode("a b/é")).ok().as_deref(),
-            Some("a b/é")
-        );
-    }
-}
-
 /// A request's whole body, at most `max` bytes (413 naming `what` and the limit).
 pub async fn read_limited(
     body: hyper::body::Incoming,
@@ -288,4 +271,21 @@ pub async fn read_limited(
             )
         })?
         .to_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_and_refuse_repeats() {
+        let q = query("scope=a%2Fb&state=running&limit=5").unwrap_or_default();
+        assert_eq!(q.get("scope").map(String::as_str), Some("a/b"));
+        assert!(query("a=1&a=2").is_err());
+        assert!(query("a=%zz").is_err());
+        assert_eq!(
+            percent_decode(&percent_encode("a b/é")).ok().as_deref(),
+            Some("a b/é")
+        );
+    }
 }
