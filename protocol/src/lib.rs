@@ -8,6 +8,7 @@ pub mod catalogue;
 pub mod config;
 pub mod conn;
 pub mod error;
+pub mod hex;
 pub mod manifest;
 pub mod random;
 pub mod sandbox;

@@ -7,7 +7,6 @@
 //! the time, the process ID and a counter: unique in this process, if not
 //! unguessable).
 
-use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,7 +28,7 @@ pub fn fill(buf: &mut [u8]) -> io::Result<()> {
 pub fn hex(n: usize) -> io::Result<String> {
     let mut buf = vec![0u8; n];
     fill(&mut buf)?;
-    Ok(to_hex(&buf))
+    Ok(crate::hex::encode(&buf))
 }
 
 /// `N` random bytes from the operating system; when it cannot give them, bytes made
@@ -58,16 +57,7 @@ pub fn unique_bytes<const N: usize>() -> [u8; N] {
 
 /// [`unique_bytes`] in lowercase hex (`2 * N` digits).
 pub fn unique_hex<const N: usize>() -> String {
-    to_hex(&unique_bytes::<N>())
-}
-
-/// `bytes` in lowercase hex.
-pub fn to_hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    crate::hex::encode(&unique_bytes::<N>())
 }
 
 #[cfg(test)]
@@ -90,10 +80,5 @@ mod tests {
         assert_eq!(a.len(), 24);
         assert_ne!(a, unique_hex::<12>());
         assert_ne!(bytes::<8>().expect("random source"), [0u8; 8]);
-    }
-
-    #[test]
-    fn to_hex_spells_each_byte() {
-        assert_eq!(to_hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
     }
 }

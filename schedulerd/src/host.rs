@@ -22,6 +22,10 @@ use crate::ports::Store;
 
 /// How often the host beats.
 pub const HOST_BEAT: Duration = Duration::from_secs(3);
+/// How soon a failed beat is tried again (so that a database back from an outage
+/// hears this host within a second: storaged gives every host a full lease from then,
+/// see docs/decisions.md, "Leases after a database outage (issue 47)").
+pub const HOST_BEAT_RETRY: Duration = Duration::from_secs(1);
 /// How long a host counts as alive after its last beat, unless `--host-lease-s` says.
 pub const DEFAULT_HOST_LEASE: Duration = Duration::from_secs(30);
 /// The shortest host lease: a few beats.
@@ -162,7 +166,7 @@ impl Host {
                     failing = true;
                 }
             }
-            tokio::time::sleep(HOST_BEAT).await;
+            tokio::time::sleep(if failing { HOST_BEAT_RETRY } else { HOST_BEAT }).await;
         }
     }
 

@@ -3,7 +3,9 @@
 //! `app_mention` (Slack's own payload, python-slack-sdk's fixture) to ingressd starts
 //! a Work on a claude-code binding granted `slack.post` and `slack.react`; the fake
 //! `claude` (mode `calls`), through the real `open-conduit mcp`, posts in the thread,
-//! posts again with the same request ID (answered once) and adds a reaction, each
+//! posts again with the same request ID (answered once), adds a reaction and edits its
+//! progress message twice (`slack.update` without a `ts`: the message it posted; before
+//! any post such an update is a clear error and calls nothing), each
 //! request valid against Slack's own Web API description (Prism, `--errors`); a reply
 //! in the thread joins the same Work; the mention delivered again (a retry) adds
 //! nothing; a bad signature and an old timestamp are 401 and nothing is kept; the
@@ -25,9 +27,12 @@ const BOT_TOKEN: &str = "xoxb-e2e-SecretBotTokenNeverLogged-0123456789";
 const SIGNING_SECRET: &str = "e2e-signing-secret-never-logged-abcdef";
 const PATH: &str = "/slack/demo/team";
 const CALLS: &str = r#"[
+ {"operation": "slack.update", "input": {"text": "nothing to edit yet"}, "request_id": "fake-early", "tag": " early", "turn": "first"},
  {"operation": "slack.post", "input": {"text": "On it."}, "request_id": "fake-post", "turn": "first"},
  {"operation": "slack.post", "input": {"text": "On it."}, "request_id": "fake-post", "tag": " again", "turn": "first"},
- {"operation": "slack.react", "input": {"name": "eyes"}, "request_id": "fake-react", "turn": "first"}
+ {"operation": "slack.react", "input": {"name": "eyes"}, "request_id": "fake-react", "turn": "first"},
+ {"operation": "slack.update", "input": {"text": "On it: 1 of 2 pages built."}, "request_id": "fake-progress-1", "turn": "first"},
+ {"operation": "slack.update", "input": {"text": "Done: both pages built."}, "request_id": "fake-progress-2", "tag": " done", "turn": "first"}
 ]"#;
 
 fn fixture() -> Value {
@@ -89,6 +94,19 @@ fn work_event_types(suite: &Suite, work: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first string at key `key` anywhere in `v`.
+fn find_str(v: &Value, key: &str) -> Option<String> {
+    match v {
+        Value::Object(m) => m
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| m.values().find_map(|x| find_str(x, key))),
+        Value::Array(a) => a.iter().find_map(|x| find_str(x, key)),
+        _ => None,
+    }
+}
+
 #[test]
 fn a_mention_starts_a_work_whose_agent_answers_in_the_thread() {
     let prism = match start_prism() {
@@ -141,7 +159,7 @@ fn a_mention_starts_a_work_whose_agent_answers_in_the_thread() {
             "routes": [{"handler": "slack", "binding": "cc"}],
             "bindings": [{
                 "name": "cc", "executor": "claude-code", "connection": "sl",
-                "operations": ["slack.post", "slack.react"],
+                "operations": ["slack.post", "slack.react", "slack.update"],
                 "config": {"binary": claude, "dir": suite.dir.join("work"),
                            "env": {"FAKE_CLAUDE_MODE": "calls", "FAKE_CLAUDE_RECORD": rec,
                                    "FAKE_CLAUDE_CALLS": CALLS,
@@ -182,6 +200,21 @@ fn a_mention_starts_a_work_whose_agent_answers_in_the_thread() {
     assert_eq!(again["structuredContent"], post["structuredContent"]);
     let react = result("tools/call slack.react");
     assert_eq!(react["isError"], false, "{react}");
+    let posted_ts =
+        find_str(&post["structuredContent"], "ts").unwrap_or_else(|| panic!("no ts in {post}"));
+    // Before anything was posted there is no progress message to edit.
+    let early = result("tools/call slack.update early");
+    assert_eq!(early["isError"], true, "{early}");
+    assert!(
+        early
+            .to_string()
+            .contains("slack.post has posted no message for this Work"),
+        "{early}"
+    );
+    let progress = result("tools/call slack.update");
+    assert_eq!(progress["isError"], false, "{progress}");
+    let done = result("tools/call slack.update done");
+    assert_eq!(done["isError"], false, "{done}");
     let requests = adapter.requests();
     let posts: Vec<_> = requests
         .iter()
@@ -204,6 +237,22 @@ fn a_mention_starts_a_work_whose_agent_answers_in_the_thread() {
             .count(),
         1
     );
+    // The progress message edited in place: two chat.update of the message posted,
+    // in the thread's conversation, and no other message posted.
+    let updates: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path() == "/chat.update")
+        .collect();
+    assert_eq!(updates.len(), 2, "{requests:#?}");
+    for (u, text) in updates
+        .iter()
+        .zip(["On it: 1 of 2 pages built.", "Done: both pages built."])
+    {
+        assert_eq!(u.field("channel").as_deref(), Some("C111"), "{u:?}");
+        assert_eq!(u.field("ts").as_deref(), Some(posted_ts.as_str()), "{u:?}");
+        assert_eq!(u.field("text").as_deref(), Some(text), "{u:?}");
+        assert_eq!(u.status, 200, "{u:?}");
+    }
     assert!(
         adapter.violations().is_empty(),
         "{:#?}",
@@ -260,4 +309,84 @@ fn a_mention_starts_a_work_whose_agent_answers_in_the_thread() {
             "{d:?} logged the signing secret"
         );
     }
+}
+
+/// `open-conduit config check` (the real CLI, the running slack package validating
+/// its own entries and connections) names each bad Slack field by its JSON pointer
+/// in the configuration: a `mode` that is neither `events` nor `socket`, a field an
+/// entry does not have, a `channels` item of the wrong type, a connection `api_url`
+/// that is not a URL; a good configuration checks clean.
+#[test]
+fn config_check_names_bad_slack_fields_by_pointer() {
+    let mut packages = Suite::first_party();
+    packages.push(Package {
+        name: "slack".into(),
+        manifest: oc_slack::MANIFEST.into(),
+        command: vec!["ext-slack".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), "slack-check", &packages).unwrap();
+    suite.start_all().unwrap();
+    let secret = |name: &str| {
+        let f = suite.dir.join(name);
+        std::fs::write(&f, "x\n").unwrap();
+        format!("file:{}", f.display())
+    };
+    let good = json!({
+        "connections": [{"name": "sl", "type": "slack",
+                         "config": {"api_url": "https://slack.com/api"},
+                         "secret_refs": {"bot_token": secret("bot"),
+                                         "signing_secret": secret("signing")}}],
+        "scopes": [{
+            "id": "demo",
+            "entries": [
+                {"type": "slack", "name": "team", "connection": "sl"},
+                {"type": "slack", "name": "ops", "connection": "sl",
+                 "config": {"channels": ["C0123456789", "im"], "mode": "events"}}
+            ]
+        }]
+    });
+    let check = |doc: &Value, name: &str| {
+        let file = suite.dir.join(name);
+        std::fs::write(&file, doc.to_string()).unwrap();
+        cli(&suite, &["config", "check", file.to_str().unwrap()])
+    };
+    let (code, said) = check(&good, "good.json");
+    assert_eq!(code, 0, "{said}");
+
+    let mut bad = good.clone();
+    bad["connections"][0]["config"]["api_url"] = json!("not a url");
+    bad["scopes"][0]["entries"][0]["config"] = json!({"chanels": ["C0123456789"]});
+    bad["scopes"][0]["entries"][1]["config"]["mode"] = json!("webhook");
+    let (code, said) = check(&bad, "bad.json");
+    assert_eq!(code, 1, "{said}");
+    for (pointer, code) in [
+        (
+            "/connections/0/config/api_url: ",
+            "slack_connection_invalid",
+        ),
+        (
+            "/scopes/0/entries/0/config/chanels: unknown field",
+            "slack_entry_invalid",
+        ),
+        (
+            "/scopes/0/entries/1/config/mode: must be `events`",
+            "slack_entry_invalid",
+        ),
+    ] {
+        let line = said
+            .lines()
+            .find(|l| l.contains(pointer))
+            .unwrap_or_else(|| panic!("no {pointer} in {said}"));
+        assert!(line.contains(code), "{line}");
+    }
+    assert!(said.contains(" 3 problems"), "{said}");
+
+    let mut bad = good.clone();
+    bad["scopes"][0]["entries"][1]["config"]["channels"] = json!(["C0123456789", 7]);
+    let (code, said) = check(&bad, "bad-type.json");
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("/scopes/0/entries/1/config/channels/1: must be a string"),
+        "{said}"
+    );
 }

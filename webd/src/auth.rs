@@ -86,7 +86,7 @@ fn mac(key: &[u8], parts: &[&str]) -> String {
         m.update(p.as_bytes());
         m.update(b"\n");
     }
-    protocol::random::to_hex(&m.finalize().into_bytes())
+    protocol::hex::encode(&m.finalize().into_bytes())
 }
 
 /// Compare two strings in time that does not depend on where they differ.

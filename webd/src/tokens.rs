@@ -29,7 +29,7 @@ pub fn path(state: &Path) -> PathBuf {
 pub fn digest(token: &str) -> String {
     format!(
         "sha256:{}",
-        protocol::random::to_hex(&Sha256::digest(token.as_bytes()))
+        protocol::hex::encode(&Sha256::digest(token.as_bytes()))
     )
 }
 
@@ -178,7 +178,7 @@ impl Tokens {
 /// The public name of a recorded token in a session cookie: 16 hex digits of the
 /// SHA-256 of its digest (which says nothing of the token).
 pub fn session_id(digest: &str) -> String {
-    let h = protocol::random::to_hex(&Sha256::digest(digest.as_bytes()));
+    let h = protocol::hex::encode(&Sha256::digest(digest.as_bytes()));
     h.get(..16).unwrap_or(&h).to_owned()
 }
 

@@ -53,32 +53,8 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let digest = mac.finalize().into_bytes();
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256=");
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
+    out.push_str(&protocol::hex::encode(&digest));
     out
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-fn hex_value(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let pairs = text.as_bytes().chunks_exact(2);
-    if !pairs.remainder().is_empty() {
-        return None;
-    }
-    pairs
-        .map(|pair| Some(hex_value(pair[0])? << 4 | hex_value(pair[1])?))
-        .collect()
 }
 
 /// Verifies `header` (the `X-Hub-Signature-256` value, if any) over `body`
@@ -91,7 +67,7 @@ pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> Result<(), Si
     if hex.len() != 64 {
         return Err(SignatureError::Malformed);
     }
-    let expected = decode_hex(hex).ok_or(SignatureError::Malformed)?;
+    let expected = protocol::hex::decode(hex).ok_or(SignatureError::Malformed)?;
     let mut mac = HmacSha256::new_from_slice(secret).map_err(|_| SignatureError::Mismatch)?;
     mac.update(body);
     mac.verify_slice(&expected)

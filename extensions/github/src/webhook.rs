@@ -10,8 +10,6 @@
 //! payload its family cannot read is 400; anything else is one delivery and
 //! 200. Only the 200 carries a delivery.
 
-use std::collections::BTreeMap;
-
 use protocol::wire::{Delivery, HttpAnswer, WebhookHandleParams, WebhookHandleResult};
 use serde_json::{json, Value};
 
@@ -29,29 +27,12 @@ pub const RETRY_AFTER_SECONDS: u32 = 5;
 
 /// A plain-text answer.
 pub fn text(status: u16, message: &str) -> HttpAnswer {
-    let mut headers = BTreeMap::new();
-    headers.insert(
-        "Content-Type".to_string(),
-        "text/plain; charset=utf-8".to_string(),
-    );
-    let mut body = message.as_bytes().to_vec();
-    body.push(b'\n');
-    HttpAnswer {
-        status,
-        headers,
-        body,
-    }
+    HttpAnswer::text(status, message)
 }
 
 /// A JSON answer.
 pub fn json_answer(status: u16, value: &Value) -> HttpAnswer {
-    let mut headers = BTreeMap::new();
-    headers.insert("Content-Type".to_string(), "application/json".to_string());
-    HttpAnswer {
-        status,
-        headers,
-        body: value.to_string().into_bytes(),
-    }
+    HttpAnswer::json(status, value)
 }
 
 /// 202: understood, and deliberately not delivered (GitHub would retry an
@@ -62,11 +43,8 @@ pub fn ignored(reason: &str) -> HttpAnswer {
 
 /// 503 with `Retry-After`: the webhook secret could not be resolved.
 pub fn unavailable() -> HttpAnswer {
-    let mut answer = text(503, "the webhook secret is unavailable; try again");
-    answer
-        .headers
-        .insert("Retry-After".to_string(), RETRY_AFTER_SECONDS.to_string());
-    answer
+    text(503, "the webhook secret is unavailable; try again")
+        .with_header("Retry-After", &RETRY_AFTER_SECONDS.to_string())
 }
 
 /// A result with no delivery.
@@ -85,11 +63,7 @@ pub fn precheck<'a>(
     params: &WebhookHandleParams,
 ) -> Result<&'a EntryConfig, HttpAnswer> {
     if !params.method.eq_ignore_ascii_case("POST") {
-        let mut answer = text(405, "only POST is accepted");
-        answer
-            .headers
-            .insert("Allow".to_string(), "POST".to_string());
-        return Err(answer);
+        return Err(text(405, "only POST is accepted").with_header("Allow", "POST"));
     }
     registry
         .entry_for(&params.path)

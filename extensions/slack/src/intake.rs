@@ -15,8 +15,6 @@
 //! delivery. A retry (`X-Slack-Retry-Num`) carries the same `event_id`, the
 //! delivery ID, so the host keeps it once.
 
-use std::collections::BTreeMap;
-
 use protocol::wire::{HttpAnswer, WebhookHandleParams, WebhookHandleResult};
 use serde_json::{json, Value};
 
@@ -34,29 +32,12 @@ pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
 
 /// A plain-text answer.
 pub fn text(status: u16, message: &str) -> HttpAnswer {
-    let mut headers = BTreeMap::new();
-    headers.insert(
-        "Content-Type".to_string(),
-        "text/plain; charset=utf-8".to_string(),
-    );
-    let mut body = message.as_bytes().to_vec();
-    body.push(b'\n');
-    HttpAnswer {
-        status,
-        headers,
-        body,
-    }
+    HttpAnswer::text(status, message)
 }
 
 /// A JSON answer.
 pub fn json_answer(status: u16, value: &Value) -> HttpAnswer {
-    let mut headers = BTreeMap::new();
-    headers.insert("Content-Type".to_string(), "application/json".to_string());
-    HttpAnswer {
-        status,
-        headers,
-        body: value.to_string().into_bytes(),
-    }
+    HttpAnswer::json(status, value)
 }
 
 /// 200 and nothing delivered (Slack would retry anything else).
@@ -66,11 +47,8 @@ pub fn ignored(reason: &str) -> HttpAnswer {
 
 /// 503 with `Retry-After`: the signing secret could not be resolved.
 pub fn unavailable() -> HttpAnswer {
-    let mut answer = text(503, "the signing secret is unavailable; try again");
-    answer
-        .headers
-        .insert("Retry-After".to_string(), RETRY_AFTER_SECONDS.to_string());
-    answer
+    text(503, "the signing secret is unavailable; try again")
+        .with_header("Retry-After", &RETRY_AFTER_SECONDS.to_string())
 }
 
 /// A result with no delivery.
@@ -89,11 +67,7 @@ pub fn precheck<'a>(
     params: &WebhookHandleParams,
 ) -> Result<&'a EntryConfig, HttpAnswer> {
     if !params.method.eq_ignore_ascii_case("POST") {
-        let mut answer = text(405, "only POST is accepted");
-        answer
-            .headers
-            .insert("Allow".to_string(), "POST".to_string());
-        return Err(answer);
+        return Err(text(405, "only POST is accepted").with_header("Allow", "POST"));
     }
     let entry = registry
         .entry_for(&params.path)

@@ -62,8 +62,6 @@ impl std::fmt::Display for SignatureError {
 
 impl std::error::Error for SignatureError {}
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 fn mac(secret: &[u8], timestamp: &str, body: &[u8]) -> Option<HmacSha256> {
     // An HMAC takes a key of any length, so this does not fail.
     let mut mac = HmacSha256::new_from_slice(secret).ok()?;
@@ -83,30 +81,8 @@ pub fn sign(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
     let digest = mac.finalize().into_bytes();
     let mut out = String::with_capacity(3 + 64);
     out.push_str("v0=");
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
+    out.push_str(&protocol::hex::encode(&digest));
     out
-}
-
-fn hex_value(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let pairs = text.as_bytes().chunks_exact(2);
-    if !pairs.remainder().is_empty() {
-        return None;
-    }
-    pairs
-        .map(|pair| Some(hex_value(pair[0])? << 4 | hex_value(pair[1])?))
-        .collect()
 }
 
 /// Verifies a request: `signature` and `timestamp` are its headers' values (if
@@ -134,7 +110,7 @@ pub fn verify(
     if hex.len() != 64 {
         return Err(SignatureError::Malformed);
     }
-    let expected = decode_hex(hex).ok_or(SignatureError::Malformed)?;
+    let expected = protocol::hex::decode(hex).ok_or(SignatureError::Malformed)?;
     let mac = mac(secret, timestamp, body).ok_or(SignatureError::Mismatch)?;
     mac.verify_slice(&expected)
         .map_err(|_| SignatureError::Mismatch)

@@ -79,43 +79,10 @@ impl Format {
             .strip_prefix(self.prefix.as_str())?
             .strip_suffix(self.suffix.as_str())?;
         match self.encoding {
-            Encoding::Hex => decode_hex(inner),
+            Encoding::Hex => protocol::hex::decode(inner).filter(|b| !b.is_empty()),
             Encoding::Base64 => decode_base64(inner),
         }
     }
-}
-
-/// Decodes hexadecimal (either case, even length).
-pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    let pairs = text.as_bytes().chunks_exact(2);
-    if text.is_empty() || !pairs.remainder().is_empty() {
-        return None;
-    }
-    pairs
-        .map(|pair| match pair {
-            [hi, lo] => Some(nibble(*hi)? << 4 | nibble(*lo)?),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Lower-case hexadecimal of `bytes`.
-pub fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
 }
 
 /// Decodes standard base64, with or without its padding.
@@ -655,7 +622,7 @@ mod tests {
         assert!(Format::parse("{hex}{hex}").is_none());
         assert!(Format::parse("{hex}{base64}").is_none());
         assert!(Format::parse("plain").is_none());
-        assert_eq!(encode_hex(&[0, 255, 16]), "00ff10");
+        assert_eq!(protocol::hex::encode(&[0, 255, 16]), "00ff10");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! parse the body and build the delivery and its answer. Resolving the secret is
 //! the caller's ([`crate::State`]).
 
-use crate::config::{encode_hex, DeliveryIdFrom, EntryConfig, Scheme};
+use crate::config::{DeliveryIdFrom, EntryConfig, Scheme};
 use crate::signature::{self, VerifyError};
 use protocol::wire::{
     Delivery, HttpAnswer, IngressEvent, Payload, WebhookHandleParams, WebhookHandleResult,
@@ -88,7 +88,10 @@ pub fn refuse(status: u16, why: &str) -> WebhookHandleResult {
 /// `sha256:<hex of the body's SHA-256>`. An error is the 400 answer's text.
 pub fn delivery_id(from: &DeliveryIdFrom, p: &WebhookHandleParams) -> Result<String, String> {
     match from.header() {
-        None => Ok(format!("sha256:{}", encode_hex(&Sha256::digest(&p.body)))),
+        None => Ok(format!(
+            "sha256:{}",
+            protocol::hex::encode(&Sha256::digest(&p.body))
+        )),
         Some(name) => {
             let id = p
                 .header(name)
@@ -322,7 +325,10 @@ mod tests {
     fn sign(secret: &str, body: &[u8]) -> String {
         let mut m = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key");
         m.update(body);
-        format!("sha256={}", encode_hex(&m.finalize().into_bytes()))
+        format!(
+            "sha256={}",
+            protocol::hex::encode(&m.finalize().into_bytes())
+        )
     }
 
     fn text(r: &WebhookHandleResult) -> String {

@@ -152,7 +152,7 @@ pub fn is_loopback(remote_addr: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{encode_hex, parse_entry_config};
+    use crate::config::parse_entry_config;
     use serde_json::json;
 
     fn request(headers: &[(&str, &str)], body: &[u8]) -> WebhookHandleParams {
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn other_formats_and_headers() {
-        let raw = crate::config::decode_hex(RFC4231_MAC).expect("hex");
+        let raw = protocol::hex::decode(RFC4231_MAC).expect("hex");
         let b64 = protocol::b64::encode(&raw);
         let s = scheme(json!({"signature": {"header": "X-Hmac", "format": "{base64}"}}));
         let p = request(&[("X-Hmac", &b64)], RFC4231_BODY);
@@ -260,7 +260,10 @@ mod tests {
             let mut m = HmacSha256::new_from_slice(b"k3y").expect("any key");
             m.update(format!("{ts}.").as_bytes());
             m.update(body);
-            format!("sha256={}", encode_hex(&m.finalize().into_bytes()))
+            format!(
+                "sha256={}",
+                protocol::hex::encode(&m.finalize().into_bytes())
+            )
         };
         let sig = sign(&ts, b"{}");
         let p = request(&[("X-Signature-256", &sig), ("X-Timestamp", &ts)], b"{}");
@@ -285,7 +288,10 @@ mod tests {
         // The body alone, signed without the timestamp, fails too.
         let mut m = HmacSha256::new_from_slice(b"k3y").expect("any key");
         m.update(b"{}");
-        let body_only = format!("sha256={}", encode_hex(&m.finalize().into_bytes()));
+        let body_only = format!(
+            "sha256={}",
+            protocol::hex::encode(&m.finalize().into_bytes())
+        );
         let p = request(
             &[("X-Signature-256", &body_only), ("X-Timestamp", &ts)],
             b"{}",

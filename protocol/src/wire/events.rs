@@ -118,5 +118,5 @@ pub fn emitted_event_id(source: &str, delivery_id: &str) -> String {
     h.update(source.as_bytes());
     h.update(b"\n");
     h.update(delivery_id.as_bytes());
-    format!("evt_{}", crate::random::to_hex(&h.finalize()[..16]))
+    format!("evt_{}", crate::hex::encode(&h.finalize()[..16]))
 }

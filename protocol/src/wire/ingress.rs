@@ -69,6 +69,37 @@ pub struct HttpAnswer {
     pub body: Vec<u8>,
 }
 
+impl HttpAnswer {
+    /// A plain-text answer: `message` and a newline.
+    pub fn text(status: u16, message: &str) -> HttpAnswer {
+        let mut body = message.as_bytes().to_vec();
+        body.push(b'\n');
+        HttpAnswer {
+            status,
+            headers: BTreeMap::from([(
+                "Content-Type".to_string(),
+                "text/plain; charset=utf-8".to_string(),
+            )]),
+            body,
+        }
+    }
+
+    /// A JSON answer.
+    pub fn json(status: u16, value: &serde_json::Value) -> HttpAnswer {
+        HttpAnswer {
+            status,
+            headers: BTreeMap::from([("Content-Type".to_string(), "application/json".to_string())]),
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    /// The same answer with one more header.
+    pub fn with_header(mut self, name: &str, value: &str) -> HttpAnswer {
+        self.headers.insert(name.to_string(), value.to_string());
+        self
+    }
+}
+
 /// `webhook.handle` (H→E): verify and parse one webhook request under a registered path.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookHandleParams {

@@ -16,20 +16,6 @@ const TOKEN_PREFIX: &str = "oct1";
 
 type HmacSha256 = Hmac<Sha256>;
 
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 /// The key, from the store; created (32 random bytes) the first time.
 pub async fn load_key(store: &Store) -> Result<Vec<u8>, String> {
     for _ in 0..3 {
@@ -41,7 +27,12 @@ pub async fn load_key(store: &Store) -> Result<Vec<u8>, String> {
             })
             .await
             .map_err(|e| format!("{}: {e}", KvGetRequest::METHOD))?;
-        if let Some(k) = got.value.as_ref().and_then(Value::as_str).and_then(unhex) {
+        if let Some(k) = got
+            .value
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(protocol::hex::decode)
+        {
             return Ok(k);
         }
         let fresh: [u8; 32] = protocol::random::bytes().map_err(|e| e.to_string())?;
@@ -59,7 +50,7 @@ pub async fn load_key(store: &Store) -> Result<Vec<u8>, String> {
                 puts: vec![KvPutItem {
                     namespace: NAMESPACE.into(),
                     key: "key".into(),
-                    value: Value::String(hex(&fresh)),
+                    value: Value::String(protocol::hex::encode(&fresh)),
                 }],
                 deletes: Vec::new(),
                 emissions: Vec::new(),
@@ -87,7 +78,7 @@ impl Toolbelt {
         let body = format!("{TOKEN_PREFIX}.{work_id}.{execution_id}.{epoch}");
         let mac = self
             .mac(&body)
-            .map(|m| hex(&m.finalize().into_bytes()))
+            .map(|m| protocol::hex::encode(&m.finalize().into_bytes()))
             .unwrap_or_default();
         format!("{body}.{mac}")
     }
@@ -101,19 +92,9 @@ impl Toolbelt {
         if prefix != TOKEN_PREFIX || parts.next().is_some() {
             return None;
         }
-        self.mac(body)?.verify_slice(&unhex(mac)?).ok()?;
+        self.mac(body)?
+            .verify_slice(&protocol::hex::decode(mac)?)
+            .ok()?;
         Some((work.to_owned(), exec.to_owned(), epoch.parse().ok()?))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hex_round_trips_and_refuses_odd_text() {
-        assert_eq!(unhex(&hex(&[0, 1, 254, 255])), Some(vec![0, 1, 254, 255]));
-        assert_eq!(unhex("abc"), None);
-        assert_eq!(unhex("zz"), None);
     }
 }
