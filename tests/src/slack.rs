@@ -861,3 +861,98 @@ impl WebStandIn {
             .collect()
     }
 }
+
+// ---------------------------------------------------------------------------
+// Issue 42, errors and rate limits: a stand-in that can answer other than 200.
+
+/// What [`WebStandIn::start_answering`]'s script answers a request with.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status (Slack answers its `ok: false` errors 200; a rate limit 429).
+    pub status: u16,
+    /// A `Retry-After` header, in seconds.
+    pub retry_after: Option<u64>,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+impl Answer {
+    /// 200 with `body`.
+    pub fn ok(body: serde_json::Value) -> Answer {
+        Answer {
+            status: 200,
+            retry_after: None,
+            body,
+        }
+    }
+
+    /// Slack's `200 {"ok": false, "error": code}`.
+    pub fn error(code: &str) -> Answer {
+        Answer::ok(serde_json::json!({"ok": false, "error": code}))
+    }
+
+    /// Slack's rate limit: 429 with `Retry-After: secs` and `{"ok": false, "error": "ratelimited"}`.
+    pub fn rate_limited(secs: u64) -> Answer {
+        Answer {
+            status: 429,
+            retry_after: Some(secs),
+            body: serde_json::json!({"ok": false, "error": "ratelimited"}),
+        }
+    }
+}
+
+type AnswerScript = Arc<dyn Fn(&Request) -> Answer + Send + Sync>;
+
+impl WebStandIn {
+    /// A stand-in answering each request with `script(request)`: any status, with
+    /// `Retry-After` when the answer has one. Requests are recorded with the status
+    /// answered.
+    pub fn start_answering(
+        script: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    ) -> std::io::Result<WebStandIn> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let script: AnswerScript = Arc::new(script);
+        let (r, st) = (requests.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let (r, script) = (r.clone(), script.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(HANG));
+                    let Ok(mut req) = read_request(&mut conn) else {
+                        return;
+                    };
+                    let a = script(&req);
+                    req.status = a.status;
+                    if let Ok(mut all) = r.lock() {
+                        all.push(req);
+                    }
+                    let body = a.body.to_string();
+                    let mut head = format!(
+                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\nContent-Type: application/json\r\n",
+                        a.status,
+                        body.len()
+                    );
+                    if let Some(s) = a.retry_after {
+                        head.push_str(&format!("Retry-After: {s}\r\n"));
+                    }
+                    head.push_str("\r\n");
+                    let _ = conn.write_all(head.as_bytes());
+                    let _ = conn.write_all(body.as_bytes());
+                });
+            }
+        });
+        Ok(WebStandIn {
+            url: format!("http://{addr}"),
+            requests,
+            stop,
+            addr,
+        })
+    }
+}

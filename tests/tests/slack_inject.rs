@@ -123,8 +123,21 @@ fn user_messages(config_dir: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
+/// The things a test of this file has: the Web API stand-in, the suite, the fake
+/// claude's record file, its release file and its config directory.
+struct Setup {
+    _stand_in: WebStandIn,
+    suite: Suite,
+    rec: PathBuf,
+    hold: PathBuf,
+    config_dir: PathBuf,
+}
+
+/// A suite with claude-code and slack, the thread's people answered by a stand-in, an
+/// entry whose mentions run binding `cc` (the fake claude with `env` and its
+/// `FAKE_CLAUDE_RECORD` and `CLAUDE_CONFIG_DIR`, granted `operations`; an
+/// `env.FAKE_CLAUDE_HOLD` is replaced by the release file's path).
+fn setup(name: &str, env: Value, operations: Value) -> Setup {
     // The thread as Slack keeps it, and who its people are.
     let stand_in = WebStandIn::start(|req: &Request| match req.path() {
         "/conversations.replies" => json!({"ok": true, "messages": [
@@ -158,7 +171,7 @@ fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
             command: vec![command.into()],
         });
     }
-    let suite = Suite::new(Path::new(BIN), "slack-inject", &packages).unwrap();
+    let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
     let claude = suite.dir.join("bin/claude");
     script(
         &claude,
@@ -173,6 +186,12 @@ fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
     let rec = suite.dir.join("claude.jsonl");
     let hold = suite.dir.join("release-the-turn");
     let config_dir = suite.dir.join("claude-config");
+    let mut env = env;
+    env["FAKE_CLAUDE_RECORD"] = json!(rec);
+    env["CLAUDE_CONFIG_DIR"] = json!(config_dir);
+    if env.get("FAKE_CLAUDE_HOLD").is_some() {
+        env["FAKE_CLAUDE_HOLD"] = json!(hold);
+    }
     std::fs::create_dir_all(suite.dir.join("work")).unwrap();
     let doc = json!({
         "connections": [{"name": "sl", "type": "slack", "config": {"api_url": stand_in.url},
@@ -184,14 +203,35 @@ fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
             "routes": [{"handler": "slack", "binding": "cc"}],
             "bindings": [{
                 "name": "cc", "executor": "claude-code", "connection": "sl",
+                "operations": operations,
                 "config": {"binary": claude, "dir": suite.dir.join("work"),
-                           "env": {"FAKE_CLAUDE_HOLD": hold, "FAKE_CLAUDE_STATE": "finished",
-                                   "FAKE_CLAUDE_RECORD": rec,
-                                   "CLAUDE_CONFIG_DIR": config_dir}}
+                           "env": env}
             }]
         }]
     });
     suite.apply_config(&doc, PATH).unwrap();
+    Setup {
+        _stand_in: stand_in,
+        suite,
+        rec,
+        hold,
+        config_dir,
+    }
+}
+
+#[test]
+fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
+    let Setup {
+        _stand_in,
+        suite,
+        rec,
+        hold,
+        config_dir,
+    } = setup(
+        "slack-inject",
+        json!({"FAKE_CLAUDE_HOLD": true, "FAKE_CLAUDE_STATE": "finished"}),
+        json!([]),
+    );
 
     // The mention: the turn starts and holds.
     let mut mention = fixture();
@@ -285,4 +325,87 @@ fn a_thread_reply_while_the_turn_runs_reaches_that_turn_rendered_with_names() {
         .count();
     assert_eq!(prompts, 1, "one turn: {:#?}", records(&rec));
     assert_eq!(injected_ids(&state), [reply_id], "written once");
+}
+
+/// The agent's calls: on its first turn, wait for a reply in the thread.
+const WAIT_CALLS: &str = r#"[
+ {"operation": "slack.wait_reply", "turn": "first", "request_id": "wait-1",
+  "input": {"timeout_s": 3600}}
+]"#;
+
+#[test]
+fn an_agent_waits_for_a_reply_and_the_reply_wakes_it() {
+    let Setup {
+        _stand_in,
+        suite,
+        rec,
+        ..
+    } = setup(
+        "slack-wait-reply",
+        json!({"FAKE_CLAUDE_MODE": "calls", "FAKE_CLAUDE_CALLS": WAIT_CALLS}),
+        json!(["slack.wait_reply"]),
+    );
+    let mut mention = fixture();
+    mention["event"]["text"] = json!("<@U111> Deploy the docs site");
+    let r = send(&suite, &mention);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let work = wait_for("the thread's Work", || {
+        works(&suite).first()?["id"].as_str().map(str::to_string)
+    });
+    // The turn calls slack.wait_reply and ends: the Work waits, saying for what.
+    let waiting = wait_for("the Work waiting for a reply", || {
+        let w = suite.call("store.waits", json!({"work_id": work})).ok()?["waits"]
+            .as_array()?
+            .iter()
+            .find(|w| w["state"] == "active" && w["owner"] == "slack")?
+            .clone();
+        (work_state(&suite, &work) == "waiting").then_some(w)
+    });
+    assert_eq!(
+        waiting["description"], "a reply in the Work's Slack thread",
+        "{waiting}"
+    );
+    assert_eq!(
+        waiting["keys"],
+        json!([format!("slack:T111/C111/{THREAD_TS}")]),
+        "{waiting}"
+    );
+    let first: Vec<Value> = records(&rec)
+        .into_iter()
+        .filter(|r| r["prompt"].is_string())
+        .collect();
+    assert_eq!(first.len(), 1, "{first:#?}");
+
+    // A person replies in the thread: the Wait is satisfied and the next turn
+    // carries the reply, with names.
+    let mut reply = fixture();
+    reply["event_id"] = json!("Ev-reply-wait");
+    reply["event"]["type"] = json!("message");
+    reply["event"]["user"] = json!("U333");
+    reply["event"]["text"] =
+        json!("also <https://api.example.com|the API reference> &amp; the changelog");
+    reply["event"]["ts"] = json!(REPLY_TS);
+    reply["event"]["thread_ts"] = json!(THREAD_TS);
+    reply["event"]["channel_type"] = json!("channel");
+    let r = send(&suite, &reply);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let resumed = wait_for("the turn the reply started", || {
+        records(&rec)
+            .into_iter()
+            .filter_map(|r| r["prompt"].as_str().map(str::to_owned))
+            .nth(1)
+    });
+    assert!(resumed.contains("Sam Roe"), "{resumed}");
+    assert!(resumed.contains("the changelog"), "{resumed}");
+    assert!(!resumed.contains("U333"), "{resumed}");
+    let waits = suite.call("store.waits", json!({"work_id": work})).unwrap();
+    assert!(
+        waits["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["state"] == "woken"),
+        "the reply woke the Wait: {waits}"
+    );
+    assert_eq!(works(&suite).len(), 1, "the reply made no Work of its own");
 }

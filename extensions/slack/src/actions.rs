@@ -16,8 +16,9 @@
 //!   the action's Event names the person both ways. The key is `slack/<team>/<trigger
 //!   id>/<action_id>`: the host performs one submit once.
 //! - Slack wants an answer within 3 s: the submits run in the background, the answer
-//!   (200, empty) waits for them at most [`ANSWER_WAIT`]; a projector pass follows so
-//!   the status message shows what was done.
+//!   (200, empty; over Socket Mode, the envelope's ack) waits for them at most
+//!   [`ANSWER_WAIT`]; a projector pass follows so the status message shows what was
+//!   done.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -285,7 +286,8 @@ pub async fn handle(
         }
     }
     let (state, host, scope) = (state.clone(), host.clone(), entry.scope_id.clone());
-    let job = tokio::spawn(async move {
+    let (submitted, done) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
         for p in &interaction.presses {
             match submit(&host, &scope, &interaction, p).await {
                 Ok(message) => eprintln!(
@@ -298,12 +300,20 @@ pub async fn handle(
                 ),
             }
         }
+        // The answer (an HTTP 200, a Socket Mode ack) goes once the submits are in;
+        // the projector pass that shows them follows.
+        let _ = submitted.send(());
         if let Err(e) = crate::status::pass(&state, &host).await {
             eprintln!("slack: status pass after a press: {}", e.message);
         }
     });
     // The answer waits a little for the submits, never longer than Slack does.
-    let _ = tokio::time::timeout(ANSWER_WAIT, job).await;
+    if tokio::time::timeout(ANSWER_WAIT, done).await.is_err() {
+        eprintln!(
+            "slack: a press answered before its submits finished (ANSWER_WAIT {} s); they go on",
+            ANSWER_WAIT.as_secs()
+        );
+    }
     HttpAnswer {
         status: 200,
         ..Default::default()

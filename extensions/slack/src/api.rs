@@ -15,13 +15,25 @@
 //!   names the method and Slack's code (`chat.postMessage: channel_not_found`),
 //!   with what the code means for the common ones ([`SlackError`]).
 //!
+//! - Calls are paced client-side by Slack's per-method tiers ([`pace`]): a token
+//!   bucket per method (per conversation for `chat.postMessage`) shared by the
+//!   process; a call that would wait past [`pace::MAX_PACE_WAIT`] is refused naming
+//!   the method, the tier and the bound. A token Slack refused (`invalid_auth` …) is
+//!   not sent again for a while: the calls meanwhile fail at once with that error.
+//! - Every `ok: false` is logged (method and code, never the token) for the operator.
+//!
 //! `ureq` blocks: the async methods run it on tokio's blocking pool.
+
+pub mod pace;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use protocol::{Code, RpcError};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use pace::{Pacer, Tier};
 
 /// Slack's Web API base URL.
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";
@@ -183,7 +195,19 @@ struct Inner {
     base: String,
     agent: ureq::Agent,
     token: String,
+    /// A digest of the API URL and the token: the pacer's buckets and back-off are
+    /// per token (and Slack).
+    token_key: String,
     limits: Limits,
+    pacer: &'static Pacer,
+}
+
+/// True for Slack's codes that say the token itself is refused.
+pub fn is_auth_failure(error: &str) -> bool {
+    matches!(
+        error,
+        "invalid_auth" | "not_authed" | "token_revoked" | "token_expired" | "account_inactive"
+    )
 }
 
 /// A Web API client for one connection's bot token. Cheap to clone.
@@ -230,6 +254,16 @@ impl Client {
 
     /// A client with its own rate limit waits (each capped at the defaults).
     pub fn build(api_url: &str, token: &str, limits: Limits) -> Result<Client, SlackError> {
+        Client::with_pacer(api_url, token, limits, Pacer::global())
+    }
+
+    /// A client paced by `pacer` instead of the process's ([`Pacer::global`]).
+    pub fn with_pacer(
+        api_url: &str,
+        token: &str,
+        limits: Limits,
+        pacer: &'static Pacer,
+    ) -> Result<Client, SlackError> {
         let base = match api_url.trim() {
             "" => DEFAULT_API_URL,
             url => url,
@@ -250,11 +284,18 @@ impl Client {
             .max_redirects(0)
             .user_agent(USER_AGENT)
             .build();
+        let token_key = Sha256::digest(format!("{base}\n{token}").as_bytes())
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
         Ok(Client {
             inner: Arc::new(Inner {
                 base,
                 agent: ureq::Agent::new_with_config(config),
                 token: token.to_string(),
+                token_key,
+                pacer,
                 limits: Limits {
                     retries: limits.retries.min(MAX_RETRIES),
                     max_wait: limits.max_wait.min(MAX_WAIT),
@@ -309,8 +350,60 @@ impl Client {
             encoded.into_bytes()
         };
         let limits = self.inner.limits;
+        let pacer = self.inner.pacer;
+        if let Some(held) = pacer.auth_held(&self.inner.token_key, Instant::now()) {
+            let mut e = SlackError::of_code(method, 200, &held.error, None);
+            e.status = None;
+            e.message = format!(
+                "{}; Slack refused it on {}: not asked again for {} s (back-off after an authentication failure)",
+                e.message,
+                held.method,
+                held.remaining.as_secs().max(1)
+            );
+            tracing::warn!(method, error = %held.error, "not calling Slack: it refused the token");
+            return Err(e);
+        }
+        let tier = Tier::of(method);
+        let mut key = format!("{} {} {method}", self.inner.base, self.inner.token_key);
+        if tier.per_channel() {
+            if let Some((_, channel)) = params.iter().find(|(k, _)| *k == "channel") {
+                key.push(' ');
+                key.push_str(channel);
+            }
+        }
         let mut retried = 0u32;
         loop {
+            match pacer.reserve(&key, tier.rate(), Instant::now()) {
+                Ok(wait) if wait.is_zero() => {}
+                Ok(wait) => {
+                    tracing::info!(
+                        method,
+                        tier = tier.name(),
+                        wait_ms = wait.as_millis() as u64,
+                        "pacing a call to Slack's rate limit tier"
+                    );
+                    std::thread::sleep(wait);
+                }
+                Err(refused) => {
+                    let rate = tier.rate();
+                    let message = format!(
+                        "Slack {method} not sent: {} allows about {} calls a minute{}, and this call would wait {} s for its turn, longer than the {} bound (MAX_PACE_WAIT); try again later",
+                        tier.name(),
+                        rate.per_minute,
+                        if tier.per_channel() { " per conversation" } else { "" },
+                        refused.wait.as_secs_f64().ceil() as u64,
+                        seconds(refused.bound)
+                    );
+                    tracing::warn!(method, tier = tier.name(), "{message}");
+                    return Err(SlackError {
+                        code: Code::Unavailable,
+                        method: method.to_string(),
+                        status: None,
+                        error: None,
+                        message,
+                    });
+                }
+            }
             let mut req = ureq::http::Request::builder()
                 .method(verb)
                 .uri(&url)
@@ -350,6 +443,8 @@ impl Client {
             let bytes = read_bounded(response, method)?;
             if status == 429 {
                 let wait = Duration::from_secs(retry_after.unwrap_or(1));
+                let now = Instant::now();
+                pacer.hold(&key, now + wait.min(pace::MAX_AUTH_BACKOFF), now);
                 if retried < limits.retries && wait <= limits.max_wait {
                     tracing::info!(
                         method,
@@ -385,6 +480,10 @@ impl Client {
                     .and_then(|p| p.get("error"))
                     .and_then(Value::as_str)
                 {
+                    tracing::warn!(method, status, error = code, "Slack refused the call");
+                    if is_auth_failure(code) {
+                        pacer.auth_failed(&self.inner.token_key, method, code, Instant::now());
+                    }
                     return Err(SlackError::of_code(method, status, code, None));
                 }
                 let code = match status {
@@ -418,10 +517,24 @@ impl Client {
                     .and_then(Value::as_str)
                     .unwrap_or("unknown_error");
                 let needed = answer.get("needed").and_then(Value::as_str);
+                tracing::warn!(method, status, error = code, "Slack refused the call");
+                if is_auth_failure(code) {
+                    pacer.auth_failed(&self.inner.token_key, method, code, Instant::now());
+                }
                 return Err(SlackError::of_code(method, status, code, needed));
             }
+            pacer.auth_ok(&self.inner.token_key);
             return Ok(answer);
         }
+    }
+}
+
+/// `d` as `10 s`, `0.5 s`.
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
     }
 }
 

@@ -38,6 +38,7 @@ pub mod route;
 pub mod signature;
 pub mod socket;
 pub mod status;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -372,6 +373,9 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
                     .await
                     .map_err(ops::for_agent)
             }
+        })
+        .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
+            wait::plan(&ctx.host, &params).await
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }

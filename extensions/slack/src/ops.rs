@@ -12,7 +12,9 @@
 //! `op/<digest of scope, Work, request ID>` (committed with an `absent` check), and a
 //! call repeating a request ID answers it without calling Slack again. A message
 //! `slack.post` made is remembered under `posted/<digest of scope, Work, channel,
-//! ts>` in the same commit: `slack.update` edits only those.
+//! ts>` in the same commit: `slack.update` edits only those; and as the Work's last
+//! (`last_posted/<digest of scope, Work>`), which `slack.update` without a `ts` edits
+//! (the progress message).
 
 use protocol::wire::{
     Authority, KvCheck, KvCommitParams, KvGetParams, KvPut, OperationCallParams,
@@ -404,6 +406,15 @@ pub fn posted_key(authority: &Authority, channel: &str, ts: &str) -> String {
     )
 }
 
+/// The KV key of the last message `slack.post` made for the Work (what
+/// `slack.update` without a `ts` edits).
+pub fn last_posted_key(authority: &Authority) -> String {
+    format!(
+        "last_posted/{}",
+        digest(&[&authority.scope_id, &authority.work_id])
+    )
+}
+
 fn replayed(stored: &Value, operation: &str) -> Result<Value, RpcError> {
     if stored["operation"].as_str() != Some(operation) {
         return Err(RpcError::new(
@@ -463,8 +474,21 @@ pub async fn call(
         }
     }
     let thread = work_thread(host, &authority.work_id).await?;
+    let mut input = input;
     if op == UPDATE {
-        let ts = ts_input(&input, "ts")?.ok_or_else(|| invalid("ts is required"))?;
+        // Without a `ts`, the progress message: the last one `slack.post` made.
+        let ts = match ts_input(&input, "ts")? {
+            Some(ts) => ts,
+            None => kv_get(host, &last_posted_key(authority))
+                .await?
+                .and_then(|v| v["ts"].as_str().map(str::to_string))
+                .ok_or_else(|| {
+                    invalid("no ts given, and slack.post has posted no message for this Work yet")
+                })?,
+        };
+        if let Some(o) = input.as_object_mut() {
+            o.insert("ts".into(), json!(ts));
+        }
         if kv_get(host, &posted_key(authority, &thread.channel, &ts))
             .await?
             .is_none()
@@ -487,6 +511,11 @@ pub async fn call(
             puts.push(KvPut {
                 namespace: String::new(),
                 key: posted_key(authority, &thread.channel, ts),
+                value: json!({"channel": thread.channel, "ts": ts}),
+            });
+            puts.push(KvPut {
+                namespace: String::new(),
+                key: last_posted_key(authority),
                 value: json!({"channel": thread.channel, "ts": ts}),
             });
         }

@@ -278,3 +278,135 @@ async fn other_failures_are_clear_and_hold_no_token() {
     assert!(e.to_string().starts_with("Slack chat.postMessage: "), "{e}");
     assert!(!e.to_string().contains(TOKEN));
 }
+
+// Issue 42: per-method rate limit tiers (client-side pacing) and the back-off after
+// Slack refused a token. The pacer here is the test's own (not the process's), so
+// its counts are this test's; nothing is measured, the calls delayed and refused
+// are counted.
+
+fn posted() -> (u16, Vec<(&'static str, String)>, String) {
+    (
+        200,
+        vec![],
+        json!({"ok": true, "channel": "C1", "ts": "1610241800.000300"}).to_string(),
+    )
+}
+
+fn pacer(bound: Duration) -> &'static oc_slack::api::pace::Pacer {
+    Box::leak(Box::new(oc_slack::api::pace::Pacer::new(bound)))
+}
+
+#[tokio::test]
+async fn chat_post_message_is_paced_per_conversation_and_refused_past_the_bound() {
+    let stand_in = StandIn::start(|_, _| posted());
+    // A bound shorter than one slot's wait (a second): the call past the burst is
+    // refused, not sent.
+    let p = pacer(Duration::from_millis(500));
+    let client = Client::with_pacer(&stand_in.url, TOKEN, Limits::default(), p).unwrap();
+    let post = |channel: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .post(
+                    "chat.postMessage",
+                    vec![("channel", channel.into()), ("text", "x".into())],
+                )
+                .await
+        }
+    };
+    for _ in 0..3 {
+        post("C1").await.unwrap();
+    }
+    let e = post("C1").await.unwrap_err();
+    assert_eq!(e.code, Code::Unavailable);
+    assert_eq!(e.method, "chat.postMessage");
+    assert!(
+        e.to_string().starts_with(
+            "Slack chat.postMessage not sent: chat.postMessage's special tier allows \
+             about 60 calls a minute per conversation"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("longer than the 0.5 s bound (MAX_PACE_WAIT)"),
+        "{e}"
+    );
+    assert_eq!(
+        stand_in.requests().len(),
+        3,
+        "the refused call was not sent"
+    );
+    assert_eq!((p.delayed(), p.refused()), (0, 1));
+    // Another conversation has its own bucket.
+    post("C2").await.unwrap();
+    assert_eq!(stand_in.requests().len(), 4);
+    // Another method too (chat.update: Tier 3).
+    client
+        .post(
+            "chat.update",
+            vec![
+                ("channel", "C1".into()),
+                ("ts", "1610241800.000300".into()),
+                ("text", "y".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!((p.delayed(), p.refused()), (0, 1));
+}
+
+#[tokio::test]
+async fn a_call_past_the_burst_waits_for_its_slot() {
+    let stand_in = StandIn::start(|_, _| posted());
+    let p = pacer(Duration::from_secs(5));
+    let client = Client::with_pacer(&stand_in.url, TOKEN, Limits::default(), p).unwrap();
+    for _ in 0..4 {
+        client
+            .post(
+                "chat.postMessage",
+                vec![("channel", "C1".into()), ("text", "x".into())],
+            )
+            .await
+            .unwrap();
+    }
+    // Three at once (the burst), the fourth waited for its slot; all were sent.
+    assert_eq!(stand_in.requests().len(), 4);
+    assert_eq!((p.delayed(), p.refused()), (1, 0));
+}
+
+#[tokio::test]
+async fn a_refused_token_is_not_sent_again_for_a_while() {
+    let stand_in = StandIn::start(|_, _| {
+        (
+            200,
+            vec![],
+            json!({"ok": false, "error": "invalid_auth"}).to_string(),
+        )
+    });
+    let p = pacer(Duration::from_secs(5));
+    let client = Client::with_pacer(&stand_in.url, TOKEN, Limits::default(), p).unwrap();
+    let first = ops::run(&client, ops::USER, &json!({"user": "U1"}), &thread())
+        .await
+        .unwrap_err();
+    assert!(first.is(Code::Unauthorized), "{first:?}");
+    // The projector's next passes and the agent's next calls: the same error at
+    // once, without asking Slack.
+    for op in [ops::POST, ops::REACT, ops::USER] {
+        let input = json!({"text": "x", "name": "eyes", "user": "U1"});
+        let e = ops::run(&client, op, &input, &thread()).await.unwrap_err();
+        assert!(e.is(Code::Unauthorized), "{e:?}");
+        let said = agent_message(&e);
+        assert!(said.contains("failed: invalid_auth"), "{said}");
+        assert!(
+            said.contains("Slack refused it on users.info: not asked again for"),
+            "{said}"
+        );
+        assert!(!format!("{e:?}").contains(TOKEN));
+    }
+    assert_eq!(stand_in.requests().len(), 1, "one request reached Slack");
+    // Another token (the operator put a new one in) is asked at once.
+    let other = Client::with_pacer(&stand_in.url, "xoxb-new-token", Limits::default(), p).unwrap();
+    let _ = other.get("auth.test", vec![]).await.unwrap_err();
+    assert_eq!(stand_in.requests().len(), 2);
+}
