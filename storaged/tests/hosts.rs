@@ -303,9 +303,78 @@ async fn a_task_pass_is_claimed_once_across_hosts(b: Backend) {
     t.close();
 }
 
+/// A database away from every host (no beat of any host for longer than
+/// `OUTAGE_GAP_MS`): its absence counts against no host's lease. The hosts alive at
+/// the last beat stay alive, and the next beat gives each a full lease from then; a
+/// host gone before stays gone.
+async fn a_database_away_counts_against_no_host_lease(b: Backend) {
+    let t = TestStore::new(b, "host-outage");
+    let s = &t.store;
+    for h in ["h-a", "h-b", "h-c"] {
+        beat(s, h, 10_000).await;
+    }
+    let (_, a) = expired_attempt(&t, "h-a").await;
+    // 20 s without a beat, past every lease; h-c was gone before.
+    t.exec("UPDATE hosts SET beat_ms = beat_ms - 20000, expires_ms = expires_ms - 20000")
+        .await;
+    t.exec(
+        "UPDATE hosts SET beat_ms = beat_ms - 20000, expires_ms = expires_ms - 20000 \
+            WHERE id = 'h-c'",
+    )
+    .await;
+    let alive = || async {
+        s.hosts(req(json!({})))
+            .await
+            .unwrap()
+            .hosts
+            .into_iter()
+            .map(|h| (h.id, h.alive))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![
+        ("h-a".to_owned(), true),
+        ("h-b".to_owned(), true),
+        ("h-c".to_owned(), false),
+    ];
+    assert_eq!(alive().await, want);
+    let expired = || async {
+        s.expired_leases(req(
+            json!({"now_ms": storaged::util::now_ms(), "host": "h-b"}),
+        ))
+        .await
+        .unwrap()
+        .executions
+    };
+    assert!(expired().await.is_empty(), "h-a's attempt offered to h-b");
+    let take = || {
+        req::<LeaseTakeoverRequest>(json!({"execution_id": a.execution_id, "epoch": a.epoch,
+            "lease_owner": "schedulerd:2@h-b", "lease_ttl_ms": 0, "host": "h-b"}))
+    };
+    let m = is_conflict(s.lease_takeover(take()).await);
+    assert!(m.contains("h-a") && m.contains("alive"), "{m}");
+
+    // The database is back: h-b's beat gives h-a a full lease from now.
+    let before = storaged::util::now_ms();
+    beat(s, "h-b", 10_000).await;
+    assert_eq!(alive().await, want);
+    let rows = t
+        .rows("SELECT id, beat_ms, expires_ms FROM hosts ORDER BY id")
+        .await;
+    let a_row: Vec<&str> = rows[0].split('|').collect();
+    assert_eq!(a_row[0], "h-a");
+    let (beat_ms, expires_ms): (i64, i64) = (a_row[1].parse().unwrap(), a_row[2].parse().unwrap());
+    assert!(beat_ms >= before - 1_000, "{rows:?}");
+    assert_eq!(expires_ms - beat_ms, 10_000, "{rows:?}");
+    assert!(expired().await.is_empty());
+    let m = is_conflict(s.lease_takeover(take()).await);
+    assert!(m.contains("alive"), "{m}");
+    t.close();
+}
+
 on_both!(
     beats_make_hosts_alive_and_bounds_are_named,
     another_host_takes_over_only_once_the_attempts_host_is_gone,
     a_woken_work_is_left_to_its_host_while_it_is_alive,
     a_task_pass_is_claimed_once_across_hosts,
+    a_database_away_counts_against_no_host_lease,
 );

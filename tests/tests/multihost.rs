@@ -14,7 +14,11 @@
 //!   reruns its attempt; when it comes back, it stops its own run of that attempt.
 //!   The same when only its schedulerd was away (hung, then killed and restarted).
 //!
-//! Both skip, saying why, where PostgreSQL is missing (fail under
+//! - PostgreSQL stopped for longer than the host lease while both hosts run attempts
+//!   that finish meanwhile: once it is back, no attempt of either (live) host is taken
+//!   over, each run is recorded by its own host, and none runs twice.
+//!
+//! All skip, saying why, where PostgreSQL is missing (fail under
 //! `OC_REQUIRE_PEERS=1`). The database is queried with `psql` for what the store
 //! holds; nothing measures time (the limits only say when a test is hung).
 
@@ -267,6 +271,18 @@ impl Multi {
     /// `None` (said why) when PostgreSQL is missing.
     fn new(test: &str, script: &str) -> Option<Multi> {
         let cluster = oc_pgtest::shared_or_skip(test)?;
+        Some(Multi::on(cluster, test, script))
+    }
+
+    /// On a PostgreSQL cluster of its own (a test that stops it), or `None` (said why).
+    fn new_own_cluster(test: &str, script: &str) -> Option<Multi> {
+        oc_pgtest::shared_or_skip(test)?;
+        let cluster: &'static oc_pgtest::Cluster =
+            Box::leak(Box::new(oc_pgtest::Cluster::start().unwrap()));
+        Some(Multi::on(cluster, test, script))
+    }
+
+    fn on(cluster: &'static oc_pgtest::Cluster, test: &str, script: &str) -> Multi {
         let url = cluster.create_database(test).unwrap();
         let db = url
             .rsplit_once('/')
@@ -306,13 +322,13 @@ impl Multi {
         });
         let config = dir.join("config.json");
         std::fs::write(&config, doc.to_string()).unwrap();
-        Some(Multi {
+        Multi {
             dir,
             cluster,
             db,
             config,
             runs,
-        })
+        }
     }
 
     fn up(&self, name: &'static str, host_lease_s: u64) -> Up {
@@ -943,6 +959,209 @@ fn a_returning_schedulerd_stops_the_runs_taken_over_while_it_was_away() {
         "a run of this host was taken over while it was gone; stopping it here",
     );
     release_and_check(&m, &taken);
+    drop(b);
+    drop(a);
+}
+
+/// The script of the outage test: every run waits for `<runs>.release`.
+const RELEASED_SCRIPT: &str = r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#;
+
+/// PostgreSQL away for longer than the host lease while both hosts run attempts, and
+/// the runs finish while it is away (issue 47): once it is back, each host records
+/// its own runs; no attempt of a live host is taken over ("host … is gone"), none runs
+/// twice, and every delivery answered 2xx is kept once and its Work completed once.
+#[test]
+fn a_database_outage_longer_than_the_host_lease_takes_over_no_live_host() {
+    /// The host lease of both suites (the shortest allowed).
+    const HOST_LEASE_S: u64 = 10;
+    /// How long PostgreSQL stays away: past the host lease, and past the attempts'
+    /// own leases. A scenario, not a threshold: nothing is measured.
+    const OUTAGE: Duration = Duration::from_secs(HOST_LEASE_S + 8);
+    let Some(m) = Multi::new_own_cluster("multihost_outage", RELEASED_SCRIPT) else {
+        return;
+    };
+    let a = m.up("a", HOST_LEASE_S);
+    let b = m.up("b", HOST_LEASE_S);
+    let hosts = [a.http, b.http];
+    let mut acked = Vec::new();
+    // Deliveries until both hosts run attempts, each with its run's process.
+    let running = |up: &Up| {
+        m.sql(&format!(
+            "SELECT id FROM executions WHERE host = '{}' AND state = 'running'",
+            up.id
+        ))
+        .len()
+    };
+    let deadline = Instant::now() + HANG * 2;
+    let mut n = 0;
+    loop {
+        let (ra, rb) = (running(&a), running(&b));
+        if ra >= 2 && rb >= 2 && script_runs(&a) >= ra && script_runs(&b) >= rb {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both hosts running attempts: a {ra} ({} runs), b {rb} ({} runs)",
+            script_runs(&a),
+            script_runs(&b)
+        );
+        if n < 40 {
+            let id = format!("o-{n}");
+            deliver_until_taken(&hosts, n % 2, &id, n);
+            acked.push(id);
+            n += 1;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before: Vec<String> =
+        m.sql("SELECT id, host, lease_epoch FROM executions WHERE state = 'running'");
+
+    // The database goes away; the runs finish meanwhile (their results cannot be
+    // recorded yet), and it stays away past the host lease.
+    let stopped = Instant::now();
+    m.cluster.stop();
+    std::fs::write(format!("{}.release", m.runs.display()), "").unwrap();
+    let deadline = Instant::now() + HANG;
+    while script_runs(&a) + script_runs(&b) > 0 {
+        assert!(Instant::now() < deadline, "the released runs did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Deliveries are refused meanwhile, never answered 2xx.
+    let r = deliver(a.http, "o-during", 9999);
+    if let Ok(r) = r {
+        assert!(
+            !(200..300).contains(&r.status),
+            "2xx while the database was away"
+        );
+    }
+    std::thread::sleep(OUTAGE.saturating_sub(stopped.elapsed()));
+    m.cluster.run().unwrap();
+    let back = Instant::now();
+    // The attempts running when it went away: recorded (by whichever host) once it
+    // is back. How long that took is printed, not judged.
+    m.wait_sql(
+        "the attempts running at the outage recorded",
+        &format!(
+            "SELECT count(*) FROM executions WHERE id IN ({}) AND state <> 'running'",
+            sql_list(&before, 0)
+        ),
+        SETTLE,
+        |c| c == before.len().to_string(),
+    );
+    let recorded = back.elapsed();
+
+    // A few more deliveries once it is back.
+    for k in 0..4 {
+        let id = format!("o-after-{k}");
+        deliver_until_taken(&hosts, k, &id, 1000 + k);
+        acked.push(id);
+    }
+    m.wait_sql(
+        "every Work completed",
+        "SELECT count(*) FROM works w WHERE state <> 'completed' \
+         AND EXISTS (SELECT 1 FROM executions x WHERE x.work_id = w.id)",
+        SETTLE,
+        |c| c == "0",
+    );
+    let webhook_works = format!(
+        "SELECT DISTINCT i.work_id FROM work_inputs i JOIN events e ON e.seq = i.seq \
+         WHERE e.source = '{HOOK_SOURCE}'"
+    );
+    m.wait_sql(
+        "every acknowledged delivery's Work completed",
+        &format!(
+            "SELECT count(*) FROM works WHERE state = 'completed' AND id IN ({webhook_works})"
+        ),
+        SETTLE,
+        |c| c == acked.len().to_string(),
+    );
+
+    // The attempts running when the database went away: each recorded completed by
+    // its own host, at its first epoch (no takeover by anyone).
+    // Adopted by their own host after their own lease ran out (a higher epoch).
+    let mut adopted = 0;
+    for row in &before {
+        let [id, host, epoch] = row.splitn(3, '|').collect::<Vec<_>>()[..] else {
+            panic!("{row}");
+        };
+        let got = m.one(&format!(
+            "SELECT state, host, lease_owner, lease_epoch, COALESCE(result, '') FROM executions \
+             WHERE id = '{id}'"
+        ));
+        let cols: Vec<&str> = got.splitn(5, '|').collect();
+        assert_eq!(cols[0], "completed", "{id} of host {host}: {got}");
+        assert_eq!(cols[1], host, "{id}: {got}");
+        assert!(
+            cols[2].ends_with(&format!("@{host}")),
+            "{id} taken over: {got}"
+        );
+        assert!(!cols[4].contains("is gone"), "{id}: {got}");
+        if cols[3] != epoch {
+            adopted += 1;
+        }
+    }
+    // No attempt anywhere was settled for a gone host, or failed at all.
+    assert_eq!(
+        m.sql(
+            "SELECT id, state, result FROM executions WHERE state <> 'completed' \
+               OR result LIKE '%is gone%'"
+        ),
+        Vec::<String>::new(),
+        "attempts settled otherwise than completed"
+    );
+    // Each Work had one attempt, and its run ran once, to its end.
+    assert_eq!(
+        m.one(
+            "SELECT count(*) FROM (SELECT work_id FROM executions GROUP BY work_id \
+               HAVING count(*) <> 1) t"
+        ),
+        "0",
+        "a Work ran more than one attempt"
+    );
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in m.runs() {
+        if let [work, attempt, what] = r.as_slice() {
+            runs.entry(work.clone())
+                .or_default()
+                .push(format!("{attempt} {what}"));
+        }
+    }
+    for w in m.sql("SELECT DISTINCT work_id FROM executions") {
+        assert_eq!(
+            runs.get(&w).cloned().unwrap_or_default(),
+            vec!["1 start".to_owned(), "1 end".to_owned()],
+            "{w} ran once"
+        );
+    }
+    // Every delivery answered 2xx kept once.
+    let kept: Vec<String> = m.sql(&format!(
+        "SELECT delivery_id FROM events WHERE source = '{HOOK_SOURCE}'"
+    ));
+    let kept_set: BTreeSet<String> = kept.iter().cloned().collect();
+    assert_eq!(kept.len(), kept_set.len(), "a delivery kept twice");
+    let missing: Vec<_> = acked.iter().filter(|id| !kept_set.contains(*id)).collect();
+    assert!(missing.is_empty(), "acknowledged but not kept: {missing:?}");
+    // The store saw the database away, and gave every host a lease from its return.
+    let said: Vec<&str> = [&a, &b]
+        .into_iter()
+        .filter(|up| {
+            std::fs::read_to_string(up.state.join("logs/storaged.log"))
+                .unwrap_or_default()
+                .contains("the database was away")
+        })
+        .map(|up| up.name)
+        .collect();
+    assert!(!said.is_empty(), "no storaged said the database was away");
+    // Both hosts alive.
+    let shown = status(&b);
+    assert!(host_line(&shown, &a.id).contains("alive"), "{shown}");
+    assert!(host_line(&shown, &b.id).contains("alive"), "{shown}");
+    eprintln!(
+        "{} attempts running on two hosts when PostgreSQL went away for {OUTAGE:?} (host lease {HOST_LEASE_S} s): each recorded by its own host {:.2} s after the database was back ({adopted} adopted by it at a higher epoch), none taken over by the other or run twice; {} deliveries kept once",
+        before.len(),
+        recorded.as_secs_f64(),
+        acked.len()
+    );
     drop(b);
     drop(a);
 }

@@ -277,8 +277,10 @@ pub fn lease_takeover(
     }
     let mut host_gone_ms = None;
     if !req.host.is_empty() && !f.host.is_empty() && f.host != req.host {
+        // The host's lease by the database's clock, the database's absence not counted.
+        let db_now = observe(conn)?;
         let expires = host_expires(conn, &f.host)?;
-        if let Some(exp) = expires.filter(|e| *e > now_ms) {
+        if let Some(exp) = expires.filter(|e| *e > db_now) {
             return Err(StoreError::conflict(format!(
                 "execution {} runs on host {}, alive until {} unless it beats again: only it \
                  may take the attempt over",
@@ -517,14 +519,18 @@ pub fn expired_leases(
     if !req.host.is_empty() {
         check_host("host", &req.host)?;
     }
+    let (_, alive_after) = alive_after(conn)?;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {EXEC_COLS} FROM executions WHERE state = 'running' \
          AND lease_expires_ms <= ?1 AND (?3 = '' OR host = '' OR host = ?3 \
-         OR NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = executions.host AND h.expires_ms > ?1)) \
+         OR NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = executions.host AND h.expires_ms > ?4)) \
          ORDER BY lease_expires_ms, id LIMIT ?2"
     ))?;
     let executions = stmt
-        .query_map(params![req.now_ms, limit, req.host], exec_from_row)?
+        .query_map(
+            params![req.now_ms, limit, req.host, alive_after],
+            exec_from_row,
+        )?
         .collect::<crate::sql::Result<Vec<_>>>()?;
     Ok(ExpiredLeasesResponse { executions })
 }
@@ -539,6 +545,7 @@ pub fn works_ready(
     if !req.host.is_empty() {
         check_host("host", &req.host)?;
     }
+    let (_, alive_after) = alive_after(conn)?;
     let mut works = works_query(
         conn,
         &format!(
@@ -548,7 +555,7 @@ pub fn works_ready(
               AND e.host != ?2 AND h.expires_ms > ?3)) \
              ORDER BY retry_at_ms, id LIMIT ?1"
         ),
-        &[&limit, &req.host, &req.now_ms],
+        &[&limit, &req.host, &alive_after],
         limits,
     )?;
     let rest = limit - works.len() as i64;

@@ -5,6 +5,14 @@
 //! lease (the host's own, at most [`MAX_HOST_LEASE_MS`]) ahead. A host whose
 //! `expires_ms` passed, or that never beat, is gone: only then may another host take
 //! over its expired attempts (`store.lease_takeover` checks it in the same write).
+//!
+//! Host leases are measured by the database's clock, and only over time the database
+//! was seen reachable (issue 47): when no host has beaten for [`OUTAGE_GAP_MS`], the
+//! database was away from every host (or every host from it), and the first write
+//! that judges hosts afterwards ([`observe`]: a beat or a takeover) counts as a beat of
+//! every host that was alive at the last beat seen, so each has one full lease of
+//! reachable database to beat again; reads judge the same way meanwhile
+//! ([`alive_after`]).
 
 use super::*;
 pub use busapi::store::work::hosts::*;
@@ -18,6 +26,62 @@ pub const MAX_TASK_EVERY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// A host gone this long, holding no running or waiting attempt, is forgotten at the
 /// next beat of any host.
 pub const FORGET_HOST_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// No beat of any host for this long means the database was away from every host
+/// (schedulerd beats every 3 s, and retries a failed beat every second): see
+/// docs/decisions.md, "Leases after a database outage (issue 47)".
+pub const OUTAGE_GAP_MS: i64 = 5_000;
+
+/// The database's clock, in ms since the epoch (the hosts' clocks may differ; on
+/// SQLite, one process on one machine, this machine's).
+pub(crate) fn db_now_ms(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(match conn.backend() {
+        crate::sql::Backend::Postgres => conn.query_row(
+            "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+            [],
+            |r| r.get(0),
+        )?,
+        crate::sql::Backend::Sqlite => util::now_ms(),
+    })
+}
+
+/// The last beat of any host the database has seen.
+fn last_beat(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    Ok(conn.query_row("SELECT MAX(beat_ms) FROM hosts", [], |r| r.get(0))?)
+}
+
+/// The database's time, and the time a host's `expires_ms` must be after to count as
+/// alive: now, or, while no host has beaten for [`OUTAGE_GAP_MS`] (the database was
+/// away from every host until a moment ago), the last beat seen.
+pub(crate) fn alive_after(conn: &Connection) -> Result<(i64, i64), StoreError> {
+    let now = db_now_ms(conn)?;
+    let cutoff = match last_beat(conn)? {
+        Some(last) if now.saturating_sub(last) > OUTAGE_GAP_MS => last.min(now),
+        _ => now,
+    };
+    Ok((now, cutoff))
+}
+
+/// In a write that judges hosts: when no host has beaten for [`OUTAGE_GAP_MS`], every
+/// host that was alive at the last beat seen gets a beat now (a full lease of its own
+/// from the database's return). Answers the database's time.
+pub(crate) fn observe(conn: &Connection) -> Result<i64, StoreError> {
+    let (now, cutoff) = alive_after(conn)?;
+    if cutoff < now {
+        let n = conn.execute(
+            "UPDATE hosts SET expires_ms = expires_ms - beat_ms + ?1, beat_ms = ?1 \
+             WHERE expires_ms > ?2",
+            params![now, cutoff],
+        )?;
+        tracing::warn!(
+            silent_ms = now - cutoff,
+            hosts = n,
+            "no host beat for longer than {OUTAGE_GAP_MS} ms (the database was away): every \
+             host alive then is given a full lease from now"
+        );
+    }
+    Ok(now)
+}
 
 /// A host ID: 1 to 64 of `A-Z a-z 0-9 _ - .`.
 pub fn check_host(field: &str, v: &str) -> Result<(), StoreError> {
@@ -65,7 +129,7 @@ pub fn host_beat(
             req.lease_ms
         )));
     }
-    let now_ms = util::now_ms();
+    let now_ms = observe(conn)?;
     let expires = now_ms.saturating_add(req.lease_ms as i64);
     let before = host_expires(conn, &req.host)?;
     let returned = before.is_none_or(|e| e <= now_ms);
@@ -105,7 +169,7 @@ pub fn hosts(
 ) -> Result<HostsResponse, StoreError> {
     check_opt_name("after", &req.after, limits)?;
     let limit = page_limit(req.limit, limits)?;
-    let now_ms = util::now_ms();
+    let (_, alive_after) = alive_after(conn)?;
     let mut stmt = conn.prepare_cached(
         "SELECT h.id, h.name, h.beat_ms, h.expires_ms, h.started_at, \
          (SELECT count(*) FROM executions e WHERE e.host = h.id AND e.state = 'running') \
@@ -119,7 +183,7 @@ pub fn hosts(
                 name: r.get(1)?,
                 beat_ms: r.get(2)?,
                 expires_ms,
-                alive: expires_ms > now_ms,
+                alive: expires_ms > alive_after,
                 started_at: r.get(4)?,
                 running: r.get(5)?,
             })
