@@ -20,6 +20,7 @@
 //! the same two loads go to it, configured with a `payload-hmac-sha256` rule and
 //! `/bin/true` as its command: a server that checks the signature and keeps nothing.
 
+use crate::syscalls::{self, Counts};
 use crate::{loadavg, machine, millis, percentile, Load, Res};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -346,6 +347,8 @@ struct Figures {
     p99: Duration,
     failures_rate: u64,
     burst_ok: u64,
+    /// The 2xx answers to the 64 senders, warm-up included.
+    answered_64: u64,
     /// Every delivery answered 2xx over the three loads: each has its own delivery
     /// ID, so each must be one event kept.
     answered_2xx: u64,
@@ -366,6 +369,7 @@ async fn measure(
     Ok(Figures {
         answered_2xx: answered_64 + sent_at_rate.saturating_sub(failures_rate) + burst_ok,
         burst_ok,
+        answered_64,
         per_s_64,
         failures_64,
         p50,
@@ -458,10 +462,20 @@ pub fn run(json: bool) -> Res<()> {
     let writer_before = writer(&suite)?;
     let mut writer_64 = writer_before;
     let cpu_before: Vec<f64> = pids.iter().map(|(_, p)| cpu_s(*p)).collect();
+    // System calls and context switches over the 64 senders' load (warm-up included).
+    let perf = syscalls::perf_usable();
+    let pid_list: Vec<u32> = pids.iter().map(|(_, p)| *p).collect();
+    let mut phase = Some(syscalls::Phase::start(&pid_list, perf.is_ok(), &suite.dir));
+    let mut counts_64 = Vec::new();
     let ours = rt.block_on(measure(suite.http, PATH, "oc", &mut || {
+        if let Some(p) = phase.take() {
+            counts_64 = p.end();
+        }
         writer_64 = writer(&suite)?;
         Ok(())
     }))?;
+    let suite_counts: Vec<(String, Counts)> =
+        pids.iter().map(|(n, _)| n.clone()).zip(counts_64).collect();
     let cpu: Vec<(String, f64)> = pids
         .iter()
         .zip(cpu_before)
@@ -486,9 +500,20 @@ pub fn run(json: bool) -> Res<()> {
     std::fs::create_dir_all(&peer_dir)?;
     let peer = match start_peer(&peer_dir)? {
         Some((kill, addr)) => {
-            let f = rt.block_on(measure(addr, "/hooks/bench", "peer", &mut || Ok(())))?;
+            let mut phase = Some(syscalls::Phase::start(
+                &[kill.0.id()],
+                perf.is_ok(),
+                &peer_dir,
+            ));
+            let mut counts = Counts::default();
+            let f = rt.block_on(measure(addr, "/hooks/bench", "peer", &mut || {
+                if let Some(p) = phase.take() {
+                    counts = p.end().first().copied().unwrap_or_default();
+                }
+                Ok(())
+            }))?;
             let peak = vm_hwm_kib(kill.0.id());
-            Some((f, peak))
+            Some((f, peak, counts))
         }
         None => None,
     };
@@ -514,7 +539,15 @@ pub fn run(json: bool) -> Res<()> {
             "storaged_writes_per_commit_64": (writes_per_commit * 10.0).round() / 10.0,
         });
         load.add_to(&mut out);
-        if let Some((f, peak)) = &peer {
+        let peer_counts = peer.as_ref().map(|(f, _, c)| (c, f.answered_64));
+        counts_json(
+            &mut out,
+            &suite_counts,
+            ours.answered_64,
+            peer_counts,
+            &perf,
+        );
+        if let Some((f, peak, _)) = &peer {
             out["peer_deliveries_per_s_64"] = json!(f.per_s_64.round());
             out["peer_p50_ms_at_1000"] = json!(millis(f.p50));
             out["peer_p99_ms_at_1000"] = json!(millis(f.p99));
@@ -534,7 +567,7 @@ pub fn run(json: bool) -> Res<()> {
     println!("| --- | --- | --- |");
     let peer_or = |f: &dyn Fn(&Figures, u64) -> String| {
         peer.as_ref()
-            .map_or_else(|| "not installed".to_owned(), |(p, k)| f(p, *k))
+            .map_or_else(|| "not installed".to_owned(), |(p, k, _)| f(p, *k))
     };
     println!(
         "| deliveries/s, 64 senders | {:.0} | {} |",
@@ -578,8 +611,125 @@ pub fn run(json: bool) -> Res<()> {
         .collect();
     println!("CPU per kept delivery: {}", per_line.join(", "));
     println!("storaged's writes per commit, 64 senders: {writes_per_commit:.1}");
+    let peer_counts = peer.as_ref().map(|(f, _, c)| (c, f.answered_64));
+    counts_table(&suite_counts, ours.answered_64, peer_counts, &perf);
     if lost > 0 {
         return Err(format!("{lost} deliveries answered 2xx were not kept").into());
     }
     Ok(())
+}
+
+/// Every process's counts (processes of one label add up) and their sum.
+fn by_label(counts: &[(String, Counts)]) -> (BTreeMap<String, Counts>, Counts) {
+    let mut out: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut total = Counts {
+        syscalls: Some(0),
+        ..Counts::default()
+    };
+    for (name, c) in counts {
+        out.entry(name.clone())
+            .and_modify(|e| e.add(c))
+            .or_insert(*c);
+        total.add(c);
+    }
+    (out, total)
+}
+
+/// `syscalls_per_delivery` (where perf counted), `io_syscalls_per_delivery`,
+/// `ctxsw_per_delivery` and `voluntary_ctxsw_per_delivery`, each for the suite (per
+/// process and `total`) and the peer, over the 64 senders' load.
+fn counts_json(
+    out: &mut serde_json::Value,
+    suite: &[(String, Counts)],
+    delivered: u64,
+    peer: Option<(&Counts, u64)>,
+    perf: &Result<(), String>,
+) {
+    let (named, total) = by_label(suite);
+    let figure = |f: &dyn Fn(&Counts) -> Option<u64>| {
+        let mut m = serde_json::Map::new();
+        for (name, c) in named.iter().chain([(&"total".to_owned(), &total)]) {
+            let Some(n) = f(c) else {
+                return serde_json::Value::Null;
+            };
+            m.insert(name.clone(), json!(syscalls::per(n, delivered)));
+        }
+        let peer = peer.and_then(|(c, d)| Some(syscalls::per(f(c)?, d)));
+        json!({"suite": m, "peer": peer})
+    };
+    let all = figure(&|c| c.syscalls);
+    if !all.is_null() {
+        out["syscalls_per_delivery"] = all;
+    }
+    out["io_syscalls_per_delivery"] = figure(&|c| Some(c.io_syscalls()));
+    out["ctxsw_per_delivery"] = figure(&|c| Some(c.ctxsw()));
+    out["voluntary_ctxsw_per_delivery"] = figure(&|c| Some(c.voluntary));
+    out["counts_load"] = json!({
+        "load": "64 senders, warm-up included",
+        "deliveries_2xx": delivered,
+        "peer_deliveries_2xx": peer.map(|(_, d)| d),
+        "syscalls": match perf {
+            Ok(()) => "perf stat -e raw_syscalls:sys_enter -p PID (threads and children inherit)".to_owned(),
+            Err(why) => why.clone(),
+        },
+        "io_syscalls": "syscr + syscw of /proc/PID/io: read and write calls only (not recv/send, epoll_wait, futex)",
+        "ctxsw": "voluntary + nonvoluntary of /proc/PID/task/*/status",
+        "suite_threads_ended": total.threads_ended,
+    });
+}
+
+fn counts_table(
+    suite: &[(String, Counts)],
+    delivered: u64,
+    peer: Option<(&Counts, u64)>,
+    perf: &Result<(), String>,
+) {
+    let (named, total) = by_label(suite);
+    println!();
+    println!(
+        "Per delivery over the 64 senders' load, warm-up included ({delivered} answered 2xx{}):",
+        peer.map_or(String::new(), |(_, d)| format!("; the peer {d}"))
+    );
+    if let Err(why) = perf {
+        println!("system calls not counted: {why}");
+    }
+    println!("| process | system calls (perf) | reads + writes (syscr + syscw) | context switches (voluntary + involuntary) |");
+    println!("| --- | --- | --- | --- |");
+    let row = |name: &str, c: &Counts, d: u64| {
+        let sys = c
+            .syscalls
+            .map_or("–".to_owned(), |n| format!("{:.1}", syscalls::per(n, d)));
+        println!(
+            "| {name} | {sys} | {:.1} | {:.1} ({:.1} + {:.1}) |",
+            syscalls::per(c.io_syscalls(), d),
+            syscalls::per(c.ctxsw(), d),
+            syscalls::per(c.voluntary, d),
+            syscalls::per(c.involuntary, d),
+        );
+    };
+    let mut idle = Vec::new();
+    for (name, c) in &named {
+        let none = |n: u64| syscalls::per(n, delivered) == 0.0;
+        if c.syscalls.is_none_or(none) && none(c.io_syscalls()) && none(c.ctxsw()) {
+            idle.push(name.as_str());
+        } else {
+            row(name, c, delivered);
+        }
+    }
+    row("**suite total**", &total, delivered);
+    if let Some((c, d)) = peer {
+        row("Debian webhook", c, d);
+    }
+    if !idle.is_empty() {
+        println!(
+            "(under 0.05 of each per delivery, left out: {})",
+            idle.join(", ")
+        );
+    }
+    if total.threads_ended > 0 {
+        println!(
+            "({} suite threads ended during the load; their context switches are not counted)",
+            total.threads_ended
+        );
+    }
 }

@@ -108,6 +108,7 @@ fn main() {
 mod bus;
 mod intake;
 mod store;
+mod syscalls;
 mod web;
 mod webclient;
 mod workspace;
