@@ -13,6 +13,8 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("webhook", oc_webhook::MANIFEST),
         ("github", oc_github::MANIFEST),
         ("slack", oc_slack::MANIFEST),
+        ("linear", oc_linear::MANIFEST),
+        ("jira", oc_jira::MANIFEST),
         ("schedule", oc_schedule::MANIFEST),
         ("human", oc_human::MANIFEST),
         ("shell", oc_shell::MANIFEST),

@@ -458,6 +458,8 @@ fn run_extension(name: Option<&str>) -> i32 {
         "webhook" => oc_webhook::extension().map_err(|e| e.to_string()),
         "github" => oc_github::extension().map_err(|e| e.to_string()),
         "slack" => oc_slack::extension().map_err(|e| e.to_string()),
+        "linear" => oc_linear::extension().map_err(|e| e.to_string()),
+        "jira" => oc_jira::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
         "human" => oc_human::extension(),
         "shell" => return oc_shell::main(),

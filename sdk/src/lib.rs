@@ -42,6 +42,7 @@ pub mod procs;
 pub mod runs;
 pub mod sandbox;
 pub mod signals;
+pub mod tracker;
 pub mod tunnel;
 pub mod workspace;
 pub mod wrapper;

@@ -127,6 +127,20 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
                 2
             }
         },
+        "ext-linear" => match oc_linear::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("linear: {e}");
+                2
+            }
+        },
+        "ext-jira" => match oc_jira::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("jira: {e}");
+                2
+            }
+        },
         _ => return None,
     })
 }

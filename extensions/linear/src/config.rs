@@ -1,0 +1,378 @@
+//! The `configure` entries and the `linear` connection's config.
+//!
+//! An entry of type `linear`:
+//!
+//! ```json
+//! {"teams": ["ENG"], "agent_user": "2e1c…", "states": ["Todo"], "labels": ["agent"],
+//!  "mention": "@conduit", "path": "/linear/acme/issues"}
+//! ```
+//!
+//! `teams` (required, the team keys whose issues are taken) and `agent_user`
+//! (required, the Linear user ID or email whose assignment starts Work) are required;
+//! `states` (workflow state names: an issue moved into one starts Work), `labels`
+//! (label names: an issue given one starts Work) and `mention` (text a comment
+//! carries to call the agent in) are optional; `path` defaults to
+//! `/linear/<scope>/<entry>` and stays under `/linear`.
+//!
+//! A `linear` connection's config is `{"api_url": "https://api.linear.app/graphql"}`
+//! (optional); its secrets are `api_key` (a personal API key or an OAuth token, sent
+//! as `Authorization`) and `webhook_secret` (signs webhooks).
+
+use protocol::wire::{ConfigureParams, ConfigureResult, SourceDecl, WebhookPath};
+use protocol::RpcError;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{FAMILY, NAME};
+
+pub use sdk::config::ConfigError;
+
+/// The request path prefix every entry's path stays under.
+pub const PATH_PREFIX: &str = "/linear";
+/// The default GraphQL endpoint.
+pub const DEFAULT_API_URL: &str = "https://api.linear.app/graphql";
+const MAX_PATH_BYTES: usize = 512;
+/// The most teams, states or labels an entry names.
+pub const MAX_LIST: usize = 100;
+const MAX_NAME_BYTES: usize = 200;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    teams: Vec<String>,
+    #[serde(default)]
+    agent_user: Option<String>,
+    #[serde(default)]
+    states: Vec<String>,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    mention: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConnection {
+    #[serde(default)]
+    api_url: Option<String>,
+}
+
+fn read<T: Default + serde::de::DeserializeOwned>(config: &Value) -> Result<T, ConfigError> {
+    match config {
+        Value::Null => Ok(T::default()),
+        Value::Object(_) => sdk::config::parse(config),
+        _ => Err(ConfigError::whole("must be an object")),
+    }
+}
+
+/// An entry's own config, as parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParsedConfig {
+    /// The request path, when one is written.
+    pub path: Option<String>,
+    /// Team keys (uppercase), at least one.
+    pub teams: Vec<String>,
+    /// The agent's Linear user (ID or email).
+    pub agent_user: String,
+    /// Workflow state names that start Work.
+    pub states: Vec<String>,
+    /// Label names that start Work.
+    pub labels: Vec<String>,
+    /// Text in a comment that calls the agent in.
+    pub mention: Option<String>,
+}
+
+impl ParsedConfig {
+    /// What the entry sets up, in one line.
+    pub fn describe(&self) -> String {
+        let path = self
+            .path
+            .clone()
+            .unwrap_or_else(|| format!("{PATH_PREFIX}/<scope>/<entry>"));
+        let mut line = format!(
+            "receives Linear webhooks at {path} for team(s) {}: issues assigned to {}",
+            self.teams.join(", "),
+            self.agent_user
+        );
+        if !self.states.is_empty() {
+            line.push_str(&format!(", moved to {}", self.states.join(" or ")));
+        }
+        if !self.labels.is_empty() {
+            line.push_str(&format!(", labelled {}", self.labels.join(" or ")));
+        }
+        line
+    }
+}
+
+/// A Linear team key: 1 to 10 ASCII letters, digits or `_` (read uppercase).
+pub fn is_team_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 10
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn names(list: Vec<String>, field: &str) -> Result<Vec<String>, ConfigError> {
+    if list.len() > MAX_LIST {
+        return Err(ConfigError::new(
+            format!("/{field}"),
+            format!("names more than {MAX_LIST}"),
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let s = s.trim();
+        if s.is_empty() || s.len() > MAX_NAME_BYTES || s.chars().any(char::is_control) {
+            return Err(ConfigError::new(
+                format!("/{field}/{i}"),
+                format!("must be a name of 1 to {MAX_NAME_BYTES} bytes on one line"),
+            ));
+        }
+        if !out.iter().any(|o| o.eq_ignore_ascii_case(s)) {
+            out.push(s.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Parses an entry's config alone (no scope, name or connection).
+pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
+    let raw: RawEntry = read(config)?;
+    let path = match raw.path {
+        None => None,
+        Some(s) => Some(normalize_path(&s).map_err(|m| ConfigError::new("/path", m))?),
+    };
+    if raw.teams.is_empty() {
+        return Err(ConfigError::new(
+            "/teams",
+            "is required: the keys of the Linear teams whose issues are taken (ENG)",
+        ));
+    }
+    let teams = names(raw.teams, "teams")?;
+    for (i, t) in teams.iter().enumerate() {
+        if !is_team_key(t) {
+            return Err(ConfigError::new(
+                format!("/teams/{i}"),
+                "must be a team key (letters and digits, as in ENG-123's ENG)",
+            ));
+        }
+    }
+    let teams = teams.into_iter().map(|t| t.to_ascii_uppercase()).collect();
+    let agent_user = raw
+        .agent_user
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            ConfigError::new(
+                "/agent_user",
+                "is required: the Linear user (ID or email) whose assignment starts Work",
+            )
+        })?;
+    if agent_user.len() > MAX_NAME_BYTES || agent_user.chars().any(char::is_whitespace) {
+        return Err(ConfigError::new(
+            "/agent_user",
+            "must be a Linear user ID or email, without spaces",
+        ));
+    }
+    let mention = match raw.mention.map(|m| m.trim().to_string()) {
+        None => None,
+        Some(m) if m.is_empty() || m.len() > MAX_NAME_BYTES => {
+            return Err(ConfigError::new(
+                "/mention",
+                format!("must be 1 to {MAX_NAME_BYTES} bytes"),
+            ))
+        }
+        Some(m) => Some(m),
+    };
+    Ok(ParsedConfig {
+        path,
+        teams,
+        agent_user,
+        states: names(raw.states, "states")?,
+        labels: names(raw.labels, "labels")?,
+        mention,
+    })
+}
+
+fn normalize_path(path: &str) -> Result<String, String> {
+    if path.len() > MAX_PATH_BYTES {
+        return Err(format!("is longer than {MAX_PATH_BYTES} bytes"));
+    }
+    let trimmed = path.trim_end_matches('/');
+    if !trimmed.starts_with(&format!("{PATH_PREFIX}/")) {
+        return Err(format!("`{path}` is not under {PATH_PREFIX}/"));
+    }
+    if trimmed
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '%' | '\\'))
+        || trimmed
+            .split('/')
+            .skip(1)
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Err(format!(
+            "`{path}` has whitespace, a control character, `?`, `#`, `%`, `\\`, or an empty, `.` or `..` segment"
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Checks a `linear` connection's config: `api_url`, when given, is an http(s) URL.
+pub fn check_connection_config(config: &Value) -> Result<(), ConfigError> {
+    let raw: RawConnection = read(config)?;
+    if let Some(url) = &raw.api_url {
+        protocol::wire::check_display_url("api_url", url)
+            .map_err(|e| ConfigError::new("/api_url", format!("`{url}`: {}", e.reason)))?;
+    }
+    Ok(())
+}
+
+/// The `api_url` of a connection's config (default [`DEFAULT_API_URL`]).
+pub fn api_url(config: &Value) -> String {
+    config
+        .get("api_url")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(DEFAULT_API_URL)
+        .to_string()
+}
+
+/// One configured entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryConfig {
+    /// The scope.
+    pub scope_id: String,
+    /// The entry's name.
+    pub name: String,
+    /// The `linear` connection.
+    pub connection: String,
+    /// The request path.
+    pub path: String,
+    /// Its source, `linear/<scope>/<entry>`.
+    pub source: String,
+    /// The entry's own config.
+    pub config: ParsedConfig,
+}
+
+/// The entries of one configure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registry {
+    /// The entries, in configure order.
+    pub entries: Vec<EntryConfig>,
+}
+
+fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "scope {}, entry {}: field `{field}` {message}",
+        entry.scope_id, entry.name
+    ))
+}
+
+impl Registry {
+    /// Parses the entries of a configure; a broken entry fails it all, naming its
+    /// scope, entry and field.
+    pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
+        let mut entries: Vec<EntryConfig> = Vec::new();
+        for entry in &params.entries {
+            if entry.entry_type != NAME {
+                return Err(invalid(
+                    entry,
+                    "type",
+                    &format!("is `{}`, not `{NAME}`", entry.entry_type),
+                ));
+            }
+            if entry.name.is_empty() || entry.scope_id.is_empty() {
+                return Err(invalid(entry, "name", "and the scope must not be empty"));
+            }
+            let parsed = parse_entry(&entry.config).map_err(|e| {
+                let field = e.pointer.strip_prefix('/').unwrap_or("config");
+                invalid(entry, field, &e.reason)
+            })?;
+            if entry.connection.is_empty() {
+                return Err(invalid(
+                    entry,
+                    "connection",
+                    "is required: a linear connection (api_key, webhook_secret)",
+                ));
+            }
+            if let Some(conn) = params
+                .connections
+                .iter()
+                .find(|c| c.name == entry.connection)
+            {
+                if conn.connection_type != NAME {
+                    return Err(invalid(
+                        entry,
+                        "connection",
+                        &format!(
+                            "names `{}`, of type `{}`, not `{NAME}`",
+                            conn.name, conn.connection_type
+                        ),
+                    ));
+                }
+            }
+            let path = parsed
+                .path
+                .clone()
+                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
+            if let Some(other) = entries.iter().find(|e| e.path == path) {
+                return Err(invalid(
+                    entry,
+                    "path",
+                    &format!(
+                        "`{path}` is already the path of scope {}, entry {}",
+                        other.scope_id, other.name
+                    ),
+                ));
+            }
+            entries.push(EntryConfig {
+                scope_id: entry.scope_id.clone(),
+                name: entry.name.clone(),
+                connection: entry.connection.clone(),
+                path,
+                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
+                config: parsed,
+            });
+        }
+        Ok(Registry { entries })
+    }
+
+    /// The sources and request paths the entries register.
+    pub fn configure_result(&self) -> ConfigureResult {
+        let mut result = ConfigureResult::default();
+        for e in &self.entries {
+            result.sources.push(SourceDecl {
+                name: e.source.clone(),
+                source_type: NAME.to_string(),
+                scope_id: e.scope_id.clone(),
+                entry: e.name.clone(),
+                families: vec![FAMILY.to_string()],
+                reconcile_interval_s: 0,
+            });
+            result.webhooks.push(WebhookPath {
+                path: e.path.clone(),
+                source: e.source.clone(),
+                scope_id: e.scope_id.clone(),
+                entry: e.name.clone(),
+            });
+        }
+        result
+    }
+
+    /// The entry whose path is the longest that covers `request_path`.
+    pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                WebhookPath {
+                    path: e.path.clone(),
+                    ..Default::default()
+                }
+                .covers(request_path)
+            })
+            .max_by_key(|e| e.path.len())
+    }
+}

@@ -1,0 +1,403 @@
+//! What the tracker packages (`linear`, `jira`) share: the webhook answers, an
+//! HMAC-SHA256 hex signature check with a timestamp window, the display of an issue's
+//! Work (title, issue key, author: the spec's display for a tracker issue), the
+//! results of changing operations kept in KV by request ID (so a retry answers the
+//! first result instead of acting twice), and bounded markdown clipping for the
+//! prompt.
+
+use hmac::{Hmac, Mac};
+use protocol::wire::{
+    Authority, Delivery, DisplayLink, HttpAnswer, KvCheck, KvCommitParams, KvGetParams, KvPut,
+    WebhookHandleResult, WorkDisplay, MAX_DISPLAY_REF_BYTES, MAX_DISPLAY_REQUESTER_BYTES,
+    MAX_DISPLAY_TITLE_BYTES,
+};
+use protocol::{Code, RpcError};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+type HmacSha256 = Hmac<Sha256>;
+
+// ---- webhook answers ----
+
+/// 200 and nothing delivered, with the reason (a tracker retries anything else).
+pub fn ignored(reason: &str) -> HttpAnswer {
+    HttpAnswer::json(200, &json!({"ok": true, "ignored": true, "reason": reason}))
+}
+
+/// 503 with `Retry-After`: what the request needs (a secret) cannot be had now.
+pub fn unavailable(what: &str, retry_after_s: u32) -> HttpAnswer {
+    HttpAnswer::text(503, &format!("{what} is unavailable; try again"))
+        .with_header("Retry-After", &retry_after_s.to_string())
+}
+
+/// A result with no delivery.
+pub fn answer_only(response: HttpAnswer) -> WebhookHandleResult {
+    WebhookHandleResult {
+        deliveries: Vec::new(),
+        response,
+    }
+}
+
+/// A result with one delivery, answered 200 (sent only once it is kept).
+pub fn deliver(delivery: Delivery) -> WebhookHandleResult {
+    WebhookHandleResult {
+        deliveries: vec![delivery],
+        response: HttpAnswer::json(200, &json!({"ok": true})),
+    }
+}
+
+// ---- signatures ----
+
+/// Why a signed request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureError {
+    /// No signature header.
+    Missing,
+    /// The signature is not the expected prefix and 64 hex digits.
+    Malformed,
+    /// The signature does not match the body under the secret.
+    Mismatch,
+    /// No timestamp where one is required.
+    MissingTimestamp,
+    /// The timestamp is outside the window around now.
+    Stale,
+}
+
+impl SignatureError {
+    /// The reason in a sentence, naming `header` (the signature header) and
+    /// `timestamp` (where the timestamp is read).
+    pub fn reason(self, header: &str, timestamp: &str) -> String {
+        match self {
+            SignatureError::Missing => format!("missing {header} header"),
+            SignatureError::Malformed => {
+                format!("malformed {header} header (expected a hex HMAC-SHA256)")
+            }
+            SignatureError::Mismatch => format!("{header} does not match the body"),
+            SignatureError::MissingTimestamp => format!("missing or unreadable {timestamp}"),
+            SignatureError::Stale => format!(
+                "{timestamp} is outside the accepted window around now (a replay, or a clock off)"
+            ),
+        }
+    }
+}
+
+/// The lowercase hex HMAC-SHA256 of `body` under `secret`.
+pub fn hmac_sha256_hex(secret: &[u8], body: &[u8]) -> String {
+    match HmacSha256::new_from_slice(secret) {
+        Ok(mut mac) => {
+            mac.update(body);
+            protocol::hex::encode(&mac.finalize().into_bytes())
+        }
+        // An HMAC takes a key of any length: not reached.
+        Err(_) => String::new(),
+    }
+}
+
+/// Verifies `signature` (a header's value, if any: `prefix` then 64 hex digits,
+/// e.g. `""` for Linear, `"sha256="` for Jira) as the HMAC-SHA256 of `body` under
+/// `secret`, in constant time.
+pub fn verify_hmac_hex(
+    secret: &[u8],
+    body: &[u8],
+    signature: Option<&str>,
+    prefix: &str,
+) -> Result<(), SignatureError> {
+    let signature = signature.ok_or(SignatureError::Missing)?.trim();
+    let hex = signature
+        .strip_prefix(prefix)
+        .ok_or(SignatureError::Malformed)?;
+    if hex.len() != 64 {
+        return Err(SignatureError::Malformed);
+    }
+    let expected = protocol::hex::decode(hex).ok_or(SignatureError::Malformed)?;
+    let mut mac = HmacSha256::new_from_slice(secret).map_err(|_| SignatureError::Mismatch)?;
+    mac.update(body);
+    mac.verify_slice(&expected)
+        .map_err(|_| SignatureError::Mismatch)
+}
+
+/// Checks a timestamp in Unix milliseconds against `now_ms`: at most `window_ms`
+/// away, either way.
+pub fn check_timestamp_ms(
+    timestamp_ms: Option<i64>,
+    now_ms: i64,
+    window_ms: i64,
+) -> Result<(), SignatureError> {
+    let ts = timestamp_ms
+        .filter(|t| *t > 0)
+        .ok_or(SignatureError::MissingTimestamp)?;
+    if now_ms.saturating_sub(ts).abs() > window_ms {
+        return Err(SignatureError::Stale);
+    }
+    Ok(())
+}
+
+// ---- display ----
+
+/// `text` cut to at most `max` bytes at a character boundary, and whether it was cut.
+pub fn clip(text: &str, max: usize) -> (&str, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
+/// One line: control characters become spaces, runs of spaces one, the ends are
+/// trimmed, and the text is cut to `max` bytes at a character boundary.
+pub fn one_line(text: &str, max: usize) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let squeezed = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
+    clip(&squeezed, max).0.trim_end().to_string()
+}
+
+/// A tracker issue as its Work shows it: the spec's display for a tracker issue is
+/// the issue title, the issue key and the author.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssueDisplay {
+    /// The issue's title.
+    pub title: String,
+    /// The issue key (`ENG-123`, `PROJ-7`).
+    pub key: String,
+    /// Who opened the issue (a name, or an ID when no name is known).
+    pub author: String,
+    /// The issue's web page, when known.
+    pub url: String,
+}
+
+impl IssueDisplay {
+    /// The Work display: title, ref (the key) and requester (the author), each made
+    /// one line and cut to its bound, and a link to the issue when its URL is an
+    /// http(s) URL. None when neither a title nor a key is left.
+    pub fn work_display(&self) -> Option<WorkDisplay> {
+        let mut display = WorkDisplay {
+            title: one_line(&self.title, MAX_DISPLAY_TITLE_BYTES),
+            reference: one_line(&self.key, MAX_DISPLAY_REF_BYTES),
+            requester: one_line(&self.author, MAX_DISPLAY_REQUESTER_BYTES),
+            links: Vec::new(),
+        };
+        if display.title.is_empty() && display.reference.is_empty() {
+            return None;
+        }
+        if !self.url.is_empty() && protocol::wire::check_display_url("url", &self.url).is_ok() {
+            let label = if self.key.is_empty() {
+                "Issue".to_string()
+            } else {
+                one_line(&self.key, 40)
+            };
+            display.links.push(DisplayLink {
+                label,
+                url: self.url.clone(),
+            });
+        }
+        if display.validate().is_err() {
+            display.links.clear();
+        }
+        display.validate().is_ok().then_some(display)
+    }
+}
+
+// ---- markdown ----
+
+/// Markdown cut to at most about `max` bytes for the prompt: at a line boundary when
+/// one is near, an open code fence closed, and a last line saying how much was left.
+pub fn clip_markdown(text: &str, max: usize) -> String {
+    let (head, cut) = clip(text, max);
+    if !cut {
+        return text.to_string();
+    }
+    let head = match head.rfind('\n') {
+        Some(i) if i >= head.len() / 2 => &head[..i],
+        _ => head,
+    };
+    let fences = head
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    let mut out = head.trim_end().to_string();
+    if fences % 2 == 1 {
+        out.push_str("\n```");
+    }
+    out.push_str(&format!(
+        "\n\n_(cut at {max} bytes: {} more bytes not shown)_",
+        text.len() - head.len()
+    ));
+    out
+}
+
+// ---- idempotent operations ----
+
+fn digest(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    protocol::hex::encode(&h.finalize())
+}
+
+/// The KV key the result of a request ID is kept under, for one Work.
+pub fn replay_key(authority: &Authority, request_id: &str) -> String {
+    format!(
+        "op/{}",
+        digest(&[&authority.scope_id, &authority.work_id, request_id])
+    )
+}
+
+fn replayed(stored: &Value, operation: &str) -> Result<Value, RpcError> {
+    if stored["operation"].as_str() != Some(operation) {
+        return Err(RpcError::new(
+            Code::Conflict,
+            format!(
+                "this request_id was already used for {}",
+                stored["operation"].as_str().unwrap_or("another operation")
+            ),
+        ));
+    }
+    Ok(stored["output"].clone())
+}
+
+async fn kv_get(host: &crate::Host, key: &str) -> Result<Option<Value>, RpcError> {
+    host.call_typed(&KvGetParams {
+        namespace: String::new(),
+        key: key.to_string(),
+    })
+    .await
+    .map(|r| r.value)
+    .map_err(|e| RpcError::new(Code::Unavailable, format!("kv.get: {e}")))
+}
+
+/// The result kept for `request_id` (of the Work in `authority`), when a call with it
+/// already acted: its output, or a conflict when it was another operation's. None
+/// when nothing is kept, or `request_id` is empty.
+pub async fn kept_result(
+    host: &crate::Host,
+    authority: &Authority,
+    request_id: &str,
+    operation: &str,
+) -> Result<Option<Value>, RpcError> {
+    if request_id.is_empty() {
+        return Ok(None);
+    }
+    match kv_get(host, &replay_key(authority, request_id)).await? {
+        Some(stored) => replayed(&stored, operation).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Keeps `output` as the result of `request_id` (unless it is empty), and answers the
+/// output to give: `output`, or the result a concurrent call with the same request
+/// ID kept first. A failure to keep is logged, not an error: the act is done.
+pub async fn keep_result(
+    host: &crate::Host,
+    authority: &Authority,
+    request_id: &str,
+    operation: &str,
+    output: Value,
+) -> Result<Value, RpcError> {
+    if request_id.is_empty() {
+        return Ok(output);
+    }
+    let key = replay_key(authority, request_id);
+    let commit = host
+        .call_typed(&KvCommitParams {
+            checks: vec![KvCheck::absent(key.clone())],
+            puts: vec![KvPut {
+                namespace: String::new(),
+                key: key.clone(),
+                value: json!({"operation": operation, "output": output,
+                              "at": protocol::time::format_rfc3339_ms(protocol::time::now_ms())}),
+            }],
+            ..Default::default()
+        })
+        .await;
+    if let Err(e) = commit {
+        if e.is(Code::Conflict) {
+            if let Some(stored) = kv_get(host, &key).await? {
+                return replayed(&stored, operation);
+            }
+        }
+        tracing::warn!(operation, error = %e, "keeping the result of a request_id failed");
+    }
+    Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn hmac_hex_good_bad_malformed() {
+        let sig = hmac_sha256_hex(b"secret", b"body");
+        assert_eq!(sig.len(), 64);
+        assert!(verify_hmac_hex(b"secret", b"body", Some(&sig), "").is_ok());
+        let prefixed = format!("sha256={sig}");
+        assert!(verify_hmac_hex(b"secret", b"body", Some(&prefixed), "sha256=").is_ok());
+        assert_eq!(
+            verify_hmac_hex(b"other", b"body", Some(&sig), ""),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_hmac_hex(b"secret", b"body!", Some(&sig), ""),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_hmac_hex(b"secret", b"body", Some("abc"), ""),
+            Err(SignatureError::Malformed)
+        );
+        assert_eq!(
+            verify_hmac_hex(b"secret", b"body", None, ""),
+            Err(SignatureError::Missing)
+        );
+    }
+
+    #[test]
+    fn timestamp_window() {
+        assert!(check_timestamp_ms(Some(1_000_000), 1_030_000, 60_000).is_ok());
+        assert!(check_timestamp_ms(Some(1_090_000), 1_030_000, 60_000).is_ok());
+        assert_eq!(
+            check_timestamp_ms(Some(1_000_000), 1_060_001, 60_000),
+            Err(SignatureError::Stale)
+        );
+        assert_eq!(
+            check_timestamp_ms(None, 1, 60_000),
+            Err(SignatureError::MissingTimestamp)
+        );
+    }
+
+    #[test]
+    fn issue_display() {
+        let d = IssueDisplay {
+            title: "Fix the\nlogin".into(),
+            key: "ENG-123".into(),
+            author: "Ada".into(),
+            url: "https://linear.app/acme/issue/ENG-123/fix".into(),
+        }
+        .work_display()
+        .unwrap();
+        assert_eq!(d.title, "Fix the login");
+        assert_eq!(d.reference, "ENG-123");
+        assert_eq!(d.requester, "Ada");
+        assert_eq!(d.links.len(), 1);
+        assert!(IssueDisplay::default().work_display().is_none());
+    }
+
+    #[test]
+    fn markdown_clipping() {
+        assert_eq!(clip_markdown("short", 100), "short");
+        let text = format!("intro\n```\n{}\n```\n", "x\n".repeat(100));
+        let clipped = clip_markdown(&text, 50);
+        assert!(clipped.len() < 50 + 80);
+        assert_eq!(clipped.matches("```").count() % 2, 0);
+        assert!(clipped.contains("more bytes not shown"));
+        let multi = "é".repeat(40);
+        assert!(clip_markdown(&multi, 5).starts_with("éé"));
+    }
+}
