@@ -17,10 +17,17 @@
 //! - PostgreSQL stopped for longer than the host lease while both hosts run attempts
 //!   that finish meanwhile: once it is back, no attempt of either (live) host is taken
 //!   over, each run is recorded by its own host, and none runs twice.
+//! - A whole suite stopped (SIGSTOP) while its storaged holds the write lock inside a
+//!   write: the other host keeps answering deliveries 2xx (its longest gap printed),
+//!   takes over the stopped host's attempts once its lease ends, and after the stopped
+//!   suite is killed nothing answered 2xx is lost and only the taken-over attempts ran
+//!   again.
 //!
 //! All skip, saying why, where PostgreSQL is missing (fail under
 //! `OC_REQUIRE_PEERS=1`). The database is queried with `psql` for what the store
-//! holds; nothing measures time (the limits only say when a test is hung).
+//! holds. No assertion is on time: the limits only say when a test is hung, and the
+//! outage and freeze tests print what they measured (gaps, takeover) for the
+//! operator guide.
 
 use oc_systest::{post, sign_sha256, Response, HANG};
 use serde_json::{json, Value};
@@ -1164,4 +1171,377 @@ fn a_database_outage_longer_than_the_host_lease_takes_over_no_live_host() {
     );
     drop(b);
     drop(a);
+}
+
+/// The script of the hung-host test: a run that starts while `<runs>.hold` exists
+/// waits for `<runs>.release`; the others end at once.
+const HELD_SCRIPT: &str = r#"echo "$OS_WORK_ID $OS_ATTEMPT start" >> 'RUNS'; if [ -e 'RUNS.hold' ]; then while [ ! -e 'RUNS.release' ]; do sleep 0.2; done; fi; echo "$OS_WORK_ID $OS_ATTEMPT end" >> 'RUNS'"#;
+
+/// One answer to a sender: delivery ID, the host it went to, its status (0: no
+/// answer), when it came.
+type Answer = (String, usize, u16, Instant);
+
+/// A whole suite stopped (SIGSTOP) while its storaged is inside a write holding the
+/// suite's write lock (issue 47): the other host keeps answering deliveries 2xx (its
+/// longest gap is printed), takes over the stopped host's attempts once its lease
+/// ends ("may have executed"); then the stopped suite is killed (a host that truly
+/// died). Every delivery answered 2xx by either host is kept once, and no run starts
+/// twice but those of the taken-over attempts.
+#[test]
+fn a_suite_frozen_inside_a_write_stalls_the_other_host_for_seconds_only() {
+    use nix::sys::signal::Signal;
+    /// The host lease of both suites (the shortest allowed).
+    const HOST_LEASE_S: u64 = 10;
+    /// Sender threads per host, and the pause between one's deliveries.
+    const SENDERS: usize = 2;
+    const PAUSE: Duration = Duration::from_millis(100);
+    /// How many stops of host a's storaged may miss a write before the test gives up.
+    const TRIES: u64 = 200;
+    let Some(m) = Multi::new("multihost_hung", HELD_SCRIPT) else {
+        return;
+    };
+    // Suite a names its PostgreSQL sessions, so the test can find them.
+    let url = std::fs::read_to_string(m.dir.join("db-url")).unwrap();
+    std::fs::write(
+        m.dir.join("db-url-a"),
+        format!("{}&application_name=oc_multihost_a\n", url.trim()),
+    )
+    .unwrap();
+    let config_a = m.dir.join("config-a.json");
+    let doc = std::fs::read_to_string(&m.config).unwrap();
+    assert!(doc.contains("db-url\""), "{doc}");
+    std::fs::write(&config_a, doc.replace("db-url\"", "db-url-a\"")).unwrap();
+    let hold = PathBuf::from(format!("{}.hold", m.runs.display()));
+    std::fs::write(&hold, "").unwrap();
+
+    let mut a = Up::start(&m.dir, "a", &config_a, HOST_LEASE_S);
+    let b = m.up("b", HOST_LEASE_S);
+    let hosts = [a.http, b.http];
+
+    // Steady deliveries to each host, every answer recorded with its time.
+    let done = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(Mutex::new(Vec::<Answer>::new()));
+    let mut senders = Vec::new();
+    for (h, name) in ["a", "b"].into_iter().enumerate() {
+        for t in 0..SENDERS {
+            let (done, answers) = (done.clone(), answers.clone());
+            let http = hosts[h];
+            senders.push(std::thread::spawn(move || {
+                let mut n = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let id = format!("h-{name}{t}-{n}");
+                    let status = match deliver(http, &id, 100_000 * (h * SENDERS + t) + n) {
+                        Ok(r) => r.status,
+                        Err(_) => 0,
+                    };
+                    answers
+                        .lock()
+                        .unwrap()
+                        .push((id, h, status, Instant::now()));
+                    n += 1;
+                    std::thread::sleep(PAUSE);
+                }
+            }));
+        }
+    }
+
+    // Host a runs a few attempts whose runs wait for the release file; later runs
+    // (the takeover's among them) end at once.
+    let running_a = || {
+        m.sql(&format!(
+            "SELECT id, work_id FROM executions WHERE host = '{}' AND state = 'running'",
+            a.id
+        ))
+    };
+    let deadline = Instant::now() + HANG * 2;
+    loop {
+        let rows = running_a().len();
+        if rows >= 3 && script_runs(&a) >= rows {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "host a running waiting attempts: {rows} ({} runs)",
+            script_runs(&a)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The attempts whose runs wait (held): none of them may reach its end.
+    let held: BTreeSet<String> = running_a()
+        .iter()
+        .filter_map(|r| r.split('|').nth(1))
+        .map(str::to_owned)
+        .collect();
+    std::fs::remove_file(&hold).unwrap();
+
+    // Stop host a's storaged until a stop lands while its session is idle inside a
+    // write transaction holding the write lock; then stop every process of suite a.
+    let storaged: Vec<i32> = a
+        .processes()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains("__daemon\0storaged\0"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert_eq!(storaged.len(), 1, "host a's storaged");
+    let key = storaged::db::WRITE_LOCK;
+    let (high, low) = (key >> 32, key & 0xffff_ffff);
+    let holding = format!(
+        "SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid \
+         WHERE a.datname = '{}' AND a.application_name = 'oc_multihost_a' \
+         AND a.state = 'idle in transaction' AND l.locktype = 'advisory' \
+         AND l.granted AND l.classid = {high} AND l.objid = {low}",
+        m.db
+    );
+    let mut landed = None;
+    for attempt in 0..TRIES {
+        std::thread::sleep(Duration::from_millis(20 + (attempt * 37) % 150));
+        signal(storaged[0], Signal::SIGSTOP);
+        let at = Instant::now();
+        // What the server has of a statement sent before the stop, it finishes at
+        // once; then the session's state is what it stays.
+        std::thread::sleep(Duration::from_millis(100));
+        let session = m.one(&holding);
+        if !session.is_empty() {
+            landed = Some((at, session, attempt + 1));
+            break;
+        }
+        signal(storaged[0], Signal::SIGCONT);
+    }
+    let Some((frozen_at, session, tries)) = landed else {
+        done.store(true, Ordering::SeqCst);
+        panic!("no stop of {TRIES} landed inside a write of host a's storaged");
+    };
+    let frozen = a.freeze();
+    let taken = running_a();
+    assert!(
+        !taken.is_empty(),
+        "host a ran no attempt when it was stopped"
+    );
+
+    // The server ends the stopped session (its idle bound), and host b answers 2xx
+    // after the freeze.
+    m.wait_sql(
+        "the stopped host's session ended by the server",
+        &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {session}"),
+        HANG,
+        |n| n == "0",
+    );
+    let ended = frozen_at.elapsed();
+    let b_ok_after = |since: Instant| {
+        answers
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, h, s, t)| *h == 1 && (200..300).contains(s) && *t > since)
+            .count()
+    };
+    let deadline = Instant::now() + HANG;
+    while b_ok_after(frozen_at) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "host b answered no 2xx after the freeze"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Host b takes over host a's attempts once a's lease ended.
+    wait_settled(&m, &taken);
+    let settled = frozen_at.elapsed();
+    let shown = status(&b);
+    assert!(host_line(&shown, &a.id).contains("GONE since"), "{shown}");
+    assert!(host_line(&shown, &b.id).contains("alive"), "{shown}");
+    for row in m.sql(&format!(
+        "SELECT id, state, lease_owner, result FROM executions WHERE id IN ({})",
+        sql_list(&taken, 0)
+    )) {
+        let cols: Vec<&str> = row.splitn(4, '|').collect();
+        assert_eq!(cols[1], "failed", "{row}");
+        assert!(cols[2].ends_with(&format!("@{}", b.id)), "{row}");
+        let result: Value = serde_json::from_str(cols[3]).unwrap();
+        let error = result["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&a.id) && error.contains("may have executed"),
+            "{row}"
+        );
+    }
+    // Host b's answers while a was stopped: the longest gap between two 2xx.
+    let window_end = Instant::now();
+    let mut times: Vec<Instant> = answers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, h, s, t)| *h == 1 && (200..300).contains(s) && *t > frozen_at)
+        .map(|(_, _, _, t)| *t)
+        .collect();
+    times.sort();
+    let mut gap = Duration::ZERO;
+    let mut last = frozen_at;
+    for t in times.iter().copied().chain(std::iter::once(window_end)) {
+        gap = gap.max(t.duration_since(last));
+        last = t;
+    }
+    let b_refused = answers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, h, s, t)| *h == 1 && !(200..300).contains(s) && *t > frozen_at)
+        .count();
+
+    // Host a truly dies; the runs are released; the deliveries stop.
+    let processes = a.kill_all();
+    std::fs::write(format!("{}.release", m.runs.display()), "").unwrap();
+    let before = b_ok_after(window_end);
+    let deadline = Instant::now() + HANG;
+    while b_ok_after(window_end) < before + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "host b took no delivery after the kill"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done.store(true, Ordering::SeqCst);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let answers = answers.lock().unwrap().clone();
+    let acked: BTreeMap<String, usize> = answers
+        .iter()
+        .filter(|(_, _, s, _)| (200..300).contains(s))
+        .map(|(id, h, _, _)| (id.clone(), *h))
+        .collect();
+    for (i, host) in ["a", "b"].iter().enumerate() {
+        assert!(
+            acked.values().any(|by| *by == i),
+            "host {host} took no delivery"
+        );
+    }
+
+    // Every delivery answered 2xx by either host: kept once, its Work completed.
+    m.wait_sql(
+        "every Work completed",
+        "SELECT count(*) FROM works w WHERE state <> 'completed' \
+         AND EXISTS (SELECT 1 FROM executions x WHERE x.work_id = w.id)",
+        SETTLE,
+        |c| c == "0",
+    );
+    let kept: Vec<String> = m.sql(&format!(
+        "SELECT delivery_id FROM events WHERE source = '{HOOK_SOURCE}'"
+    ));
+    let kept_set: BTreeSet<String> = kept.iter().cloned().collect();
+    assert_eq!(kept.len(), kept_set.len(), "a delivery kept twice");
+    let missing: Vec<_> = acked.keys().filter(|id| !kept_set.contains(*id)).collect();
+    assert!(missing.is_empty(), "acknowledged but not kept: {missing:?}");
+    let completed = || -> BTreeSet<String> {
+        m.sql(&format!(
+            "SELECT e.delivery_id FROM events e JOIN work_inputs i ON i.seq = e.seq \
+             JOIN works w ON w.id = i.work_id WHERE e.source = '{HOOK_SOURCE}' \
+             AND w.state = 'completed'"
+        ))
+        .into_iter()
+        .collect()
+    };
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let done = completed();
+        let left: Vec<&String> = acked.keys().filter(|id| !done.contains(*id)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acknowledged deliveries whose Work did not complete: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    // Runs: each attempt's run started once. A Work ran one attempt, to its end
+    // once, unless host b took over its attempt from host a: then a's run (held,
+    // then killed) started and never ended, and a later attempt ran to its end once.
+    let taken_works: BTreeSet<String> = taken
+        .iter()
+        .filter_map(|r| r.split('|').nth(1))
+        .map(str::to_owned)
+        .collect();
+    let over: BTreeSet<String> = m
+        .sql(&format!(
+            "SELECT work_id FROM executions WHERE host = '{}' AND result LIKE '%may have executed%'",
+            a.id
+        ))
+        .into_iter()
+        .collect();
+    assert_eq!(
+        over, taken_works,
+        "the attempts taken over are host a's that ran when it was stopped"
+    );
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in m.runs() {
+        if let [work, attempt, what] = r.as_slice() {
+            runs.entry(work.clone())
+                .or_default()
+                .push(format!("{attempt} {what}"));
+        }
+    }
+    assert!(
+        held.is_subset(&taken_works),
+        "held attempts not taken over: {held:?} {taken_works:?}"
+    );
+    let mut ran_twice = 0;
+    for w in m.sql("SELECT DISTINCT work_id FROM executions") {
+        let got = runs.get(&w).cloned().unwrap_or_default();
+        let attempts = m.sql(&format!(
+            "SELECT attempt, host, state FROM executions WHERE work_id = '{w}' ORDER BY attempt"
+        ));
+        if taken_works.contains(&w) {
+            let starts: BTreeSet<&String> = got.iter().filter(|l| l.ends_with(" start")).collect();
+            assert_eq!(
+                starts.len(),
+                got.iter().filter(|l| l.ends_with(" start")).count(),
+                "{w}: an attempt's run started twice: {got:?}"
+            );
+            // A held run never ends (stopped, then killed). A run of host a that
+            // was not held may have ended before the stop without its result being
+            // recorded: the documented "may have executed", so it ran twice.
+            if got.contains(&"1 end".to_owned()) {
+                assert!(
+                    !held.contains(&w),
+                    "{w}: host a's held run reached its end: {got:?}"
+                );
+                ran_twice += 1;
+            }
+            let later_ends = got
+                .iter()
+                .filter(|l| l.ends_with(" end") && !l.starts_with("1 "))
+                .count();
+            assert_eq!(later_ends, 1, "{w}: {got:?} ({attempts:?})");
+            assert_eq!(
+                attempts
+                    .last()
+                    .map(|l| l.ends_with(&format!("|{}|completed", b.id))),
+                Some(true),
+                "{w}: {attempts:?}"
+            );
+        } else {
+            assert_eq!(
+                got,
+                vec!["1 start".to_owned(), "1 end".to_owned()],
+                "{w} ran once ({attempts:?})"
+            );
+        }
+    }
+    eprintln!(
+        "hung suite: the stop landed inside a write of host a's storaged on try {tries}; the server ended its session {:.2} s after the freeze; host b's longest gap between two 2xx while a was stopped {:.2} s ({} 2xx, {b_refused} not 2xx in the {:.1} s until the takeover); {} attempts of host a taken over by host b {:.1} s after the freeze (host lease {HOST_LEASE_S} s), each run again once ({} of them held, {ran_twice} whose run had ended unrecorded before the stop, so ran twice: \"may have executed\"); {} processes of suite a stopped, then {processes} killed; {} deliveries answered 2xx, each kept once",
+        ended.as_secs_f64(),
+        gap.as_secs_f64(),
+        times.len(),
+        window_end.duration_since(frozen_at).as_secs_f64(),
+        taken.len(),
+        settled.as_secs_f64(),
+        held.len(),
+        frozen.len(),
+        acked.len()
+    );
+    drop(b);
 }
