@@ -76,14 +76,46 @@ pub const ADD_LABEL_MUTATION: &str = "mutation OcAddLabel($id: String!, $labelId
   }
 }";
 
+/// The issues of a filter (reconcile: the entry's teams, updated after the
+/// checkpoint), with what a webhook payload of their last change carries: the
+/// fields, and the newest history entries (what the change was).
+pub const ISSUES_SINCE_QUERY: &str =
+    "query OcIssuesSince($filter: IssueFilter!, $first: Int!, $after: String) {
+  issues(filter: $filter, first: $first, after: $after, orderBy: updatedAt) {
+    nodes {
+      id identifier title description url createdAt updatedAt
+      team { id key name }
+      state { id name type }
+      assignee { id name email }
+      creator { id name email }
+      labels { nodes { id name } }
+      history(first: 5) {
+        nodes { createdAt fromAssigneeId toAssigneeId fromStateId toStateId addedLabelIds }
+      }
+    }
+    pageInfo { hasNextPage endCursor }
+  }
+}";
+
+/// A comment edited in place (the projector's status comment).
+pub const COMMENT_UPDATE_MUTATION: &str =
+    "mutation OcCommentUpdate($id: String!, $input: CommentUpdateInput!) {
+  commentUpdate(id: $id, input: $input) {
+    success
+    comment { id }
+  }
+}";
+
 /// Every document the package sends.
-pub const DOCUMENTS: [(&str, &str); 6] = [
+pub const DOCUMENTS: [(&str, &str); 8] = [
     ("OcIssue", ISSUE_QUERY),
     ("OcTeamStates", TEAM_STATES_QUERY),
     ("OcComment", COMMENT_MUTATION),
     ("OcMove", MOVE_MUTATION),
     ("OcLabels", LABELS_QUERY),
     ("OcAddLabel", ADD_LABEL_MUTATION),
+    ("OcIssuesSince", ISSUES_SINCE_QUERY),
+    ("OcCommentUpdate", COMMENT_UPDATE_MUTATION),
 ];
 
 /// A client of one connection.

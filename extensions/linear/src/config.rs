@@ -11,7 +11,8 @@
 //! (required, the Linear user ID or email whose assignment starts Work) are required;
 //! `states` (workflow state names: an issue moved into one starts Work), `labels`
 //! (label names: an issue given one starts Work) and `mention` (text a comment
-//! carries to call the agent in) are optional; `path` defaults to
+//! carries to call the agent in) and `reconcile_interval_s` (seconds between
+//! reconcile scans, default 300, 0 off, at most a day) are optional; `path` defaults to
 //! `/linear/<scope>/<entry>` and stays under `/linear`.
 //!
 //! A `linear` connection's config is `{"api_url": "https://api.linear.app/graphql"}`
@@ -35,6 +36,10 @@ const MAX_PATH_BYTES: usize = 512;
 /// The most teams, states or labels an entry names.
 pub const MAX_LIST: usize = 100;
 const MAX_NAME_BYTES: usize = 200;
+/// Seconds between reconcile scans when the entry does not say.
+pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
+/// The longest `reconcile_interval_s` (a day).
+pub const MAX_RECONCILE_INTERVAL_S: u64 = 86_400;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +56,8 @@ struct RawEntry {
     labels: Vec<String>,
     #[serde(default)]
     mention: Option<String>,
+    #[serde(default)]
+    reconcile_interval_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +90,9 @@ pub struct ParsedConfig {
     pub labels: Vec<String>,
     /// Text in a comment that calls the agent in.
     pub mention: Option<String>,
+    /// Seconds between reconcile scans (0: off; default
+    /// [`DEFAULT_RECONCILE_INTERVAL_S`]).
+    pub reconcile_interval_s: u64,
 }
 
 impl ParsedConfig {
@@ -186,6 +196,15 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
         }
         Some(m) => Some(m),
     };
+    let reconcile_interval_s = raw
+        .reconcile_interval_s
+        .unwrap_or(DEFAULT_RECONCILE_INTERVAL_S);
+    if reconcile_interval_s > MAX_RECONCILE_INTERVAL_S {
+        return Err(ConfigError::new(
+            "/reconcile_interval_s",
+            format!("must be 0 (off) to {MAX_RECONCILE_INTERVAL_S} seconds"),
+        ));
+    }
     Ok(ParsedConfig {
         path,
         teams,
@@ -193,6 +212,7 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
         states: names(raw.states, "states")?,
         labels: names(raw.labels, "labels")?,
         mention,
+        reconcile_interval_s,
     })
 }
 
@@ -350,7 +370,7 @@ impl Registry {
                 scope_id: e.scope_id.clone(),
                 entry: e.name.clone(),
                 families: vec![FAMILY.to_string()],
-                reconcile_interval_s: 0,
+                reconcile_interval_s: e.config.reconcile_interval_s,
             });
             result.webhooks.push(WebhookPath {
                 path: e.path.clone(),

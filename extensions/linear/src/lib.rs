@@ -11,6 +11,10 @@
 //! - [`route`] serves `route.match`: an issue is one Work, with the spec's display.
 //! - [`api`] is the GraphQL client; [`ops`] serves the toolbelt operations.
 //! - [`render`] serves `event.render`: an Event as bounded markdown.
+//! - [`reconcile`] serves `ingress.reconcile`: issues polled since the checkpoint.
+//! - [`status`] is the projector (`task.run` of `linear.status`): a comment on
+//!   the issue showing the Work's state, edited in place.
+//! - [`wait`] serves `operation.wait` (`linear.wait_reply`).
 
 #![warn(missing_docs)]
 
@@ -19,8 +23,11 @@ pub mod config;
 pub mod intake;
 pub mod ops;
 pub mod project;
+pub mod reconcile;
 pub mod render;
 pub mod route;
+pub mod status;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -241,6 +248,8 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
     let webhook_state = state.clone();
+    let reconcile_state = state.clone();
+    let task_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |_ctx, params| {
@@ -262,6 +271,25 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
                     .await
                     .map_err(ops::for_agent)
             }
+        })
+        .on::<protocol::wire::IngressReconcileParams, _, _>(move |ctx, params| {
+            let state = reconcile_state.clone();
+            async move { reconcile::page(&state, &ctx.host, &params).await }
+        })
+        .on::<protocol::wire::TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move {
+                match params.task.as_str() {
+                    status::TASK => status::pass(&state, &ctx.host).await,
+                    other => Err(RpcError::new(
+                        Code::NotFound,
+                        format!("no task `{other}` (this package runs `{}`)", status::TASK),
+                    )),
+                }
+            }
+        })
+        .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
+            wait::plan(&ctx.host, &params).await
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }

@@ -20,7 +20,9 @@
 //! `commented`), `action`, `triggers`, `issue` {`id`, `identifier`, `title`, `url`,
 //! `team`, `state`, `assignee_id`, `creator`, `description` (cut to
 //! [`MAX_TEXT_BYTES`])}, and for a comment `comment` {`id`, `body` (cut), `user_id`,
-//! `user`, `mentions_agent`}; `actor`, `webhook_id`.
+//! `user`, `mentions_agent`}, `actor`, `webhook_id`. An issue's Event carries only
+//! what the issue itself says (no `actor`, no `webhook_id`), so reconcile, polling
+//! the issue, makes the same Event a delivery of the same change makes.
 
 use protocol::wire::{Delivery, IngressEvent, Payload};
 use serde_json::{json, Value};
@@ -209,8 +211,6 @@ fn issue(
             "description": description,
             "description_truncated": cut,
         },
-        "actor": payload.get("actor").cloned().unwrap_or(Value::Null),
-        "webhook_id": s(payload, "webhookId"),
     });
     Ok(deliver(
         entry,

@@ -286,11 +286,15 @@ fn entry_configs_name_the_bad_field() {
 fn the_manifest_is_served() {
     oc_linear::extension().unwrap();
     let m: Value = serde_json::from_str(oc_linear::MANIFEST).unwrap();
-    let ops: Vec<&str> = m["provides"]["operations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(ops, oc_linear::ops::ALL.to_vec());
+    let of_kind = |kind: &str| -> Vec<&str> {
+        m["provides"]["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .map(|o| o["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(of_kind("handler"), oc_linear::ops::ALL.to_vec());
+    assert_eq!(of_kind("wait"), vec![oc_linear::wait::OPERATION]);
 }

@@ -14,8 +14,15 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
+/// tests/linear-api, from this package's tests or from the system tests (which
+/// include this file too).
 pub fn api_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/linear-api")
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let systest = here.join("linear-api");
+    if systest.is_dir() {
+        return systest;
+    }
+    here.join("../../tests/linear-api")
 }
 
 /// graphql-js over Linear's schema, one JSON line per document.
@@ -120,8 +127,66 @@ pub fn canned(operation: &str) -> Value {
         "OcAddLabel" => json!({"data": {"issueAddLabel": {"success": true,
             "issue": {"id": "539068e2-ae88-4d09-bd75-22eb4a59612f", "identifier": "LIN-1778",
                       "labels": {"nodes": [{"id": "lt", "name": "agent"}]}}}}}),
+        "OcIssuesSince" => issues_since(),
+        "OcCommentUpdate" => json!({"data": {"commentUpdate": {"success": true,
+            "comment": {"id": "c2"}}}}),
         _ => json!({"data": {}}),
     }
+}
+
+/// An issue as `OcIssuesSince` answers it, assigned to the fixtures' agent user;
+/// `change` is its last history entry.
+pub fn polled_issue(
+    id: &str,
+    identifier: &str,
+    title: &str,
+    updated_at: &str,
+    change: Value,
+) -> Value {
+    json!({
+        "id": id, "identifier": identifier, "title": title,
+        "description": "Polled.", "url": format!("https://linear.app/acme/issue/{identifier}/x"),
+        "createdAt": "2020-01-23T12:50:11.000Z", "updatedAt": updated_at,
+        "team": {"id": "72b2a2dc-6f4f-4423-9d34-24b5bd10634a", "key": "LIN", "name": "Linear"},
+        "state": {"id": "0a1b2c3d-0000-4000-8000-000000000001", "name": "Todo", "type": "unstarted"},
+        "assignee": {"id": "d1e2f3a4-1111-4222-8333-444455556666", "name": "Conduit Agent",
+                     "email": "agent@example.com"},
+        "creator": {"id": "aacdca22-6266-4c0a-ab3c-8fa70a26765c", "name": "Ada Lovelace",
+                    "email": "ada@example.com"},
+        "labels": {"nodes": [{"id": "9f8e7d6c-2222-4333-8444-555566667777", "name": "Bug"}]},
+        "history": {"nodes": [change]}
+    })
+}
+
+/// The assignment to the agent user at `at`, as a history entry.
+pub fn assigned_at(at: &str) -> Value {
+    json!({"createdAt": at, "fromAssigneeId": null,
+           "toAssigneeId": "d1e2f3a4-1111-4222-8333-444455556666",
+           "fromStateId": null, "toStateId": null, "addedLabelIds": []})
+}
+
+/// `OcIssuesSince`: LIN-1778 as the fixture issue-assigned.json's change left it
+/// (the same change), LIN-1779 assigned to the agent later (a delivery missed), and
+/// LIN-1780, assigned long ago, whose last change was an edit (no trigger).
+pub fn issues_since() -> Value {
+    let mut same = polled_issue(
+        "539068e2-ae88-4d09-bd75-22eb4a59612f",
+        "LIN-1778",
+        "Foo bar",
+        "2020-01-23T12:55:02.101Z",
+        assigned_at("2020-01-23T12:55:02.101Z"),
+    );
+    same["description"] = json!("The foo is not barred.\n\n```\nfoo --bar\n```");
+    same["url"] = json!("https://linear.app/acme/issue/LIN-1778/foo-bar");
+    json!({"data": {"issues": {
+        "nodes": [
+            same,
+            polled_issue("6d2f0a51-3c4b-4e5f-8a9b-0c1d2e3f4a5b", "LIN-1779", "Missed one",
+                         "2020-01-23T13:10:00.000Z", assigned_at("2020-01-23T13:10:00.004Z")),
+            polled_issue("7e3a1b62-4d5c-4f6a-9bac-1d2e3f4a5b6c", "LIN-1780", "Edited one",
+                         "2020-01-23T14:00:00.000Z", assigned_at("2020-01-22T09:00:00.000Z"))
+        ],
+        "pageInfo": {"hasNextPage": false, "endCursor": "c3"}}}})
 }
 
 pub fn operation_name(query: &str) -> String {
