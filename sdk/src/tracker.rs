@@ -328,6 +328,52 @@ pub async fn keep_result(
     Ok(output)
 }
 
+// ---- the reply wait ----
+
+/// How long a tracker's reply wait lasts without `timeout_s` (a day).
+pub const REPLY_WAIT_DEFAULT_S: u64 = 86_400;
+/// The longest `timeout_s` of a reply wait (a week).
+pub const REPLY_WAIT_MAX_S: u64 = 7 * 86_400;
+
+/// The reply wait's `timeout_s` from an operation's input: absent is a day; a whole
+/// number of seconds from 1 to a week, else an error naming the bounds.
+pub fn reply_wait_timeout_s(input: &Value) -> Result<u64, RpcError> {
+    match input.get("timeout_s") {
+        None | Some(Value::Null) => Ok(REPLY_WAIT_DEFAULT_S),
+        Some(v) => v
+            .as_u64()
+            .filter(|s| (1..=REPLY_WAIT_MAX_S).contains(s))
+            .ok_or_else(|| {
+                RpcError::new(
+                    Code::Invalid,
+                    format!(
+                        "timeout_s must be a whole number of seconds from 1 to {REPLY_WAIT_MAX_S}"
+                    ),
+                )
+            }),
+    }
+}
+
+/// The Wait for a person's comment on the issue whose Work key is `key`: woken only
+/// by `comment_type` Events with that key, due `timeout_s` after `now_ms`.
+pub fn reply_wait(
+    key: &str,
+    comment_type: &str,
+    description: &str,
+    timeout_s: u64,
+    now_ms: i64,
+) -> protocol::wire::WaitRequest {
+    let due_ms =
+        now_ms.saturating_add(i64::try_from(timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    protocol::wire::WaitRequest {
+        keys: vec![key.to_string()],
+        types: vec![comment_type.to_string()],
+        due_at: protocol::time::format_rfc3339_ms(due_ms),
+        description: description.to_string(),
+        plan: json!({ "issue": key }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -399,51 +445,5 @@ mod tests {
         assert!(clipped.contains("more bytes not shown"));
         let multi = "é".repeat(40);
         assert!(clip_markdown(&multi, 5).starts_with("éé"));
-    }
-}
-
-// ---- the reply wait ----
-
-/// How long a tracker's reply wait lasts without `timeout_s` (a day).
-pub const REPLY_WAIT_DEFAULT_S: u64 = 86_400;
-/// The longest `timeout_s` of a reply wait (a week).
-pub const REPLY_WAIT_MAX_S: u64 = 7 * 86_400;
-
-/// The reply wait's `timeout_s` from an operation's input: absent is a day; a whole
-/// number of seconds from 1 to a week, else an error naming the bounds.
-pub fn reply_wait_timeout_s(input: &Value) -> Result<u64, RpcError> {
-    match input.get("timeout_s") {
-        None | Some(Value::Null) => Ok(REPLY_WAIT_DEFAULT_S),
-        Some(v) => v
-            .as_u64()
-            .filter(|s| (1..=REPLY_WAIT_MAX_S).contains(s))
-            .ok_or_else(|| {
-                RpcError::new(
-                    Code::Invalid,
-                    format!(
-                        "timeout_s must be a whole number of seconds from 1 to {REPLY_WAIT_MAX_S}"
-                    ),
-                )
-            }),
-    }
-}
-
-/// The Wait for a person's comment on the issue whose Work key is `key`: woken only
-/// by `comment_type` Events with that key, due `timeout_s` after `now_ms`.
-pub fn reply_wait(
-    key: &str,
-    comment_type: &str,
-    description: &str,
-    timeout_s: u64,
-    now_ms: i64,
-) -> protocol::wire::WaitRequest {
-    let due_ms =
-        now_ms.saturating_add(i64::try_from(timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX));
-    protocol::wire::WaitRequest {
-        keys: vec![key.to_string()],
-        types: vec![comment_type.to_string()],
-        due_at: protocol::time::format_rfc3339_ms(due_ms),
-        description: description.to_string(),
-        plan: json!({ "issue": key }),
     }
 }

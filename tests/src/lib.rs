@@ -27,6 +27,7 @@ pub mod badtunnel;
 pub mod feed;
 pub mod githttp;
 pub mod github;
+pub mod jira;
 pub mod messages;
 pub mod pause;
 pub mod sieve;

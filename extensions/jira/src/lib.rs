@@ -24,6 +24,8 @@ pub mod ops;
 pub mod render;
 pub mod route;
 pub mod signature;
+pub mod status;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -143,9 +145,13 @@ impl State {
                 format!("connection {connection}: {}{}", e.pointer, e.reason),
             )
         })?;
-        let mut secrets = self
-            .secrets(host, scope_id, connection, &[API_TOKEN, BEARER_TOKEN])
-            .await?;
+        // Only the secrets the connection sets: the host refuses a name it has no
+        // reference for.
+        let names: Vec<&str> = [API_TOKEN, BEARER_TOKEN]
+            .into_iter()
+            .filter(|n| conn.secrets.iter().any(|s| s == n))
+            .collect();
+        let mut secrets = self.secrets(host, scope_id, connection, &names).await?;
         let auth = match (
             parsed.email,
             secrets.remove(API_TOKEN),
@@ -247,6 +253,7 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
     let webhook_state = state.clone();
+    let task_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |_ctx, params| {
@@ -264,6 +271,21 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
         })
         .on::<protocol::wire::EventRenderParams, _, _>(|_ctx, params| async move {
             render::serve(&params)
+        })
+        .on::<protocol::wire::TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move {
+                match params.task.as_str() {
+                    status::TASK => status::pass(&state, &ctx.host).await,
+                    other => Err(RpcError::new(
+                        Code::NotFound,
+                        format!("no task `{other}` (this package runs `{}`)", status::TASK),
+                    )),
+                }
+            }
+        })
+        .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
+            wait::plan(&ctx.host, &params).await
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }

@@ -216,8 +216,32 @@ fn string<'a>(input: &'a Value, field: &str) -> Result<&'a str, RpcError> {
         .ok_or_else(|| invalid(format!("{field} is required (a string)")))
 }
 
-/// Serves `operation.call`.
+/// Serves `operation.call`. A refusal carries its message for the agent
+/// (`data.agent_message`): the package's messages name the method, path and status,
+/// never a credential.
 pub async fn call(
+    state: &crate::State,
+    host: &sdk::Host,
+    params: &OperationCallParams,
+) -> Result<OperationCallResult, RpcError> {
+    call_inner(state, host, params).await.map_err(for_agent)
+}
+
+/// `e` with its message as `data.agent_message`, unless it carries one.
+fn for_agent(mut e: RpcError) -> RpcError {
+    let message = json!(protocol::toolbelt::agent_message(&e.message));
+    match e.data.as_mut() {
+        Some(Value::Object(data)) => {
+            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
+                .or_insert(message);
+        }
+        Some(_) => {}
+        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
+    }
+    e
+}
+
+async fn call_inner(
     state: &crate::State,
     host: &sdk::Host,
     params: &OperationCallParams,
