@@ -354,8 +354,8 @@ pub fn reply_wait_timeout_s(input: &Value) -> Result<u64, RpcError> {
     }
 }
 
-/// The Wait for a person's comment on the issue whose Work key is `key`: woken only
-/// by `comment_type` Events with that key, due `timeout_s` after `now_ms`.
+/// The Wait for a person's reply (a comment on an issue, a message in a thread) to
+/// the Work whose key is `key`: woken only by `comment_type` Events with that key, due `timeout_s` after `now_ms`.
 pub fn reply_wait(
     key: &str,
     comment_type: &str,
@@ -370,7 +370,61 @@ pub fn reply_wait(
         types: vec![comment_type.to_string()],
         due_at: protocol::time::format_rfc3339_ms(due_ms),
         description: description.to_string(),
-        plan: json!({ "issue": key }),
+        plan: json!({ "key": key }),
+    }
+}
+
+/// A reply wait's plan, the same for every package: which wait operation it is, the
+/// Event type that wakes it, its description, and how a Work key of the package looks.
+pub struct ReplyWait<'a> {
+    /// The wait operation's name (`slack.wait_reply`).
+    pub operation: &'a str,
+    /// The Event type that wakes it (`slack.message.reply`).
+    pub wake_type: &'a str,
+    /// What it waits for, in words.
+    pub description: &'a str,
+    /// Whether a Work key is the package's (the thread's or issue's key).
+    pub is_key: fn(&str) -> bool,
+    /// The error when the Work has none.
+    pub no_key: &'a str,
+}
+
+impl ReplyWait<'_> {
+    /// Serves `operation.wait`: the call's `timeout_s`, the Work's key (read through
+    /// `state.work`) and the Wait keyed by it.
+    pub async fn plan(
+        &self,
+        host: &crate::Host,
+        params: &protocol::wire::OperationWaitParams,
+    ) -> Result<protocol::wire::OperationWaitResult, RpcError> {
+        if params.operation != self.operation {
+            return Err(RpcError::new(
+                Code::NotFound,
+                format!("no wait operation {}", params.operation),
+            ));
+        }
+        let timeout = reply_wait_timeout_s(&params.input)?;
+        let work = host
+            .call_typed(&protocol::wire::StateWorkParams {
+                id: params.authority.work_id.clone(),
+            })
+            .await
+            .map_err(|e| RpcError::new(Code::Unavailable, format!("reading the Work: {e}")))?
+            .work;
+        let key = work
+            .keys
+            .iter()
+            .find(|k| (self.is_key)(k))
+            .ok_or_else(|| RpcError::new(Code::Invalid, self.no_key.to_string()))?;
+        Ok(protocol::wire::OperationWaitResult {
+            wait: reply_wait(
+                key,
+                self.wake_type,
+                self.description,
+                timeout,
+                protocol::time::now_ms(),
+            ),
+        })
     }
 }
 
@@ -445,5 +499,22 @@ mod tests {
         assert!(clipped.contains("more bytes not shown"));
         let multi = "é".repeat(40);
         assert!(clip_markdown(&multi, 5).starts_with("éé"));
+    }
+
+    #[test]
+    fn reply_wait_timeout_is_bounded_and_the_error_names_the_bounds() {
+        assert_eq!(
+            reply_wait_timeout_s(&json!({})).ok(),
+            Some(REPLY_WAIT_DEFAULT_S)
+        );
+        assert_eq!(reply_wait_timeout_s(&json!({"timeout_s": 5})).ok(), Some(5));
+        for bad in [
+            json!({"timeout_s": 0}),
+            json!({"timeout_s": REPLY_WAIT_MAX_S + 1}),
+            json!({"timeout_s": "1"}),
+        ] {
+            let e = reply_wait_timeout_s(&bad).expect_err("refused");
+            assert!(e.message.contains("604800"), "{}", e.message);
+        }
     }
 }

@@ -9,89 +9,36 @@
 //! delivered, so the agent cannot wake itself. Without a reply the Wait ends at
 //! `timeout_s` (default a day, at most a week).
 
-use protocol::wire::{OperationWaitParams, OperationWaitResult, StateWorkParams, WaitRequest};
-use protocol::{Code, RpcError};
-use serde_json::{json, Value};
+use protocol::wire::{OperationWaitParams, OperationWaitResult};
+use protocol::RpcError;
+use sdk::tracker::ReplyWait;
 
-use crate::{project, FAMILY};
+use crate::project;
 
 /// The operation's name.
 pub const OPERATION: &str = "slack.wait_reply";
 /// The Event type that wakes it.
-pub fn reply_type() -> String {
-    format!("{FAMILY}.reply")
-}
-/// How long a wait lasts without `timeout_s`.
-pub const DEFAULT_TIMEOUT_S: u64 = 86_400;
-/// The shortest `timeout_s`.
-pub const MIN_TIMEOUT_S: u64 = 1;
-/// The longest `timeout_s` (a week).
-pub const MAX_TIMEOUT_S: u64 = 7 * 86_400;
+pub const WAKE_TYPE: &str = "slack.message.reply";
 
-fn invalid(m: impl Into<String>) -> RpcError {
-    RpcError::new(Code::Invalid, m)
+fn is_key(key: &str) -> bool {
+    project::parse_key(key).is_some()
 }
 
-/// The wait's timeout from the call's input.
-pub fn timeout_s(input: &Value) -> Result<u64, RpcError> {
-    match input.get("timeout_s") {
-        None | Some(Value::Null) => Ok(DEFAULT_TIMEOUT_S),
-        Some(v) => v
-            .as_u64()
-            .filter(|s| (MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(s))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "timeout_s must be a whole number of seconds from {MIN_TIMEOUT_S} to {MAX_TIMEOUT_S}"
-                ))
-            }),
-    }
-}
-
-/// The Slack thread key among a Work's keys.
-pub fn thread_key(keys: &[String]) -> Option<&str> {
-    keys.iter()
-        .map(String::as_str)
-        .find(|k| project::parse_key(k).is_some())
-}
-
-/// The Wait for a reply in `key`'s thread, due `timeout_s` after `now_ms`.
-pub fn reply_wait(key: &str, timeout_s: u64, now_ms: i64) -> WaitRequest {
-    let due_ms =
-        now_ms.saturating_add(i64::try_from(timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX));
-    WaitRequest {
-        keys: vec![key.to_string()],
-        types: vec![reply_type()],
-        due_at: protocol::time::format_rfc3339_ms(due_ms),
-        description: "a reply in the Work's Slack thread".to_string(),
-        plan: json!({ "thread": key }),
-    }
-}
+/// The wait, as `sdk::tracker` plans it for every package.
+pub const WAIT: ReplyWait<'static> = ReplyWait {
+    operation: OPERATION,
+    wake_type: WAKE_TYPE,
+    description: "a reply in the Work's Slack thread",
+    is_key,
+    no_key: "the Work has no Slack thread (it was not started by a Slack message)",
+};
 
 /// Serves `operation.wait` for [`OPERATION`].
 pub async fn plan(
     host: &sdk::Host,
     params: &OperationWaitParams,
 ) -> Result<OperationWaitResult, RpcError> {
-    if params.operation != OPERATION {
-        return Err(RpcError::new(
-            Code::NotFound,
-            format!("no wait operation {}", params.operation),
-        ));
-    }
-    let timeout = timeout_s(&params.input)?;
-    let work = host
-        .call_typed(&StateWorkParams {
-            id: params.authority.work_id.clone(),
-        })
-        .await
-        .map_err(|e| RpcError::new(Code::Unavailable, format!("reading the Work: {e}")))?
-        .work;
-    let key = thread_key(&work.keys).ok_or_else(|| {
-        invalid("the Work has no Slack thread (it was not started by a Slack message)")
-    })?;
-    Ok(OperationWaitResult {
-        wait: reply_wait(key, timeout, protocol::time::now_ms()),
-    })
+    WAIT.plan(host, params).await
 }
 
 #[cfg(test)]
@@ -99,27 +46,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wait_is_keyed_by_the_thread_and_woken_by_replies_only() {
-        let keys = vec!["other:1".to_string(), project::key("T1", "C1", "1.5")];
-        let key = thread_key(&keys).expect("a thread key");
-        let w = reply_wait(key, 60, 1_000);
+    fn the_wait_is_woken_by_the_packages_replies_on_its_own_keys() {
+        assert_eq!(WAKE_TYPE, format!("{}.reply", crate::FAMILY));
+        assert!(is_key(&project::key("T1", "C1", "1.5")));
+        assert!(!is_key("github:x"));
+        let w = sdk::tracker::reply_wait("slack:T1/C1/1.5", WAKE_TYPE, WAIT.description, 60, 1_000);
         assert_eq!(w.keys, vec!["slack:T1/C1/1.5".to_string()]);
-        assert_eq!(w.types, vec!["slack.message.reply".to_string()]);
+        assert_eq!(w.types, vec![WAKE_TYPE.to_string()]);
         assert_eq!(w.due_at, protocol::time::format_rfc3339_ms(61_000));
-        assert!(thread_key(&["github:x".to_string()]).is_none());
-    }
-
-    #[test]
-    fn timeout_s_is_bounded_and_the_error_names_the_bounds() {
-        assert_eq!(timeout_s(&json!({})).ok(), Some(DEFAULT_TIMEOUT_S));
-        assert_eq!(timeout_s(&json!({"timeout_s": 5})).ok(), Some(5));
-        for bad in [
-            json!({"timeout_s": 0}),
-            json!({"timeout_s": MAX_TIMEOUT_S + 1}),
-            json!({"timeout_s": "1"}),
-        ] {
-            let e = timeout_s(&bad).expect_err("refused");
-            assert!(e.message.contains("604800"), "{}", e.message);
-        }
     }
 }
