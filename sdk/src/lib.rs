@@ -41,6 +41,7 @@ pub mod nofollow;
 pub mod procs;
 pub mod runs;
 pub mod sandbox;
+pub mod secrets;
 pub mod signals;
 pub mod tracker;
 pub mod tunnel;

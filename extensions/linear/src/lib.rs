@@ -33,8 +33,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
-    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, ValidateParams,
+    ValidateResult, WebhookHandleParams, WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -51,19 +51,13 @@ pub const API_KEY: &str = "api_key";
 /// The connection secret that signs webhooks.
 pub const WEBHOOK_SECRET: &str = "webhook_secret";
 
-#[derive(Default)]
-struct Secrets {
-    generation: u64,
-    values: HashMap<(String, String, &'static str), Arc<str>>,
-}
-
 /// What the handlers share: the entries and connections of the last configure and
 /// the secret cache.
 #[derive(Default)]
 pub struct State {
     registry: Mutex<Arc<config::Registry>>,
     connections: Mutex<HashMap<String, Connection>>,
-    secrets: Mutex<Secrets>,
+    secrets: sdk::secrets::SecretCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,9 +83,7 @@ impl State {
                 .iter()
                 .map(|c| (c.name.clone(), c.clone()))
                 .collect();
-            let mut secrets = lock(&self.secrets);
-            secrets.generation += 1;
-            secrets.values.clear();
+            self.secrets.clear();
             *lock(&self.registry) = Arc::new(registry);
         }
         Ok(result)
@@ -106,43 +98,7 @@ impl State {
         connection: &str,
         name: &'static str,
     ) -> Result<Arc<str>, RpcError> {
-        let key = (scope_id.to_string(), connection.to_string(), name);
-        let generation = {
-            let secrets = lock(&self.secrets);
-            if let Some(v) = secrets.values.get(&key) {
-                return Ok(v.clone());
-            }
-            secrets.generation
-        };
-        let resolved = host
-            .secret_resolve(&SecretResolveParams {
-                scope_id: scope_id.to_string(),
-                connection: connection.to_string(),
-                names: vec![name.to_string()],
-            })
-            .await
-            .map_err(|e| {
-                RpcError::new(
-                    Code::Unavailable,
-                    format!("resolving {name} of connection {connection}: {e}"),
-                )
-            })?;
-        let value: Arc<str> = resolved
-            .values
-            .get(name)
-            .filter(|v| !v.is_empty())
-            .map(|v| Arc::from(v.as_str()))
-            .ok_or_else(|| {
-                RpcError::new(
-                    Code::Unauthorized,
-                    format!("connection {connection} has no {name}"),
-                )
-            })?;
-        let mut secrets = lock(&self.secrets);
-        if secrets.generation == generation {
-            secrets.values.insert(key, value.clone());
-        }
-        Ok(value)
+        self.secrets.get(host, scope_id, connection, name).await
     }
 
     /// The GraphQL client of `connection` in `scope_id`.

@@ -44,8 +44,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
-    TaskRunParams, ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, TaskRunParams,
+    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -67,23 +67,13 @@ pub const SIGNING_SECRET: &str = "signing_secret";
 /// The connection secret Socket Mode connects with (`xapp-…`).
 pub const APP_TOKEN: &str = "app_token";
 
-/// Secrets resolved through `secret.resolve`, per (scope, connection, name), for one
-/// configuration: every `configure` drops them.
-#[derive(Default)]
-struct Secrets {
-    /// Bumped by every configure, so a resolve that started before one does not
-    /// cache what it got.
-    generation: u64,
-    values: HashMap<(String, String, &'static str), Arc<str>>,
-}
-
 /// What the handlers share: the entries and connections of the last configure, the
 /// secret cache and the Web API clients.
 #[derive(Default)]
 pub struct State {
     registry: Mutex<Arc<config::Registry>>,
     connections: Mutex<HashMap<String, Connection>>,
-    secrets: Mutex<Secrets>,
+    secrets: sdk::secrets::SecretCache,
     clients: Mutex<HashMap<(String, String), api::Client>>,
     receivers: receiver::Receivers,
     setup: manifest_gen::Setup,
@@ -129,9 +119,7 @@ impl State {
                 registry.entries.len(),
                 params.generation
             );
-            let mut secrets = lock(&self.secrets);
-            secrets.generation += 1;
-            secrets.values.clear();
+            self.secrets.clear();
             lock(&self.clients).clear();
             *lock(&self.registry) = Arc::new(registry);
         }
@@ -148,43 +136,7 @@ impl State {
         connection: &str,
         name: &'static str,
     ) -> Result<Arc<str>, RpcError> {
-        let key = (scope_id.to_string(), connection.to_string(), name);
-        let generation = {
-            let secrets = lock(&self.secrets);
-            if let Some(v) = secrets.values.get(&key) {
-                return Ok(v.clone());
-            }
-            secrets.generation
-        };
-        let resolved = host
-            .secret_resolve(&SecretResolveParams {
-                scope_id: scope_id.to_string(),
-                connection: connection.to_string(),
-                names: vec![name.to_string()],
-            })
-            .await
-            .map_err(|e| {
-                RpcError::new(
-                    Code::Unavailable,
-                    format!("resolving {name} of connection {connection}: {e}"),
-                )
-            })?;
-        let value: Arc<str> = resolved
-            .values
-            .get(name)
-            .filter(|v| !v.is_empty())
-            .map(|v| Arc::from(v.as_str()))
-            .ok_or_else(|| {
-                RpcError::new(
-                    Code::Unauthorized,
-                    format!("connection {connection} has no {name}"),
-                )
-            })?;
-        let mut secrets = lock(&self.secrets);
-        if secrets.generation == generation {
-            secrets.values.insert(key, value.clone());
-        }
-        Ok(value)
+        self.secrets.get(host, scope_id, connection, name).await
     }
 
     /// The Web API client of `connection` in `scope_id`: kept, or made from the
@@ -199,7 +151,7 @@ impl State {
         if let Some(c) = lock(&self.clients).get(&key) {
             return Ok(c.clone());
         }
-        let generation = lock(&self.secrets).generation;
+        let generation = self.secrets.generation();
         let conn = lock(&self.connections).get(connection).cloned();
         if let Some(c) = &conn {
             if c.connection_type != NAME {
@@ -217,7 +169,7 @@ impl State {
             .map_err(|e| RpcError::new(Code::Invalid, format!("connection {connection}: {e}")))?;
         let token = self.secret(host, scope_id, connection, BOT_TOKEN).await?;
         let client = api::Client::new(&config::api_url(&config), &token).map_err(|e| e.to_rpc())?;
-        if lock(&self.secrets).generation == generation {
+        if self.secrets.generation() == generation {
             lock(&self.clients).insert(key, client.clone());
         }
         Ok(client)
