@@ -39,6 +39,7 @@ pub mod nofollow;
 /// What `/proc` shows of processes: stat lines, group and session members, the
 /// wrapper's identity, the session/group trust checks of [`detached::Launch`].
 pub mod procs;
+pub mod replay;
 pub mod runs;
 pub mod sandbox;
 pub mod secrets;

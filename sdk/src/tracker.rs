@@ -7,13 +7,12 @@
 
 use hmac::{Hmac, Mac};
 use protocol::wire::{
-    Authority, Delivery, DisplayLink, HttpAnswer, KvCheck, KvCommitParams, KvGetParams, KvPut,
-    WebhookHandleResult, WorkDisplay, MAX_DISPLAY_REF_BYTES, MAX_DISPLAY_REQUESTER_BYTES,
-    MAX_DISPLAY_TITLE_BYTES,
+    Delivery, DisplayLink, HttpAnswer, WebhookHandleResult, WorkDisplay, MAX_DISPLAY_REF_BYTES,
+    MAX_DISPLAY_REQUESTER_BYTES, MAX_DISPLAY_TITLE_BYTES,
 };
 use protocol::{Code, RpcError};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -233,100 +232,7 @@ pub fn clip_markdown(text: &str, max: usize) -> String {
 
 // ---- idempotent operations ----
 
-fn digest(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0]);
-    }
-    protocol::hex::encode(&h.finalize())
-}
-
-/// The KV key the result of a request ID is kept under, for one Work.
-pub fn replay_key(authority: &Authority, request_id: &str) -> String {
-    format!(
-        "op/{}",
-        digest(&[&authority.scope_id, &authority.work_id, request_id])
-    )
-}
-
-fn replayed(stored: &Value, operation: &str) -> Result<Value, RpcError> {
-    if stored["operation"].as_str() != Some(operation) {
-        return Err(RpcError::new(
-            Code::Conflict,
-            format!(
-                "this request_id was already used for {}",
-                stored["operation"].as_str().unwrap_or("another operation")
-            ),
-        ));
-    }
-    Ok(stored["output"].clone())
-}
-
-async fn kv_get(host: &crate::Host, key: &str) -> Result<Option<Value>, RpcError> {
-    host.call_typed(&KvGetParams {
-        namespace: String::new(),
-        key: key.to_string(),
-    })
-    .await
-    .map(|r| r.value)
-    .map_err(|e| RpcError::new(Code::Unavailable, format!("kv.get: {e}")))
-}
-
-/// The result kept for `request_id` (of the Work in `authority`), when a call with it
-/// already acted: its output, or a conflict when it was another operation's. None
-/// when nothing is kept, or `request_id` is empty.
-pub async fn kept_result(
-    host: &crate::Host,
-    authority: &Authority,
-    request_id: &str,
-    operation: &str,
-) -> Result<Option<Value>, RpcError> {
-    if request_id.is_empty() {
-        return Ok(None);
-    }
-    match kv_get(host, &replay_key(authority, request_id)).await? {
-        Some(stored) => replayed(&stored, operation).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// Keeps `output` as the result of `request_id` (unless it is empty), and answers the
-/// output to give: `output`, or the result a concurrent call with the same request
-/// ID kept first. A failure to keep is logged, not an error: the act is done.
-pub async fn keep_result(
-    host: &crate::Host,
-    authority: &Authority,
-    request_id: &str,
-    operation: &str,
-    output: Value,
-) -> Result<Value, RpcError> {
-    if request_id.is_empty() {
-        return Ok(output);
-    }
-    let key = replay_key(authority, request_id);
-    let commit = host
-        .call_typed(&KvCommitParams {
-            checks: vec![KvCheck::absent(key.clone())],
-            puts: vec![KvPut {
-                namespace: String::new(),
-                key: key.clone(),
-                value: json!({"operation": operation, "output": output,
-                              "at": protocol::time::format_rfc3339_ms(protocol::time::now_ms())}),
-            }],
-            ..Default::default()
-        })
-        .await;
-    if let Err(e) = commit {
-        if e.is(Code::Conflict) {
-            if let Some(stored) = kv_get(host, &key).await? {
-                return replayed(&stored, operation);
-            }
-        }
-        tracing::warn!(operation, error = %e, "keeping the result of a request_id failed");
-    }
-    Ok(output)
-}
+pub use crate::replay::{keep_result, kept_result, replay_key};
 
 // ---- the reply wait ----
 

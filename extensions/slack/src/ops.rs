@@ -17,12 +17,12 @@
 //! (the progress message).
 
 use protocol::wire::{
-    Authority, KvCheck, KvCommitParams, KvGetParams, KvPut, OperationCallParams,
-    OperationCallResult, StateWorkEventsParams,
+    Authority, KvPut, OperationCallParams, OperationCallResult, StateWorkEventsParams,
 };
 use protocol::{Code, RpcError};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
+
+use sdk::replay::{digest, kv_get};
 
 use crate::api::{Client, SlackError};
 use crate::FAMILY;
@@ -380,23 +380,6 @@ pub fn changes_slack(operation: &str) -> bool {
     matches!(operation, POST | UPDATE | REACT)
 }
 
-fn digest(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The KV key a request ID's result is kept under.
-pub fn replay_key(authority: &Authority, request_id: &str) -> String {
-    format!(
-        "op/{}",
-        digest(&[&authority.scope_id, &authority.work_id, request_id])
-    )
-}
-
 /// The KV key remembering that the package posted message `ts` in `channel` for
 /// the Work.
 pub fn posted_key(authority: &Authority, channel: &str, ts: &str) -> String {
@@ -413,29 +396,6 @@ pub fn last_posted_key(authority: &Authority) -> String {
         "last_posted/{}",
         digest(&[&authority.scope_id, &authority.work_id])
     )
-}
-
-fn replayed(stored: &Value, operation: &str) -> Result<Value, RpcError> {
-    if stored["operation"].as_str() != Some(operation) {
-        return Err(RpcError::new(
-            Code::Conflict,
-            format!(
-                "this request_id was already used for {}",
-                stored["operation"].as_str().unwrap_or("another operation")
-            ),
-        ));
-    }
-    Ok(stored["output"].clone())
-}
-
-async fn kv_get(host: &sdk::Host, key: &str) -> Result<Option<Value>, RpcError> {
-    host.call_typed(&KvGetParams {
-        namespace: String::new(),
-        key: key.to_string(),
-    })
-    .await
-    .map(|r| r.value)
-    .map_err(|e| RpcError::new(Code::Unavailable, format!("kv.get: {e}")))
 }
 
 /// Serves `operation.call`: the Work's thread, the replay, the call, the kept
@@ -464,14 +424,13 @@ pub async fn call(
         v if v.is_object() => v.clone(),
         _ => return Err(invalid("the input must be an object")),
     };
-    let replay = changes_slack(op) && !params.request_id.is_empty();
-    let key = replay_key(authority, &params.request_id);
-    if replay {
-        if let Some(stored) = kv_get(host, &key).await? {
-            let output = replayed(&stored, op)?;
-            tracing::info!(operation = op, "replaying the kept result of a request_id");
-            return Ok(OperationCallResult { output });
-        }
+    let request_id = if changes_slack(op) {
+        params.request_id.as_str()
+    } else {
+        ""
+    };
+    if let Some(output) = sdk::replay::kept_result(host, authority, request_id, op).await? {
+        return Ok(OperationCallResult { output });
     }
     let thread = work_thread(host, &authority.work_id).await?;
     let mut input = input;
@@ -520,36 +479,7 @@ pub async fn call(
             });
         }
     }
-    let mut checks = Vec::new();
-    if replay {
-        checks.push(KvCheck::absent(key.clone()));
-        puts.push(KvPut {
-            namespace: String::new(),
-            key: key.clone(),
-            value: json!({"operation": op, "output": output,
-                          "at": protocol::time::format_rfc3339_ms(protocol::time::now_ms())}),
-        });
-    }
-    if puts.is_empty() {
-        return Ok(OperationCallResult { output });
-    }
-    let commit = host
-        .call_typed(&KvCommitParams {
-            checks,
-            puts,
-            ..Default::default()
-        })
-        .await;
-    if let Err(e) = commit {
-        if replay && e.is(Code::Conflict) {
-            // Another call with the same request ID kept its result first.
-            if let Some(stored) = kv_get(host, &key).await? {
-                return Ok(OperationCallResult {
-                    output: replayed(&stored, op)?,
-                });
-            }
-        }
-        tracing::warn!(operation = op, error = %e, "keeping the result of a request_id failed");
-    }
+    let output =
+        sdk::replay::keep_result_with(host, authority, request_id, op, output, puts).await?;
     Ok(OperationCallResult { output })
 }
