@@ -3,6 +3,10 @@
 //! `bench intake [--json]`: signed webhook deliveries accepted durably by the whole
 //! suite (see `intake.rs`), next to Debian's `webhook` where it is installed.
 //!
+//! `bench dispatch [--json]`: from a delivery's 2xx answer to its `shell` job's
+//! process started, p50 and p99 at 10 and at 200 deliveries a second (see
+//! `dispatch.rs`).
+//!
 //! `bench web [--json]`: webd's reads (requests a second, p50 and p99 of the Works
 //! list, one Work and the Works page, with 1 and 8 clients, over 1,000 Works) and its
 //! live streams (the `changed` events a burst of 100 deliveries makes on 8 open
@@ -34,6 +38,13 @@ const AS_EXTENSION: &str = "__scenario-extension";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(dispatch::AS_STAMP) {
+        // The clock first: the stamp is when this process started.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        std::process::exit(dispatch::stamp(now, &args[1..]));
+    }
     if let Some(status) = oc_systest::dispatch(&args) {
         std::process::exit(status);
     }
@@ -77,6 +88,13 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("dispatch") => {
+            let json = args.iter().any(|a| a == "--json");
+            if let Err(e) = dispatch::run(json) {
+                eprintln!("bench dispatch: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("web") => {
             let json = args.iter().any(|a| a == "--json");
             if let Err(e) = web::run(json) {
@@ -99,13 +117,14 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bench transport|bus|store [--backend sqlite|postgres]|intake|web|workspace [--json]");
+            eprintln!("usage: bench transport|bus|store [--backend sqlite|postgres]|intake|dispatch|web|workspace [--json]");
             std::process::exit(2);
         }
     }
 }
 
 mod bus;
+mod dispatch;
 mod intake;
 mod store;
 mod syscalls;

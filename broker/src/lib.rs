@@ -13,6 +13,8 @@
 //! method-not-found. Notifications from services are fanned out to the peers that
 //! subscribed to their topic (`bus.subscribe {topics}`); a subscriber that does not
 //! keep up loses notifications (counted) and never slows anyone else.
+//! `bus.metrics` answers the broker's counters and its forwarding times by prefix
+//! in the Prometheus text format (`busapi::bus`), for the suite's `/metrics`.
 
 pub mod cli;
 pub mod probe;
@@ -29,6 +31,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
+
+use busapi::metrics::MetricsText;
+use busapi::Call;
+use daemon::metrics::{Histogram, Kind, Text, LATENCY_BUCKETS};
 
 /// The prefixes of the suite's own services: a request for one of them waits for
 /// its owner to (re)register.
@@ -152,6 +158,8 @@ struct Tables {
     known: HashSet<String>,
     subscribers: HashMap<u64, Subscriber>,
     peers: HashMap<u64, PeerEntry>,
+    /// How long forwarded requests took, by known prefix (`bus.metrics`).
+    times: HashMap<String, Arc<Histogram>>,
 }
 
 #[derive(Default)]
@@ -388,6 +396,88 @@ impl State {
     }
 }
 
+impl State {
+    /// `bus.metrics`: the broker's counters, its services and peers, and how long
+    /// the requests it forwarded took, by prefix (every family `oc_broker_…`).
+    fn metrics(&self) -> MetricsText {
+        let mut t = Text::new();
+        let c = &self.counters;
+        for (name, help, value) in [
+            (
+                "oc_broker_connections_total",
+                "Connections accepted.",
+                &c.connections,
+            ),
+            (
+                "oc_broker_connections_refused_total",
+                "Connections refused (not root, the service user or a member of its group).",
+                &c.refused,
+            ),
+            (
+                "oc_broker_requests_total",
+                "Requests forwarded to a service.",
+                &c.requests,
+            ),
+            (
+                "oc_broker_request_failures_total",
+                "Forwarded requests that failed (the service's error, or no such prefix).",
+                &c.failures,
+            ),
+            (
+                "oc_broker_requests_unavailable_total",
+                "Forwarded requests answered unavailable (no owner, or it went away).",
+                &c.unavailable,
+            ),
+            (
+                "oc_broker_notifications_total",
+                "Notifications services published.",
+                &c.notifications,
+            ),
+            (
+                "oc_broker_notifications_dropped_total",
+                "Notifications dropped for a subscriber that did not keep up.",
+                &c.dropped,
+            ),
+        ] {
+            t.single(name, Kind::Counter, help, value.load(Ordering::Relaxed));
+        }
+        let (services, peers, times) = {
+            let tables = lock(&self.tables);
+            let mut times: Vec<(String, Arc<Histogram>)> = tables
+                .times
+                .iter()
+                .map(|(p, h)| (p.clone(), h.clone()))
+                .collect();
+            times.sort_by(|a, b| a.0.cmp(&b.0));
+            (tables.services.len(), tables.peers.len(), times)
+        };
+        t.single(
+            "oc_broker_services",
+            Kind::Gauge,
+            "Services registered now.",
+            services,
+        );
+        t.single(
+            "oc_broker_peers",
+            Kind::Gauge,
+            "Peers connected now.",
+            peers,
+        );
+        let name = "oc_broker_forward_duration_seconds";
+        t.family(
+            name,
+            Kind::Histogram,
+            "Time from a request's arrival at the broker to its owner's answer, by prefix.",
+        );
+        for (prefix, h) in &times {
+            t.histogram(name, &[("prefix", prefix)], h);
+        }
+        MetricsText {
+            text: t.into_string(),
+        }
+    }
+}
+
 /// One peer's connection, as the broker serves it.
 struct Conn {
     state: Arc<State>,
@@ -563,6 +653,9 @@ impl Handler for Conn {
                 "register" => self.register(&request),
                 "subscribe" => self.subscribe(&request),
                 "status" => Ok(self.state.status()),
+                _ if method == busapi::bus::MetricsRequest::METHOD => {
+                    Ok(json!(self.state.metrics()))
+                }
                 _ => Err(RpcError::method_not_found(method)),
             };
             return Box::pin(async move { protocol::reply(&answer?) });
@@ -570,63 +663,96 @@ impl Handler for Conn {
         let state = self.state.clone();
         state.counters.requests.fetch_add(1, Ordering::Relaxed);
         let prefix = method.split('.').next().unwrap_or_default().to_string();
-        let known = lock(&state.tables).known.contains(&prefix);
-        if !known {
+        let started = Instant::now();
+        let times = {
+            let mut t = lock(&state.tables);
+            if t.known.contains(&prefix) {
+                Some(match t.times.get(&prefix) {
+                    Some(h) => h.clone(),
+                    None => {
+                        let h = Arc::new(Histogram::new(LATENCY_BUCKETS));
+                        t.times.insert(prefix.clone(), h.clone());
+                        h
+                    }
+                })
+            } else {
+                None
+            }
+        };
+        let Some(times) = times else {
             state.counters.failures.fetch_add(1, Ordering::Relaxed);
             let e = RpcError::method_not_found(method);
             return Box::pin(async move { Err(e) });
-        }
+        };
         Box::pin(async move {
-            let Some((service, owner)) = Conn::owner(&state, &prefix).await else {
-                state.counters.unavailable.fetch_add(1, Ordering::Relaxed);
-                return Err(RpcError::new(
-                    Code::Unavailable,
-                    format!(
-                        "no service serves `{prefix}.*` (waited {:?} for one to register)",
-                        state.config.bus_wait
-                    ),
-                ));
-            };
-            // Dropping this future (the caller cancelled) cancels the forwarded call.
-            let answer = owner
-                .call_raw(&request.method, &*request.params, CallOptions::default())
-                .await;
-            match answer {
-                Ok(raw) => Ok(raw),
-                Err(CallError::Rpc(e)) => {
-                    state.counters.failures.fetch_add(1, Ordering::Relaxed);
-                    Err(e)
-                }
-                Err(CallError::Transport(reason)) => {
-                    state.counters.unavailable.fetch_add(1, Ordering::Relaxed);
-                    Err(RpcError::new(
-                        Code::Unavailable,
-                        format!("service `{service}` went away during the call: {reason}"),
-                    ))
-                }
-                Err(CallError::TooLarge { size, limit }) => {
-                    state.counters.failures.fetch_add(1, Ordering::Relaxed);
-                    Err(RpcError::too_large(
-                        size,
-                        limit,
-                        format!(
-                            "the `{}` request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)",
-                            request.method
-                        ),
-                    ))
-                }
-                Err(e) => {
-                    state.counters.failures.fetch_add(1, Ordering::Relaxed);
-                    Err(RpcError::unauthored(format!(
-                        "forwarding {} to {service}: {e}",
-                        request.method
-                    )))
-                }
-            }
+            let answer = Conn::forward(&state, &prefix, &request).await;
+            times.observe_duration(started.elapsed());
+            answer
         })
     }
 
     fn notify(&self, _peer: &Peer, method: &str, params: Value) {
+        self.fan_out(method, params);
+    }
+}
+
+impl Conn {
+    /// Forward `request` to the owner of `prefix`, waiting for one to register.
+    async fn forward(
+        state: &Arc<State>,
+        prefix: &str,
+        request: &Request,
+    ) -> Result<Reply, RpcError> {
+        let Some((service, owner)) = Conn::owner(state, prefix).await else {
+            state.counters.unavailable.fetch_add(1, Ordering::Relaxed);
+            return Err(RpcError::new(
+                Code::Unavailable,
+                format!(
+                    "no service serves `{prefix}.*` (waited {:?} for one to register)",
+                    state.config.bus_wait
+                ),
+            ));
+        };
+        // Dropping this future (the caller cancelled) cancels the forwarded call.
+        let answer = owner
+            .call_raw(&request.method, &*request.params, CallOptions::default())
+            .await;
+        match answer {
+            Ok(raw) => Ok(raw),
+            Err(CallError::Rpc(e)) => {
+                state.counters.failures.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            Err(CallError::Transport(reason)) => {
+                state.counters.unavailable.fetch_add(1, Ordering::Relaxed);
+                Err(RpcError::new(
+                    Code::Unavailable,
+                    format!("service `{service}` went away during the call: {reason}"),
+                ))
+            }
+            Err(CallError::TooLarge { size, limit }) => {
+                state.counters.failures.fetch_add(1, Ordering::Relaxed);
+                Err(RpcError::too_large(
+                    size,
+                    limit,
+                    format!(
+                        "the `{}` request of {size} bytes exceeds the bus's {limit}-byte message limit (max_message_bytes)",
+                        request.method
+                    ),
+                ))
+            }
+            Err(e) => {
+                state.counters.failures.fetch_add(1, Ordering::Relaxed);
+                Err(RpcError::unauthored(format!(
+                    "forwarding {} to {service}: {e}",
+                    request.method
+                )))
+            }
+        }
+    }
+
+    /// Fan a service's notification out to the subscribers of its topic.
+    fn fan_out(&self, method: &str, params: Value) {
         if self.access != Access::Service {
             tracing::debug!(
                 conn = self.conn,

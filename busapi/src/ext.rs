@@ -573,8 +573,13 @@ pub struct SweepReport {
     pub error: String,
 }
 
+/// `ext.metrics`: no fields; answers the daemon's samples ([`crate::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MetricsRequest {}
+
 crate::methods! {
     "ext.list": ListRequest => ListResponse,
+    "ext.metrics": MetricsRequest => crate::metrics::MetricsText,
     "ext.inspect": InspectRequest => ExtensionDetail,
     "ext.restart": RestartRequest => RestartResponse,
     "ext.webhook": WebhookRequest => WebhookAnswer,

@@ -71,7 +71,12 @@ pub struct ReconcileStatusResponse {
     pub sources: Vec<PassReport>,
 }
 
+/// `ingress.metrics`: no fields; answers ingressd's samples ([`crate::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricsRequest {}
+
 crate::methods! {
     "ingress.routes": RoutesRequest => RoutesResponse,
+    "ingress.metrics": MetricsRequest => crate::metrics::MetricsText,
     "ingress.reconcile_status": ReconcileStatusRequest => ReconcileStatusResponse,
 }

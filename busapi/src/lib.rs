@@ -9,12 +9,15 @@
 //! build. No other crate spells a daemon method's name.
 //!
 //! Families: [`store`] (storaged), [`ext`] (extrunner), [`sched`] (schedulerd),
-//! [`ingress`] (ingressd), [`tunnel`] (tunneld), [`web`] (webd).
+//! [`ingress`] (ingressd), [`tunnel`] (tunneld), [`web`] (webd), [`bus`] (the broker);
+//! [`metrics`] is what every daemon's `<family>.metrics` answers.
 
 pub use protocol::wire::Call;
 
+pub mod bus;
 pub mod ext;
 pub mod ingress;
+pub mod metrics;
 pub mod people;
 pub mod sched;
 pub mod store;
@@ -43,6 +46,7 @@ macro_rules! methods {
 pub fn all_methods() -> Vec<&'static str> {
     let mut all = vec![ext::EXT_CALL];
     for family in [
+        bus::METHODS,
         ext::METHODS,
         ingress::METHODS,
         sched::METHODS,

@@ -237,8 +237,13 @@ pub struct InjectResult {
     pub answers: Vec<Value>,
 }
 
+/// `sched.metrics`: no fields; answers the daemon's samples ([`crate::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MetricsRequest {}
+
 crate::methods! {
     "sched.route_trace": RouteTraceRequest => RouteTrace,
+    "sched.metrics": MetricsRequest => crate::metrics::MetricsText,
     "sched.status": StatusRequest => SchedStatus,
     "sched.cancel": CancelRequest => CancelResult,
     "sched.retry": RetryRequest => RetryResult,

@@ -32,6 +32,11 @@ pub struct WebStatus {
     pub sessions: u64,
 }
 
+/// `web.metrics`: no fields; answers the daemon's samples ([`crate::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MetricsRequest {}
+
 crate::methods! {
     "web.status": StatusRequest => WebStatus,
+    "web.metrics": MetricsRequest => crate::metrics::MetricsText,
 }

@@ -15,6 +15,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("slack", oc_slack::MANIFEST),
         ("linear", oc_linear::MANIFEST),
         ("jira", oc_jira::MANIFEST),
+        ("bitbucket", oc_bitbucket::MANIFEST),
         ("schedule", oc_schedule::MANIFEST),
         ("human", oc_human::MANIFEST),
         ("shell", oc_shell::MANIFEST),
@@ -32,6 +33,8 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
 pub fn bundled_playbooks(name: &str) -> &'static [(&'static str, &'static str)] {
     match name {
         "github" => oc_github::playbooks::PLAYBOOKS,
+        "linear" => oc_linear::playbooks::PLAYBOOKS,
+        "jira" => oc_jira::playbooks::PLAYBOOKS,
         _ => &[],
     }
 }

@@ -61,7 +61,7 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             ));
         }
     }
-    match call(bus, &CheckRequest {}) {
+    match call(bus, &CheckRequest::default()) {
         Ok(c) => {
             let integrity = c.integrity.as_str();
             let database = c.database.as_str();
@@ -87,7 +87,14 @@ pub fn diagnose(bus: &Path) -> Vec<Verdict> {
             let total = c.total_bytes.max(1);
             let mib = free / (1024 * 1024);
             let detail = format!("{mib} MiB free in {}", c.dir);
-            out.push(if free < 256 * 1024 * 1024 || free * 20 < total {
+            out.push(if let Some(full) = c.full() {
+                verdict(
+                    "disk",
+                    "fail",
+                    full,
+                    "free space on that filesystem (deliveries are refused with 503 until then, and everything resumes by itself once there is room), or set storaged's retention (--max-event-age-days)",
+                )
+            } else if free < 256 * 1024 * 1024 || free * 20 < total {
                 verdict(
                     "disk",
                     if free < 64 * 1024 * 1024 { "fail" } else { "warn" },

@@ -27,6 +27,7 @@ pub mod slack;
 pub mod status;
 pub mod store;
 pub mod up;
+pub mod uplog;
 pub mod web;
 pub mod work;
 
@@ -324,9 +325,10 @@ pub enum Command {
         /// Where the web view (webd) is served (`127.0.0.1:0` picks a port, printed).
         #[arg(long, value_name = "ADDR", default_value = busapi::web::DEFAULT_LISTEN)]
         web_listen: SocketAddr,
-        /// Print every daemon's log lines (by default: warnings, errors, one line per
-        /// delivery and per attempt settled; all of it is in `<state>/logs/`). `OC_LOG`
-        /// set in the environment implies it, with its own filter.
+        /// Print every daemon's log lines (by default: warnings, errors, a line per
+        /// delivery (at most 20 a second) and per attempt settled; every line is in
+        /// `<state>/logs/<daemon>.log`, rotated at 16 MiB to `.log.1`). `OC_LOG` set
+        /// in the environment implies it, with its own filter.
         #[arg(long, short)]
         verbose: bool,
         /// `up` makes its own bus (`<state>/run/bus.sock`): the global `--bus` and
@@ -406,11 +408,16 @@ pub enum Command {
         /// How many of the last lines.
         #[arg(long, short = 'n', default_value_t = 100)]
         lines: usize,
+        /// One Work's story instead: the lines naming it (`OC_WORK_ID`) or the
+        /// Events that brought it (`OC_EVENT_ID`: the intake's lines), across every
+        /// daemon and package, oldest first.
+        #[arg(long, value_name = "ID", conflicts_with = "component")]
+        work: Option<String>,
     },
     /// Serve the bundled extension NAME over stdin and stdout (the extension
     /// protocol): what a package whose command is `open-conduit extension-run NAME`
-    /// runs. Bundled: webhook, github, schedule, shell, claude-code, git, human, ssh,
-    /// cloudflared, ngrok, srt.
+    /// runs. Bundled: webhook, github, slack, linear, jira, bitbucket, schedule, shell,
+    /// claude-code, git, human, ssh, cloudflared, ngrok, srt.
     ExtensionRun {
         /// The bundled extension.
         name: String,
@@ -460,6 +467,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "slack" => oc_slack::extension().map_err(|e| e.to_string()),
         "linear" => oc_linear::extension().map_err(|e| e.to_string()),
         "jira" => oc_jira::extension().map_err(|e| e.to_string()),
+        "bitbucket" => oc_bitbucket::extension().map_err(|e| e.to_string()),
         "schedule" => oc_schedule::extension(),
         "human" => oc_human::extension(),
         "shell" => return oc_shell::main(),
@@ -721,7 +729,14 @@ pub fn main(args: Vec<String>) -> i32 {
         // Reached only behind a global option (`--json extension-run NAME`).
         Command::ExtensionRun { name } => return run_extension(Some(&name)),
         Command::Events { after, follow } => admin::events(&bus, after, follow, json_out),
-        Command::Logs { component, lines } => admin::logs(&bus, component.as_deref(), lines),
+        Command::Logs {
+            component,
+            lines,
+            work,
+        } => match work {
+            Some(id) => crate::logs::work_story(&bus, &id, lines),
+            None => admin::logs(&bus, component.as_deref(), lines),
+        },
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "open-conduit", &mut std::io::stdout());

@@ -6,7 +6,7 @@ use std::path::Path;
 use busapi::ext::ListRequest;
 use busapi::ingress::RoutesRequest;
 use busapi::sched::StatusRequest as SchedStatusRequest;
-use busapi::store::{HostsRequest, TunnelGetRequest, WorksRequest};
+use busapi::store::{CheckRequest, HostsRequest, TunnelGetRequest, WorksRequest};
 use serde_json::{json, Value};
 
 use crate::output::{call, call_json, call_method, decode, print_json, Failure, Out};
@@ -52,6 +52,8 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
     )
     .ok()
     .map(|h| h.hosts);
+    // The room left in the state directory (no integrity check: that is doctor's).
+    let space = call(bus, &CheckRequest { space_only: true }).ok();
     let mut counts = serde_json::Map::new();
     for state in [
         "pending",
@@ -85,12 +87,20 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
             down.push(format!("extension {} refuses the configuration", e.name));
         }
     }
+    let full = space.as_ref().and_then(busapi::store::CheckResponse::full);
+    if let Some(full) = &full {
+        down.push(full.clone());
+    }
     if json_out {
+        let disk = space.as_ref().map(|c| {
+            json!({"dir": c.dir, "free_bytes": c.free_bytes, "total_bytes": c.total_bytes,
+                   "full": full.is_some()})
+        });
         print_json(
             &json!({"services": services, "extensions": ext["extensions"],
                            "router": sched["router"], "work": counts,
                            "routes": routes, "tunnel": tunnel, "hosts": hosts,
-                           "down": down}),
+                           "disk": disk, "down": down}),
         );
     } else {
         println!("daemons:");
@@ -141,6 +151,17 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
             .filter(|(_, n)| n.as_u64() != Some(0))
             .map(|(s, n)| format!("{n} {s}"))
             .collect();
+        if let Some(c) = &space {
+            match &full {
+                Some(full) => println!("disk: {}", paint_full(full)),
+                None => println!(
+                    "disk: {} MiB free of {} MiB in {}",
+                    c.free_bytes / (1024 * 1024),
+                    c.total_bytes / (1024 * 1024),
+                    c.dir
+                ),
+            }
+        }
         println!(
             "work: {}",
             if counts.is_empty() {
@@ -194,4 +215,10 @@ pub fn status(bus: &Path, json_out: bool) -> Out {
             status: 3,
         })
     }
+}
+
+/// A full disk, said so that it stands out: deliveries are refused until space is
+/// freed.
+fn paint_full(full: &str) -> String {
+    format!("{full} (deliveries are refused with 503 until space is freed)")
 }

@@ -283,13 +283,9 @@ impl Up {
         let pid = child.id().unwrap_or(0);
         if let Some(err) = child.stderr.take() {
             // Each line to the terminal, prefixed, and to `<state>/logs/<name>.log`
-            // (what `open-conduit logs` reads under `up`).
+            // (what `open-conduit logs` reads under `up`), bounded (`uplog`).
             let log_path = self.opts.state.join(format!("logs/{name}.log"));
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .ok();
+            let mut log = crate::uplog::BoundedLog::open(log_path, crate::uplog::MAX_LOG_BYTES);
             let verbose = self.opts.verbose;
             tokio::spawn(async move {
                 let mut lines = AsyncBufReader::new(err).lines();
@@ -299,9 +295,7 @@ impl Up {
                     } else if let Some(short) = shown(&line) {
                         say(&format!("{name:>10} | {short}"));
                     }
-                    if let Some(f) = log.as_mut() {
-                        let _ = writeln!(f, "{line}");
-                    }
+                    log.line(&line);
                 }
             });
         }

@@ -166,12 +166,35 @@ fn the_bundled_layout_ships_the_playbooks_and_extrunner_makes_the_agents_plugin_
         );
         assert_eq!(mode(&path), manifest_mode, "{}", path.display());
     }
-    // extrunner, discovering this layout, writes both skills into the plugin.
+    // The trackers' playbooks are shipped the same way.
+    for (name, files) in [
+        ("linear", oc_linear::playbooks::PLAYBOOKS),
+        ("jira", oc_jira::playbooks::PLAYBOOKS),
+    ] {
+        for (rel, text) in files {
+            let path = dir.join(name).join("playbooks").join(rel);
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                *text,
+                "{}",
+                path.display()
+            );
+        }
+    }
+    // extrunner, discovering this layout, writes every skill into the plugin.
     let discovery = extrunner::discovery::discover(&dir.join("none"), Some(dir.as_path()));
     let written =
         extrunner::playbooks::write_plugin(&dir.join("state"), &discovery.packages).unwrap();
     let skills: Vec<&str> = written.skills.iter().map(|(s, _)| s.as_str()).collect();
-    assert_eq!(skills, ["github-issue", "github-review"]);
+    assert_eq!(
+        skills,
+        [
+            "github-issue",
+            "github-review",
+            "jira-issue",
+            "linear-issue"
+        ]
+    );
     assert!(written.left_out.is_empty(), "{:?}", written.left_out);
     assert!(written.dir.join("skills/github-review/SKILL.md").is_file());
     let _ = std::fs::remove_dir_all(&dir);

@@ -124,6 +124,8 @@ struct Shared {
     topics: Mutex<Vec<String>>,
     stop: watch::Sender<bool>,
     gatherers: Mutex<HashMap<String, Arc<Gatherer>>>,
+    /// A service's call times by method ([`crate::metrics`]).
+    times: Option<protocol::ServeTimer>,
 }
 
 /// A connection to the bus that keeps itself up. Cheap to clone.
@@ -149,6 +151,10 @@ impl Bus {
         let (current, _) = watch::channel(None);
         let (stop, _) = watch::channel(false);
         let topics = Mutex::new(opts.topics.clone());
+        let times = opts
+            .service
+            .as_ref()
+            .map(|_| protocol::ServeTimer(crate::metrics::service_call_times(&opts.prefixes)));
         let handler: Arc<dyn Handler> = Arc::new(Intercept {
             inner: opts.handler.clone(),
             replaced: stop.clone(),
@@ -160,6 +166,7 @@ impl Bus {
             topics,
             stop,
             gatherers: Mutex::default(),
+            times,
         });
         tokio::spawn(keep_connected(shared.clone()));
         Bus { shared }
@@ -493,7 +500,11 @@ async fn join(shared: &Shared) -> Result<Peer, String> {
     let (r, w) = crate::sock::split(stream)
         .map_err(|e| format!("connect {}: {e}", opts.socket.display()))?;
     // The broker's bound (64 MiB), both ways: a webhook body crosses in base64.
-    let peer = protocol::connect_arc(r, w, shared.handler.clone(), Options::large(&opts.name));
+    let options = Options {
+        serve_times: shared.times.clone(),
+        ..Options::large(&opts.name)
+    };
+    let peer = protocol::connect_arc(r, w, shared.handler.clone(), options);
     if let Some(service) = &opts.service {
         peer.call(
             "bus.register",

@@ -1,6 +1,7 @@
 //! What every Open Conduit daemon shares: logging ([`log`]), readiness and watchdog
 //! notifications ([`notify`]), stop and reload signals ([`signals`]), socket
-//! activation ([`activation`]) and the bus client ([`bus`]).
+//! activation ([`activation`]), the bus client ([`bus`]), metrics ([`metrics`]) and the
+//! scrape of the whole suite's ([`scrape`]).
 //!
 //! A daemon's `main`, in this order: [`log::init`], then [`Notifier::from_env`] and
 //! [`Activation::from_env`] (both before any thread starts, as they edit the environment),
@@ -11,7 +12,9 @@ pub mod batch;
 pub mod bus;
 pub mod error;
 pub mod log;
+pub mod metrics;
 pub mod notify;
+pub mod scrape;
 pub mod signals;
 pub mod sock;
 pub mod start;

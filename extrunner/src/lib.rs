@@ -31,6 +31,7 @@ pub mod host;
 pub mod identity;
 pub mod ingress;
 pub mod live;
+pub mod metrics;
 pub mod offline;
 pub mod playbooks;
 pub mod process;

@@ -299,6 +299,9 @@ async fn serve(runner: Arc<Runner>, ready: bool, request: Request) -> Result<Rep
             answer::<ResourceSweepRequest>(&ResourceSweepResponse { sweeps })
         }
         m if m == ListRequest::METHOD => answer::<ListRequest>(&runner.list()),
+        m if m == busapi::ext::MetricsRequest::METHOD => {
+            answer::<busapi::ext::MetricsRequest>(&crate::metrics::render(&runner.list()))
+        }
         m if m == ActionsRequest::METHOD => {
             let p: ActionsRequest = request.params()?;
             let packages: &dyn crate::render::Packages = &*runner;

@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     pub routes: Arc<Routes>,
     pub intake: Arc<dyn Intake>,
     pub limits: Limits,
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
 }
 
 /// What the requests of one connection tell the code that closes it.
@@ -323,7 +323,8 @@ pub(crate) async fn handle(
                     a
                 }
                 Action::Metrics => {
-                    let mut a = Answer::text(200, shared.metrics.render());
+                    let text = shared.intake.metrics(shared.metrics.render()).await;
+                    let mut a = Answer::text(200, text);
                     a.headers = vec![(
                         "Content-Type".to_owned(),
                         "text/plain; version=0.0.4; charset=utf-8".to_owned(),

@@ -156,8 +156,27 @@ impl Intake for BusIntake {
             // holds up only its own deliveries.
             match self.bus.call_gathered_typed(&d.owner, &call).await {
                 Ok(a) => {
-                    if let Some(first) = a.deliveries.iter().flat_map(|d| &d.events).next() {
-                        tracing::debug!(OC_EXTENSION = %d.owner, OC_EVENT_ID = %first.id, added = a.deliveries.iter().any(|d| d.added), "delivery accepted");
+                    // The first line of a Work's story: `open-conduit logs --work`
+                    // joins it to the Work by the event's ID. At most
+                    // LINES_PER_S a second (`accesslog`).
+                    let now_s = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    for delivery in &a.deliveries {
+                        for event in &delivery.events {
+                            let (line, left_out) = ACCESS_LINES.take(now_s);
+                            if left_out > 0 {
+                                tracing::info!(left_out, "{left_out} more deliveries were accepted in an earlier second without a line each (at most {} lines a second; their Events are kept)", crate::accesslog::LINES_PER_S);
+                            }
+                            if !line {
+                                continue;
+                            }
+                            if delivery.added {
+                                tracing::info!(OC_EXTENSION = %d.owner, OC_EVENT_ID = %event.id, path = %d.path, "delivery accepted");
+                            } else {
+                                tracing::info!(OC_EXTENSION = %d.owner, OC_EVENT_ID = %event.id, path = %d.path, "redelivery: already accepted, nothing added");
+                            }
+                        }
                     }
                     Ok(answer_of(a.response))
                 }
@@ -178,7 +197,19 @@ impl Intake for BusIntake {
             )
         })
     }
+
+    fn metrics(&self, own: String) -> BoxFuture<'_, String> {
+        Box::pin(daemon::scrape::gather(
+            &self.bus,
+            "ingressd",
+            own,
+            daemon::scrape::SCRAPE_WAIT,
+        ))
+    }
 }
+
+/// The budget of the intake's line per delivery.
+static ACCESS_LINES: crate::accesslog::LineBudget = crate::accesslog::LineBudget::new();
 
 /// The bus handler of ingressd's service: wakes the route follower on `ext.state`,
 /// and answers `ingress.routes` (the paths served now).
@@ -257,6 +288,11 @@ impl Handler for Service {
                         fetches: fetched,
                     };
                     protocol::reply(&answer)
+                }
+                m if m == busapi::ingress::MetricsRequest::METHOD => {
+                    protocol::reply(&busapi::metrics::MetricsText {
+                        text: crate::metrics::render_serving(),
+                    })
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

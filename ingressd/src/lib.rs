@@ -6,8 +6,10 @@
 //! A `POST` on a webhook path ([`Routes`]) becomes a [`Delivery`] handed to an [`Intake`],
 //! whose [`Answer`] (sent only once the events are durable) goes back to the sender;
 //! an [`IntakeError`] becomes a 4xx or 5xx, never a 2xx. `GET /healthz` asks
-//! [`Intake::healthy`], and `GET /metrics` serves the counters in Prometheus text format.
+//! [`Intake::healthy`], and `GET /metrics` serves the counters in Prometheus text format,
+//! with every other daemon's gathered over the bus ([`Intake::metrics`]).
 
+pub mod accesslog;
 pub mod cli;
 mod handler;
 mod http;
@@ -150,6 +152,12 @@ pub trait Intake: Send + Sync + 'static {
     fn deliver(&self, d: Delivery) -> BoxFuture<'_, Result<Answer, IntakeError>>;
     /// Whether deliveries can be taken now (`/healthz`).
     fn healthy(&self) -> BoxFuture<'_, bool>;
+    /// `/metrics`: ingressd's own samples (`own`) and the rest of the suite's, if
+    /// this intake reaches them (over the bus, each daemon waited for a bounded
+    /// time: [`daemon::scrape::gather`]). By default `own` alone.
+    fn metrics(&self, own: String) -> BoxFuture<'_, String> {
+        Box::pin(async move { own })
+    }
 }
 
 /// The server's bounds. Every one has a clear answer that names it.

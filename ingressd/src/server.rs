@@ -18,7 +18,6 @@ use tokio::time::timeout;
 
 use crate::handler::{handle, ConnFlags, Shared};
 use crate::http::{linger_close, raw_answer, write, Io};
-use crate::metrics::Metrics;
 use crate::{Intake, Limits, Routes};
 
 /// How long a closing connection waits for the peer's remaining bytes.
@@ -83,7 +82,7 @@ impl Server {
             routes,
             intake,
             limits,
-            metrics: Metrics::default(),
+            metrics: crate::metrics::serving(),
         });
         let slots = Arc::new(Semaphore::new(shared.limits.max_connections.max(1)));
         let (stop_tx, stop_rx) = watch::channel(false);

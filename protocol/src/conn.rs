@@ -86,6 +86,29 @@ pub struct Options {
     /// At most this many bytes of requests wait for a place on the wire; the next is
     /// refused `overloaded` at once, naming this bound.
     pub max_waiting_bytes: usize,
+    /// Told how long each request this side served took (a daemon's bus metrics);
+    /// `None`: nothing is measured.
+    pub serve_times: Option<ServeTimer>,
+}
+
+/// Where a connection reports how long the requests it served took: the slot of a
+/// request's method is looked up before it runs (no allocation), and its time
+/// recorded once it is answered.
+pub trait ServeTimes: Send + Sync {
+    /// The slot `method`'s times go to.
+    fn slot(&self, method: &str) -> usize;
+    /// A request of `slot` was answered (or cancelled) after `took`.
+    fn served(&self, slot: usize, took: Duration);
+}
+
+/// A shared [`ServeTimes`].
+#[derive(Clone)]
+pub struct ServeTimer(pub Arc<dyn ServeTimes>);
+
+impl std::fmt::Debug for ServeTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServeTimer")
+    }
 }
 
 impl Default for Options {
@@ -98,6 +121,7 @@ impl Default for Options {
             max_queued_bytes: 4 * MAX_MESSAGE_BYTES,
             max_waiting_calls: MAX_WAITING_CALLS,
             max_waiting_bytes: MAX_WAITING_BYTES,
+            serve_times: None,
         }
     }
 }
@@ -122,6 +146,7 @@ impl Options {
             max_queued_bytes: 4 * LARGE_MESSAGE_BYTES,
             max_waiting_calls: MAX_WAITING_CALLS,
             max_waiting_bytes: MAX_WAITING_BYTES,
+            serve_times: None,
         }
     }
 

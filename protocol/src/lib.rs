@@ -19,8 +19,8 @@ pub mod wire;
 
 pub use conn::{
     agreed_message_bytes, connect, connect_arc, reply, BoxFuture, CallOptions, CancelToken,
-    FnHandler, Handler, NoHandler, Options, Peer, Prepared, Reply, Request, CANCEL_METHOD,
-    IN_TRANSACTION_DEADLINE, LARGE_MESSAGE_BYTES, LSP_CANCEL_METHOD, MAX_INFLIGHT,
+    FnHandler, Handler, NoHandler, Options, Peer, Prepared, Reply, Request, ServeTimer, ServeTimes,
+    CANCEL_METHOD, IN_TRANSACTION_DEADLINE, LARGE_MESSAGE_BYTES, LSP_CANCEL_METHOD, MAX_INFLIGHT,
     MAX_MESSAGE_BYTES,
 };
 pub use error::{CallError, CloseReason, Code, RpcError};

@@ -28,8 +28,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use busapi::sched::{
-    CancelRequest, InjectRequest, InterruptRequest, RetryRequest, RouteTrace, RouteTraceRequest,
-    SchedStatus, StatusRequest, StopRequest,
+    CancelRequest, InjectRequest, InterruptRequest, MetricsRequest, RetryRequest, RouteTrace,
+    RouteTraceRequest, SchedStatus, StatusRequest, StopRequest,
 };
 use busapi::store::UnroutedEvent;
 use busapi::{topic, Call};
@@ -126,6 +126,79 @@ impl Service {
             .map_err(|e| RpcError::new(Code::Unavailable, e.to_string()))
     }
 
+    /// `sched.metrics`: the router's and the starter's queues and counts (every
+    /// family `oc_schedulerd_…`), and the bus call times.
+    pub fn metrics(&self) -> busapi::metrics::MetricsText {
+        use daemon::metrics::{Kind, Text};
+        let mut t = Text::new();
+        let router = self.stats.snapshot();
+        t.family(
+            "oc_schedulerd_router_events_total",
+            Kind::Counter,
+            "Events the router decided, by outcome (created: routed to a Work it created).",
+        );
+        for (outcome, n) in [
+            ("routed", router.routed),
+            ("created", router.created),
+            ("unmatched", router.unmatched),
+        ] {
+            t.sample(
+                "oc_schedulerd_router_events_total",
+                &[("outcome", outcome)],
+                n,
+            );
+        }
+        t.single(
+            "oc_schedulerd_router_last_seq",
+            Kind::Gauge,
+            "The sequence number of the last event routed.",
+            router.last_seq,
+        );
+        t.single(
+            "oc_schedulerd_router_queue_depth",
+            Kind::Gauge,
+            "Events the router read and has not routed yet.",
+            self.stats.queue(),
+        );
+        t.single(
+            "oc_schedulerd_router_blocked",
+            Kind::Gauge,
+            "1 while the router is held up (sched.status says why).",
+            u8::from(!router.blocked.is_empty()),
+        );
+        let starter = self.starter.get();
+        let (running, blocked) = starter.map(Starter::snapshot).unwrap_or_default();
+        t.single(
+            "oc_schedulerd_starter_queue_depth",
+            Kind::Gauge,
+            "Works the starter's last pass found ready and did not start.",
+            starter.map_or(0, Starter::queue),
+        );
+        t.family(
+            "oc_schedulerd_starter_running",
+            Kind::Gauge,
+            "Attempts this host's starter observes now, by pool.",
+        );
+        let mut pools = std::collections::BTreeMap::<&str, u64>::new();
+        pools.insert("", 0);
+        for pool in running.values() {
+            *pools.entry(pool.as_str()).or_default() += 1;
+        }
+        for (pool, n) in pools {
+            t.sample("oc_schedulerd_starter_running", &[("pool", pool)], n);
+        }
+        t.single(
+            "oc_schedulerd_starter_blocked",
+            Kind::Gauge,
+            "Works that cannot start now (sched.status says why).",
+            blocked.len(),
+        );
+        daemon::metrics::render_call_times(&mut t, "schedulerd");
+        busapi::metrics::MetricsText {
+            text: t.into_string(),
+        }
+    }
+
     /// `sched.status`.
     pub fn status(&self) -> SchedStatus {
         let k = self.router.knowledge();
@@ -163,6 +236,9 @@ impl Handler for Service {
                 }
                 m if m == StatusRequest::METHOD => {
                     serve(&request, |_: StatusRequest| async { Ok(this.status()) }).await
+                }
+                m if m == MetricsRequest::METHOD => {
+                    serve(&request, |_: MetricsRequest| async { Ok(this.metrics()) }).await
                 }
                 m if m == CancelRequest::METHOD => {
                     serve(&request, |p: CancelRequest| async move {

@@ -10,6 +10,7 @@
 //! | `wrapper.log` | wrapper | its own complaints (its stderr) |
 //! | `meta.json` | extension, then wrapper | right after the spawn: pid, its start time, nonce; once the command started: its pgid too |
 //! | `kill` | extension | to ask the wrapper to end the command (interrupt, stop) |
+//! | `reserve` | wrapper | before the command starts: room for `status` on a disk that fills up (removed at the end) |
 //! | `status` | wrapper | once the command and its group are gone: how it ended |
 //! | `result.json` | extension | the result it answered, so that it is answered again identically |
 //!
@@ -47,6 +48,9 @@ pub const META: &str = "meta.json";
 pub const KILL: &str = "kill";
 /// How the command ended.
 pub const STATUS: &str = "status";
+/// Room kept for `status` while the command runs: given back to write it when
+/// the disk is full.
+pub const RESERVE: &str = "reserve";
 /// The wait result the extension answered.
 pub const RESULT: &str = "result.json";
 

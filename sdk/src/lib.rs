@@ -34,16 +34,22 @@
 pub mod config;
 pub mod detached;
 pub mod dirs;
+pub mod entries;
+pub mod hooks;
 pub mod live;
 pub mod nofollow;
+pub mod package;
+pub mod playbooks;
 /// What `/proc` shows of processes: stat lines, group and session members, the
 /// wrapper's identity, the session/group trust checks of [`detached::Launch`].
 pub mod procs;
 pub mod replay;
+pub mod route;
 pub mod runs;
 pub mod sandbox;
 pub mod secrets;
 pub mod signals;
+pub mod story;
 pub mod tracker;
 pub mod tunnel;
 pub mod workspace;
@@ -328,11 +334,15 @@ impl Extension {
         let f = Arc::new(f);
         let erased: Dyn = Arc::new(move |ctx: Ctx, request: Request| {
             let f = f.clone();
-            Box::pin(async move {
-                let p = request.params::<P>()?;
-                let r = f(ctx, p).await?;
-                protocol::reply(&r)
-            })
+            let span = story::span(&request.method, request.params.get());
+            Box::pin(tracing::Instrument::instrument(
+                async move {
+                    let p = request.params::<P>()?;
+                    let r = f(ctx, p).await?;
+                    protocol::reply(&r)
+                },
+                span,
+            ))
         });
         self.methods.insert(method.to_string(), erased);
         self

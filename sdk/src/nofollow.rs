@@ -406,6 +406,16 @@ impl Dir {
         Err(last.unwrap_or_else(|| io::Error::other("no temporary name was free")))
     }
 
+    /// Removes the file (or symlink) `name` in this directory; a missing one is no
+    /// error.
+    pub fn remove(&self, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        match unlinkat(self.fd.as_fd(), name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
     /// Writes `value` as JSON to `name` whole ([`Dir::write_atomic`]).
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
         let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;

@@ -2,8 +2,9 @@
 //! HMAC-SHA256 hex signature check with a timestamp window, the display of an issue's
 //! Work (title, issue key, author: the spec's display for a tracker issue), the
 //! results of changing operations kept in KV by request ID (so a retry answers the
-//! first result instead of acting twice), and bounded markdown clipping for the
-//! prompt.
+//! first result instead of acting twice), bounded markdown clipping for the
+//! prompt, and the back-off of a tracker's API client ([`backoff`]: rate limits
+//! waited out or not, and the credential held back after a refusal).
 
 use hmac::{Hmac, Mac};
 use protocol::wire::{
@@ -333,6 +334,10 @@ impl ReplyWait<'_> {
         })
     }
 }
+
+// ---- back-off ----
+
+pub mod backoff;
 
 #[cfg(test)]
 mod tests {

@@ -39,6 +39,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A line on the wrapper's stderr (`wrapper.log`), never a panic: `eprintln!`
+/// panics when the write fails, and on a full disk it does.
+macro_rules! complain {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// How often the wrapper looks at its children, the kill request and the clock.
 const TICK: Duration = Duration::from_millis(50);
 
@@ -67,23 +76,23 @@ fn label() -> &'static str {
 pub fn main(args: &[OsString], options: WrapperOptions) -> i32 {
     let options = *OPTIONS.get_or_init(|| options);
     let (Some(dir), Some(nonce)) = (args.first(), args.get(1)) else {
-        eprintln!("{} wrapper: usage: <wrap arg> <run dir> <nonce>", label());
+        complain!("{} wrapper: usage: <wrap arg> <run dir> <nonce>", label());
         return 2;
     };
     let dir = PathBuf::from(dir);
     let Some(nonce) = nonce.to_str() else {
-        eprintln!("{} wrapper: the nonce is not text", label());
+        complain!("{} wrapper: the nonce is not text", label());
         return 2;
     };
     // Out of the extension's session and process group first.
     if let Err(e) = nix::unistd::setsid() {
-        eprintln!("{} wrapper: setsid: {e}", label());
+        complain!("{} wrapper: setsid: {e}", label());
     }
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        eprintln!("{} wrapper: cannot become a subreaper: {e}", label());
+        complain!("{} wrapper: cannot become a subreaper: {e}", label());
     }
     if !read_go() {
-        eprintln!(
+        complain!(
             "{} wrapper: no go from the extension; the command was not started",
             label()
         );
@@ -92,7 +101,7 @@ pub fn main(args: &[OsString], options: WrapperOptions) -> i32 {
     let dir = match Dir::open(&dir) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!(
+            complain!(
                 "{} wrapper: cannot open the run directory: {e}; the command was not started",
                 label()
             );
@@ -148,6 +157,19 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
             return never_started(dir, me, nonce, format!("cannot open the output files: {e}"))
         }
     };
+    // Room for the records of the run's end, taken before the command starts: a
+    // command that ran must be able to say so even on a disk that filled up
+    // meanwhile (else it would read as lost, and run again). No room now: it does
+    // not start (and runs later).
+    if let Err(e) = dir.write_atomic(rundir::RESERVE, &[0u8; RESERVE_BYTES]) {
+        let _ = dir.remove(rundir::RESERVE);
+        return never_started(
+            dir,
+            me,
+            nonce,
+            format!("no room for the run's records: {e}"),
+        );
+    }
     let started = Instant::now();
     let mut command = Command::new(program);
     crate::signals::reset_on_exec(&mut command);
@@ -178,20 +200,56 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
         start: rundir::start_time(me),
     };
     if let Err(e) = dir.write_json(rundir::META, &meta) {
-        eprintln!("{} wrapper: cannot write meta.json: {e}", label());
+        complain!("{} wrapper: cannot write meta.json: {e}", label());
     }
     let status = supervise(dir, &spec, leader, started);
-    if let Err(e) = dir.write_json(rundir::STATUS, &status) {
-        eprintln!("{} wrapper: cannot write the status: {e}", label());
+    let written = record_end(dir, &status);
+    let _ = dir.remove(rundir::RESERVE);
+    if let Err(e) = written {
+        complain!("{} wrapper: cannot write the status: {e}", label());
         return 1;
     }
     0
 }
 
+/// The bytes reserved for the records of a run's end ([`rundir::RESERVE`]).
+const RESERVE_BYTES: usize = 64 * 1024;
+/// How many times the status is tried again once the reserve is given back (a
+/// filesystem may take a moment to count the freed blocks as free).
+const RECORD_TRIES: u32 = 40;
+
+/// Writes the `status`; on a full disk, gives the reserve back and tries again.
+fn record_end(dir: &Dir, status: &Status) -> std::io::Result<()> {
+    let mut last = match dir.write_json(rundir::STATUS, status) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    // The error names the file; its kind is what the system said.
+    if !matches!(
+        last.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ) {
+        return Err(last);
+    }
+    complain!(
+        "{} wrapper: the disk is full; the status is written in the room reserved for it",
+        label()
+    );
+    let _ = dir.remove(rundir::RESERVE);
+    for _ in 0..RECORD_TRIES {
+        match dir.write_json(rundir::STATUS, status) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        std::thread::sleep(TICK * 5);
+    }
+    Err(last)
+}
+
 /// Records a launch that never ran a command: a `meta.json` without a group and
 /// a `status` that says why.
 fn never_started(dir: &Dir, me: i32, nonce: &str, why: String) -> i32 {
-    eprintln!("{} wrapper: {why}", label());
+    complain!("{} wrapper: {why}", label());
     let meta = Meta {
         pid: me,
         pgid: 0,
@@ -210,7 +268,7 @@ fn never_started(dir: &Dir, me: i32, nonce: &str, why: String) -> i32 {
     match written {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{} wrapper: cannot record it: {e}", label());
+            complain!("{} wrapper: cannot record it: {e}", label());
             1
         }
     }
@@ -274,7 +332,7 @@ fn supervise(dir: &Dir, spec: &Spec, leader: i32, started: Instant) -> Status {
                 Ok(asked) => asked,
                 Err(e) => {
                     // A request we cannot read is still a request to end.
-                    eprintln!(
+                    complain!(
                         "{} wrapper: unreadable kill request ({e}); stopping",
                         label()
                     );

@@ -107,7 +107,7 @@ fn check_text(field: &str, value: &str) -> Result<(), StoreError> {
 }
 
 fn io(what: impl std::fmt::Display, e: std::io::Error) -> StoreError {
-    StoreError::Io(format!("{what}: {e}"))
+    StoreError::io(what, &e)
 }
 
 /// Run blocking file work off the async threads.

@@ -38,6 +38,10 @@ pub enum StoreError {
     /// nothing was written; try again.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// The disk is full (the database's, or the state directory's): nothing was
+    /// written; try again once space is freed.
+    #[error("the disk is full: {0}")]
+    Full(String),
     /// A file operation failed.
     #[error("{0}")]
     Io(String),
@@ -51,6 +55,9 @@ pub enum StoreError {
 
 impl From<crate::sql::Error> for StoreError {
     fn from(e: crate::sql::Error) -> StoreError {
+        if let Some(m) = e.full() {
+            return StoreError::Full(m);
+        }
         match e {
             crate::sql::Error::ConnectionLost(m) | crate::sql::Error::OverBound(m) => {
                 StoreError::Unavailable(m)
@@ -62,7 +69,7 @@ impl From<crate::sql::Error> for StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Db(crate::sql::Error::Sqlite(e))
+        StoreError::from(crate::sql::Error::Sqlite(e))
     }
 }
 
@@ -81,6 +88,25 @@ impl StoreError {
     pub fn not_found(msg: impl Into<String>) -> Self {
         StoreError::NotFound(msg.into())
     }
+
+    /// A file operation's failure: [`StoreError::Full`] when the disk is full
+    /// (`ENOSPC`, `EDQUOT`), else [`StoreError::Io`]; `doing` says what failed.
+    pub fn io(doing: impl std::fmt::Display, e: &std::io::Error) -> Self {
+        if is_full(e) {
+            StoreError::Full(format!("{doing}: {e}"))
+        } else {
+            StoreError::Io(format!("{doing}: {e}"))
+        }
+    }
+}
+
+/// Whether a file operation failed for want of space (`ENOSPC`, or `EDQUOT`: a
+/// quota is a full disk to its user).
+pub fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl From<StoreError> for RpcError {
@@ -96,6 +122,12 @@ impl From<StoreError> for RpcError {
             StoreError::Unavailable(m) => RpcError::new(
                 Code::Unavailable,
                 format!("the database is unavailable: {m}"),
+            ),
+            // Not the caller's fault, and not a bug: retrying once space is freed
+            // succeeds (ingressd answers 503 with Retry-After).
+            StoreError::Full(m) => RpcError::new(
+                Code::Unavailable,
+                format!("the disk is full, nothing was written (retry once space is freed): {m}"),
             ),
             other => RpcError::unauthored(other),
         }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod fields;
 pub mod kv;
+pub mod metrics;
 pub mod nudge;
 pub mod reserved;
 pub mod resources;

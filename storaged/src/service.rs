@@ -40,6 +40,7 @@ fn dispatchers() -> &'static [Dispatch] {
         |s, m, p| Box::pin(crate::retention::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::stats::dispatch_raw(s, m, p)),
         |s, m, p| Box::pin(crate::config::dispatch_raw(s, m, p)),
+        |s, m, p| Box::pin(crate::metrics::dispatch_raw(s, m, p)),
     ]
 }
 
@@ -59,6 +60,7 @@ pub fn methods() -> Vec<&'static str> {
         crate::retention::METHODS,
         crate::stats::METHODS,
         crate::config::METHODS,
+        crate::metrics::METHODS,
     ] {
         all.extend_from_slice(list);
     }

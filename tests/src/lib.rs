@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 pub mod agent;
 pub mod badtunnel;
+pub mod bitbucket;
 pub mod feed;
 pub mod githttp;
 pub mod github;
@@ -139,6 +140,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
             Ok(ext) => sdk::run(ext),
             Err(e) => {
                 eprintln!("jira: {e}");
+                2
+            }
+        },
+        "ext-bitbucket" => match oc_bitbucket::extension() {
+            Ok(ext) => sdk::run(ext),
+            Err(e) => {
+                eprintln!("bitbucket: {e}");
                 2
             }
         },

@@ -16,7 +16,14 @@
 //! {id}`, valid against the description) as the state moves on. The secrets are in
 //! no log.
 //!
-//! Without node or tests/github-api's Prism the test prints SKIPPED and passes, unless
+//! Reconcile (`ext.reconcile` over the scripted Jira's search, changelog and
+//! comments, every request through Prism): an assignment delivered by webhook and
+//! then polled adds nothing; a missed assignment is found once; a plain edit (the
+//! summary) adds nothing; a missed comment from a person mentioning the agent is
+//! found once; their late webhook deliveries add nothing (an Event's identity is its
+//! change's, whichever way it comes).
+//!
+//! Without node or tests/github-api's Prism the tests print SKIPPED and pass, unless
 //! OC_REQUIRE_PEERS=1.
 
 mod common;
@@ -200,7 +207,8 @@ fn an_assigned_issue_starts_a_work_whose_agent_comments_and_moves_it() {
     // The delivery again (Jira's retry keeps its identifier): nothing new.
     let before = jira_events(&suite);
     assert_eq!(before.len(), 1, "{before:#?}");
-    assert_eq!(before[0]["delivery_id"], "d-assigned-1");
+    // Its identity is the change's (issue 19435's changelog 76941), not the header's.
+    assert_eq!(before[0]["delivery_id"], "issue/19435/changelog/76941");
     let r = send(&suite, &assigned, WEBHOOK_SECRET, "d-assigned-1");
     assert_eq!(r.status, 200, "{}", r.text());
     let r = send(&suite, &assigned, "not the webhook secret", "d-forged-2");
@@ -270,6 +278,11 @@ fn an_assigned_issue_starts_a_work_whose_agent_comments_and_moves_it() {
                 {"type": "text", "text": "add a test"}]}]}]},
         {"type": "codeBlock", "attrs": {"language": "sh"}, "content": [
             {"type": "text", "text": "curl -I https://example.com/old"}]}]});
+    // The Event carries no text: rendering reads the comment from Jira.
+    let mut stored = comment["comment"].clone();
+    stored["created"] = json!("2026-12-07T10:00:00.000+00:00");
+    stored["updated"] = json!("2026-12-07T10:00:00.000+00:00");
+    jira.add_comment("19435", stored);
     let body = serde_json::to_vec(&comment).unwrap();
     let r = send(&suite, &body, WEBHOOK_SECRET, "d-comment-1");
     assert_eq!(r.status, 200, "{}", r.text());
@@ -331,6 +344,188 @@ fn an_assigned_issue_starts_a_work_whose_agent_comments_and_moves_it() {
         Daemon::Ingressd,
         Daemon::Extrunner,
     ] {
+        let log = suite.log(d);
+        assert!(!log.contains(API_TOKEN), "{d:?} logged the API token");
+        assert!(
+            !log.contains(WEBHOOK_SECRET),
+            "{d:?} logged the webhook secret"
+        );
+    }
+}
+
+/// A whole scan through extrunner's `ext.reconcile` from no checkpoint: (items, added).
+fn scan_all(suite: &Suite) -> (u64, u64) {
+    let (mut items, mut added, mut cursor) = (0, 0, String::new());
+    for _ in 0..100 {
+        let page = suite
+            .call(
+                "ext.reconcile",
+                json!({"name": "jira", "timeout_ms": 30_000,
+                       "page": {"source": "jira/demo/tracker", "cursor": cursor, "max_items": 50}}),
+            )
+            .unwrap();
+        items += page["items"].as_u64().unwrap();
+        added += page["added"].as_u64().unwrap();
+        if page["complete"] == true {
+            return (items, added);
+        }
+        cursor = page["cursor"].as_str().unwrap().to_owned();
+    }
+    panic!("the scan did not complete in 100 pages");
+}
+
+#[test]
+fn reconcile_finds_a_missed_change_once_and_a_late_delivery_adds_nothing() {
+    let jira = match Jira::start() {
+        Ok(j) => j,
+        Err(why) => {
+            assert!(
+                !oc_systest::github::required(),
+                "no Prism under OC_REQUIRE_PEERS=1: {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let mut packages = Suite::first_party();
+    packages.push(Package {
+        name: "jira".into(),
+        manifest: oc_jira::MANIFEST.into(),
+        command: vec!["ext-jira".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), "jira-reconcile", &packages).unwrap();
+    suite.start_all().unwrap();
+    let token_file = suite.dir.join("jira-api-token");
+    std::fs::write(&token_file, format!("{API_TOKEN}\n")).unwrap();
+    let secret_file = suite.dir.join("jira-webhook-secret");
+    std::fs::write(&secret_file, format!("{WEBHOOK_SECRET}\n")).unwrap();
+    let doc = json!({
+        "connections": [{"name": "jc", "type": "jira",
+                         "config": {"base_url": jira.url, "email": "agent@example.com"},
+                         "secret_refs": {"api_token": format!("file:{}", token_file.display()),
+                                         "webhook_secret": format!("file:{}", secret_file.display())}}],
+        "scopes": [{
+            "id": "demo",
+            "entries": [{"type": "jira", "name": "tracker", "connection": "jc",
+                         "config": {"projects": ["INDEV"], "agent_account_id": AGENT,
+                                    "reconcile_interval_s": 0}}]
+        }]
+    });
+    suite.apply_config(&doc, PATH).unwrap();
+
+    // The assignment of INDEV-242 (changelog 76941) comes by webhook.
+    let assigned = fixture("issue-updated-issue-assigned.json");
+    let r = send(&suite, &assigned, WEBHOOK_SECRET, "d-assigned-1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = jira_events(&suite);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["delivery_id"], "issue/19435/changelog/76941");
+
+    // Jira then has: INDEV-242 assigned (delivered) and its summary edited (a plain
+    // edit); INDEV-243 assigned to the agent (missed); a person's comment on INDEV-242
+    // mentioning the agent (missed). Times are Jira's, within the last minutes.
+    let doc: Value = serde_json::from_slice(&assigned).unwrap();
+    let fields = &doc["issue"]["fields"];
+    let at =
+        |ago_s: i64| protocol::time::format_rfc3339_ms(protocol::time::now_ms() - ago_s * 1000);
+    let edited = format!("{} (edited)", fields["summary"].as_str().unwrap());
+    let assign = |id: &str, when: &str| {
+        json!({"id": id, "created": when, "author": {"accountId": "5c07f55ba1b46046f530e0f3", "displayName": "jira_test"},
+               "items": [{"field": "assignee", "fieldtype": "jira", "fieldId": "assignee",
+                          "to": AGENT, "toString": "Agent"}]})
+    };
+    let issue = |id: &str, key: &str, summary: &str, histories: Vec<Value>| {
+        json!({"id": id, "key": key, "fields": {
+            "summary": summary, "status": {"name": fields["status"]["name"]},
+            "assignee": {"accountId": AGENT}, "labels": [],
+            "reporter": {"accountId": fields["reporter"]["accountId"], "displayName": fields["reporter"]["displayName"]},
+            "created": at(3600), "updated": at(30)},
+            "changelog": {"startAt": 0, "maxResults": histories.len(), "total": histories.len(), "histories": histories}})
+    };
+    let edit = json!({"id": "77000", "created": at(240), "author": {"accountId": "5c07f55ba1b46046f530e0f3"},
+                      "items": [{"field": "summary", "fieldtype": "jira", "fieldId": "summary",
+                                 "fromString": fields["summary"], "toString": edited}]});
+    jira.set_issues(vec![
+        issue(
+            "19435",
+            "INDEV-242",
+            &edited,
+            vec![assign("76941", &at(300)), edit],
+        ),
+        issue(
+            "19436",
+            "INDEV-243",
+            fields["summary"].as_str().unwrap(),
+            vec![assign("80001", &at(120))],
+        ),
+    ]);
+    let mention = json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
+        {"type": "mention", "attrs": {"id": AGENT, "text": "@Agent"}},
+        {"type": "text", "text": " can you take this?"}]}]});
+    let comment = json!({"id": "31050", "created": at(60), "updated": at(60),
+                         "author": {"accountId": "5b10a2844c20165700ede21g", "displayName": "Ann Reviewer"},
+                         "body": mention});
+    jira.add_comment("19435", comment.clone());
+
+    // One scan: the delivered assignment again (nothing added), the missed
+    // assignment and the missed comment (added once); the edit is no item.
+    assert_eq!(scan_all(&suite), (3, 2));
+    let events = jira_events(&suite);
+    let mut ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["delivery_id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        [
+            "comment/31050",
+            "issue/19435/changelog/76941",
+            "issue/19436/changelog/80001"
+        ],
+        "{events:#?}"
+    );
+    let found = events
+        .iter()
+        .find(|e| e["delivery_id"] == "comment/31050")
+        .unwrap();
+    assert_eq!(found["type"], "jira.issue.comment_created");
+    assert_eq!(
+        found["payload"]["comment"]["mentions_agent"], true,
+        "{found}"
+    );
+    // A second scan finds the same and adds nothing.
+    assert_eq!(scan_all(&suite), (3, 0));
+
+    // The missed changes' webhook deliveries, late: nothing new.
+    let mut late = doc.clone();
+    late["issue"]["id"] = json!("19436");
+    late["issue"]["key"] = json!("INDEV-243");
+    late["changelog"]["id"] = json!("80001");
+    let body = serde_json::to_vec(&late).unwrap();
+    let r = send(&suite, &body, WEBHOOK_SECRET, "d-late-1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut late_comment: Value = serde_json::from_slice(&fixture("comment-created.json")).unwrap();
+    late_comment["issue"] = doc["issue"].clone();
+    late_comment["issue"]["fields"]["summary"] = json!(edited);
+    late_comment["comment"] = comment;
+    let body = serde_json::to_vec(&late_comment).unwrap();
+    let r = send(&suite, &body, WEBHOOK_SECRET, "d-late-2");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(jira_events(&suite).len(), 3, "{:#?}", jira_events(&suite));
+
+    let searches: Vec<_> = jira
+        .requests()
+        .into_iter()
+        .filter(|r| r.target.starts_with("/rest/api/3/search?"))
+        .collect();
+    assert_eq!(searches.len(), 2, "one search a scan");
+    assert!(
+        searches[0].target.contains("expand=changelog"),
+        "{searches:?}"
+    );
+    assert!(jira.violations().is_empty(), "{:#?}", jira.violations());
+    for d in [Daemon::Ingressd, Daemon::Extrunner, Daemon::Storaged] {
         let log = suite.log(d);
         assert!(!log.contains(API_TOKEN), "{d:?} logged the API token");
         assert!(

@@ -4,7 +4,9 @@
 //! pings the watchdog, and logs to journald's native socket (ours here: a datagram
 //! socket the daemons see at `/run/systemd/journal/socket`, in a mount namespace of
 //! their own) with `SYSLOG_IDENTIFIER`, `PRIORITY` and the correlation fields, so that
-//! `journalctl OC_WORK_ID=…` and `journalctl OC_EXTENSION=github` tell their story.
+//! `journalctl OC_WORK_ID=…` and `journalctl OC_EXTENSION=github` tell their story:
+//! one Work's runs from the router's record (which names the intake's event) through
+//! extrunner and the shell package's own line to the settled attempt, in order.
 
 mod common;
 use common::*;
@@ -170,6 +172,68 @@ fn the_daemons_run_as_systemd_runs_them_notify_ping_and_log_to_the_journal() {
             && field(e, "MESSAGE").is_some_and(|m| m.contains("settled"))
     });
     assert!(field(&settled, "OC_EXECUTION_ID").is_some(), "{settled:?}");
+
+    // The whole story, in the order it happened: the router's record links the
+    // intake's (OC_EVENT_ID) to the Work; extrunner hands the run to the shell
+    // package; the package's own line (its stderr, through extrunner) names the Work
+    // as a journal field; schedulerd settles the attempt.
+    let of_work = |e: &Entry| field(e, "OC_WORK_ID") == Some(work_id.as_str());
+    let says = |e: &Entry, m: &str| field(e, "MESSAGE").is_some_and(|t| t.contains(m));
+    let routed = wait_entry(&seen, "routing the event to the Work", |e| {
+        of_work(e) && says(e, "event routed to the Work")
+    });
+    let event_id = field(&routed, "OC_EVENT_ID").unwrap().to_owned();
+    wait_entry(&seen, "ingressd's record of the delivery", |e| {
+        field(e, "OC_EVENT_ID") == Some(event_id.as_str())
+            && field(e, "SYSLOG_IDENTIFIER") == Some("open-conduit-ingressd")
+            && says(e, "delivery accepted")
+    });
+    wait_entry(&seen, "the shell package's line", |e| {
+        of_work(e) && says(e, "the run's command started")
+    });
+    let story: Vec<Entry> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| of_work(e))
+        .cloned()
+        .collect();
+    let at = |what: &str, f: &dyn Fn(&Entry) -> bool| {
+        story
+            .iter()
+            .position(f)
+            .unwrap_or_else(|| panic!("no {what} in the Work's story: {story:#?}"))
+    };
+    let from = |e: &Entry, id: &str| field(e, "SYSLOG_IDENTIFIER") == Some(id);
+    let steps = [
+        at("routing", &|e| {
+            from(e, "open-conduit-schedulerd") && says(e, "event routed to the Work")
+        }),
+        at("start", &|e| {
+            from(e, "open-conduit-schedulerd") && says(e, "attempt started")
+        }),
+        at("hand-over", &|e| {
+            from(e, "open-conduit-extrunner")
+                && field(e, "OC_EXTENSION") == Some("shell")
+                && says(e, "the run goes to its executor")
+        }),
+        at("the package's line", &|e| {
+            from(e, "open-conduit-extrunner")
+                && field(e, "OC_EXTENSION") == Some("shell")
+                && field(e, "OC_EXECUTION_ID").is_some()
+                && says(e, "the run's command started")
+        }),
+    ];
+    // Each step is logged before the next is asked for (the package's line before
+    // its `executor.run` answers); the settling comes after the hand-over, while
+    // extrunner may still be copying the package's stderr.
+    let settling = at("settling", &|e| {
+        from(e, "open-conduit-schedulerd") && says(e, "attempt settled")
+    });
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]) && steps[2] < settling,
+        "out of order {steps:?}, settled at {settling}: {story:#?}"
+    );
 
     // Under journald, nothing went to stderr as text lines.
     let stderr = suite.log(Daemon::Schedulerd);

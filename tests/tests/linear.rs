@@ -16,6 +16,10 @@
 //! issue showing the Work's state and edits it in place (`commentUpdate`) as the
 //! state changes; the key and the webhook secret are in no log.
 //!
+//! A second test keeps the entry's webhook as configured (`manage_webhook`, the
+//! `linear.webhooks` task, doctor's `webhooks` check) and reconciles a missed
+//! comment.
+//!
 //! Without node or tests/linear-api's node_modules the test prints SKIPPED and
 //! passes, unless OC_REQUIRE_PEERS=1.
 
@@ -408,4 +412,248 @@ fn an_issue_assigned_to_the_agent_starts_a_work_that_comments_and_moves_it() {
             "{d:?} logged the webhook secret"
         );
     }
+}
+
+/// `open-conduit doctor`'s output.
+fn doctor(suite: &Suite) -> String {
+    let out = std::process::Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One pass of the `linear.webhooks` task through extrunner, as schedulerd asks it.
+fn webhooks_task(suite: &Suite) -> Result<String, String> {
+    suite
+        .call(
+            "ext.call",
+            json!({"name": "linear", "method": "task.run", "timeout_ms": 60_000,
+                   "params": {"task": "linear.webhooks", "now": "2026-01-01T00:00:00Z"}}),
+        )
+        .map(|r| r["detail"].as_str().unwrap_or_default().to_owned())
+        .map_err(|e| e["message"].as_str().unwrap_or_default().to_owned())
+}
+
+fn webhook_writes(seen: &standin::Seen) -> Vec<(String, Value, Vec<String>)> {
+    seen.requests
+        .iter()
+        .filter(|r| r.0 == "OcWebhookCreate" || r.0 == "OcWebhookUpdate")
+        .map(|r| (r.0.clone(), r.1.clone(), r.3.clone()))
+        .collect()
+}
+
+/// The managed webhook (`manage_webhook`, the `linear.webhooks` task) with a public
+/// URL configured: the first pass creates the team's webhook once (one
+/// `webhookCreate` at the stand-in, valid against Linear's schema, with the URL,
+/// the resource types, the team and the connection's secret), a second pass writes
+/// nothing, a webhook changed at Linear is drift in `open-conduit doctor` and the
+/// next pass repairs it. Then reconcile polls comments: a comment already delivered
+/// by webhook adds nothing, a missed one mentioning the agent is found once, and a
+/// second scan adds nothing. The secrets are in no log.
+#[test]
+fn a_managed_webhook_is_kept_as_configured_and_a_missed_comment_is_reconciled() {
+    let Some(validator) = standin::Validator::start() else {
+        return;
+    };
+    let (api_url, seen) = standin::stand_in(validator);
+    seen.lock().unwrap().webhooks.push(json!({
+        "id": "0c1d2e3f-0000-4000-8000-000000000099", "url": "https://ci.example.com/hook",
+        "enabled": true, "resourceTypes": ["Issue"], "team": {"id": "team-LIN", "key": "LIN"}}));
+
+    let mut packages = Suite::first_party();
+    packages.push(Package {
+        name: "linear".into(),
+        manifest: oc_linear::MANIFEST.into(),
+        command: vec!["ext-linear".into()],
+    });
+    let suite = Suite::new(Path::new(BIN), "linear-hooks", &packages).unwrap();
+    suite.start_all().unwrap();
+    let secrets = suite.dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let key_file = secrets.join("linear-api-key");
+    std::fs::write(&key_file, format!("{API_KEY}\n")).unwrap();
+    let secret_file = secrets.join("linear-webhook-secret");
+    std::fs::write(&secret_file, format!("{WEBHOOK_SECRET}\n")).unwrap();
+    let doc = json!({
+        "settings": {"webhooks": {"public_url": "https://hooks.example.com/"}},
+        "connections": [{"name": "lin", "type": "linear", "config": {"api_url": api_url},
+                         "secret_refs": {"api_key": format!("file:{}", key_file.display()),
+                                         "webhook_secret": format!("file:{}", secret_file.display())}}],
+        "scopes": [{
+            "id": "demo",
+            "entries": [{"type": "linear", "name": "eng", "connection": "lin",
+                         "config": {"teams": ["LIN"], "agent_user": AGENT, "mention": "@conduit",
+                                    "reconcile_interval_s": 0, "manage_webhook": true}}]
+        }]
+    });
+    suite.apply_config(&doc, PATH).unwrap();
+    let log = || {
+        std::fs::read_to_string(suite.dir.join("state/logs/extensions/linear.log"))
+            .unwrap_or_default()
+    };
+
+    // The first pass (this one, or the one configure set off) creates the webhook.
+    let detail = webhooks_task(&suite).unwrap_or_else(|e| panic!("{e}\n{}", log()));
+    assert!(detail.contains("demo/eng"), "{detail}");
+    let hook_id = {
+        let seen = seen.lock().unwrap();
+        let writes = webhook_writes(&seen);
+        assert_eq!(writes.len(), 1, "{writes:#?}");
+        let (op, variables, errors) = &writes[0];
+        assert_eq!(op, "OcWebhookCreate");
+        assert!(errors.is_empty(), "refused by the schema: {errors:?}");
+        let input = &variables["input"];
+        assert_eq!(input["url"], "https://hooks.example.com/linear/demo/eng");
+        assert_eq!(input["resourceTypes"], json!(["Comment", "Issue"]));
+        assert_eq!(input["teamId"], "LIN");
+        assert_eq!(input["secret"], WEBHOOK_SECRET);
+        assert_eq!(input["enabled"], true);
+        let ours = seen
+            .webhooks
+            .iter()
+            .find(|h| h["url"] == "https://hooks.example.com/linear/demo/eng")
+            .unwrap();
+        ours["id"].as_str().unwrap().to_owned()
+    };
+    let text = doctor(&suite);
+    assert!(
+        text.contains(&format!("LIN webhook {hook_id} ok")),
+        "{text}"
+    );
+
+    // A second pass with nothing changed writes nothing.
+    let detail = webhooks_task(&suite).unwrap();
+    assert!(detail.contains("is as configured"), "{detail}");
+    assert_eq!(webhook_writes(&seen.lock().unwrap()).len(), 1);
+
+    // Changed at Linear (disabled, pointed elsewhere): drift in doctor, repaired by
+    // the next pass with one webhookUpdate.
+    {
+        let mut seen = seen.lock().unwrap();
+        let hook = seen
+            .webhooks
+            .iter_mut()
+            .find(|h| h["id"] == hook_id)
+            .unwrap();
+        hook["enabled"] = json!(false);
+        hook["url"] = json!("https://old.example.com/linear/demo/eng");
+    }
+    let text = doctor(&suite);
+    assert!(
+        text.contains("warn linear_webhooks")
+            && text.contains(&format!("LIN webhook {hook_id} drifted"))
+            && text.contains("is disabled")
+            && text.contains("delivers to https://old.example.com/linear/demo/eng"),
+        "{text}"
+    );
+    let detail = webhooks_task(&suite).unwrap();
+    assert!(detail.contains("updated LIN webhook"), "{detail}");
+    {
+        let seen = seen.lock().unwrap();
+        let writes = webhook_writes(&seen);
+        assert_eq!(writes.len(), 2, "{writes:#?}");
+        assert_eq!(writes[1].0, "OcWebhookUpdate");
+        assert_eq!(writes[1].1["id"], hook_id.as_str());
+        assert!(writes[1].2.is_empty(), "{:?}", writes[1].2);
+        let hook = seen.webhooks.iter().find(|h| h["id"] == hook_id).unwrap();
+        assert_eq!(hook["enabled"], true);
+        assert_eq!(hook["url"], "https://hooks.example.com/linear/demo/eng");
+    }
+    assert!(
+        doctor(&suite).contains(&format!("LIN webhook {hook_id} ok")),
+        "{}",
+        doctor(&suite)
+    );
+    webhooks_task(&suite).unwrap();
+    assert_eq!(webhook_writes(&seen.lock().unwrap()).len(), 2);
+
+    // A comment delivered by webhook, then a scan polling it and a missed one that
+    // mentions the agent (no issue changes this time).
+    let delivered = comment_fixture();
+    let r = send(&suite, &delivered, protocol::time::now_ms(), WEBHOOK_SECRET);
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_for("the delivered comment's Event", || {
+        (linear_events(&suite).len() == 1).then_some(())
+    });
+    let data = &delivered["data"];
+    let missed_id = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+    {
+        let mut seen = seen.lock().unwrap();
+        seen.answers.insert(
+            "OcIssuesSince".into(),
+            json!({"data": {"issues": {"nodes": [],
+                   "pageInfo": {"hasNextPage": false, "endCursor": null}}}}),
+        );
+        seen.answers.insert(
+            "OcCommentsSince".into(),
+            standin::comments_since(vec![
+                standin::polled_comment(
+                    data["id"].as_str().unwrap(),
+                    data["body"].as_str().unwrap(),
+                    data["createdAt"].as_str().unwrap(),
+                ),
+                standin::polled_comment(
+                    missed_id,
+                    "@conduit could you look at the flaky test too?",
+                    "2020-01-23T13:20:00.000Z",
+                ),
+            ]),
+        );
+    }
+    assert_eq!(scan_all(&suite), (2, 1));
+    let events = linear_events(&suite);
+    assert_eq!(events.len(), 2, "{events:#?}");
+    let missed = events
+        .iter()
+        .find(|e| e["delivery_id"] == format!("Comment/{missed_id}/create"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(missed["type"], "linear.issue.commented", "{missed}");
+    assert_eq!(scan_all(&suite), (2, 0));
+    assert_eq!(linear_events(&suite).len(), 2);
+    {
+        let seen = seen.lock().unwrap();
+        let polls: Vec<_> = seen
+            .requests
+            .iter()
+            .filter(|r| r.0 == "OcCommentsSince")
+            .collect();
+        assert_eq!(polls.len(), 2);
+        for (_, variables, _, errors) in &polls {
+            assert!(errors.is_empty(), "{errors:?}");
+            assert_eq!(
+                variables["filter"]["issue"]["team"]["key"]["in"],
+                json!(["LIN"])
+            );
+            assert!(
+                variables["filter"]["createdAt"]["gt"].is_string(),
+                "{variables}"
+            );
+        }
+        for r in &seen.requests {
+            assert!(r.3.is_empty(), "{} refused by the schema: {:?}", r.0, r.3);
+        }
+    }
+
+    for d in [
+        Daemon::Broker,
+        Daemon::Storaged,
+        Daemon::Schedulerd,
+        Daemon::Ingressd,
+        Daemon::Extrunner,
+    ] {
+        let log = suite.log(d);
+        assert!(!log.contains(API_KEY), "{d:?} logged the API key");
+        assert!(
+            !log.contains(WEBHOOK_SECRET),
+            "{d:?} logged the webhook secret"
+        );
+    }
+    assert!(
+        !log().contains(WEBHOOK_SECRET),
+        "the package logged the secret"
+    );
 }

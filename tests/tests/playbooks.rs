@@ -40,8 +40,8 @@ fn flag(argv: &Value, name: &str) -> Option<String> {
     a.get(i + 1)?.as_str().map(str::to_owned)
 }
 
-/// The suite with the first-party packages (and srt when `sandbox` is given) and
-/// claude-code, every daemon started, and a binding `cc` with `config` (and
+/// The suite with the first-party packages (and srt when `sandbox` is given),
+/// linear, jira and claude-code, every daemon started, and a binding `cc` with `config` (and
 /// `sandbox`) routed from the webhook entry `ci`.
 fn started(name: &str, config: Value, sandbox: Option<Value>) -> Suite {
     let mut packages = if sandbox.is_some() {
@@ -54,6 +54,14 @@ fn started(name: &str, config: Value, sandbox: Option<Value>) -> Suite {
         manifest: oc_claude_code::MANIFEST.into(),
         command: vec!["ext-claude-code".into()],
     });
+    // The trackers' playbooks join the plugin with github's.
+    for (name, manifest) in [("linear", oc_linear::MANIFEST), ("jira", oc_jira::MANIFEST)] {
+        packages.push(Package {
+            name: name.into(),
+            manifest: manifest.into(),
+            command: vec![format!("ext-{name}")],
+        });
+    }
     let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
     let tbdir = suite.dir.join("toolbelt");
     script(
@@ -78,14 +86,19 @@ fn started(name: &str, config: Value, sandbox: Option<Value>) -> Suite {
 }
 
 /// The plugin's directory is the one extrunner wrote under its state, holding the
-/// github package's playbooks as shipped.
+/// github, linear and jira packages' playbooks as shipped.
 fn assert_is_the_plugin(suite: &Suite, dir: &Path) {
     assert_eq!(dir, suite.dir.join("state/playbooks/plugin"));
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join(".claude-plugin/plugin.json")).unwrap())
             .unwrap();
     assert_eq!(manifest["name"], "open-conduit", "{manifest}");
-    for (rel, text) in oc_github::playbooks::PLAYBOOKS {
+    let shipped = [
+        oc_github::playbooks::PLAYBOOKS,
+        oc_linear::playbooks::PLAYBOOKS,
+        oc_jira::playbooks::PLAYBOOKS,
+    ];
+    for (rel, text) in shipped.into_iter().flatten() {
         let path = dir.join("skills").join(rel);
         assert_eq!(
             std::fs::read_to_string(&path).unwrap_or_default(),
@@ -94,7 +107,9 @@ fn assert_is_the_plugin(suite: &Suite, dir: &Path) {
             path.display()
         );
     }
-    assert!(dir.join("skills/github-issue/SKILL.md").is_file());
+    for skill in ["github-issue", "linear-issue", "jira-issue"] {
+        assert!(dir.join(format!("skills/{skill}/SKILL.md")).is_file());
+    }
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! One request, from its first line to its answer: what needs no sign-in
 //! (`/healthz`, `/api/openapi.json`, `/static/…`, `/login`), then the person it
 //! comes from ([`crate::auth`]), then the API (`/api/…`, [`crate::api`]) or a page
-//! ([`crate::ui`]). Also webd's own bus service: `web.status`, and the topics it
-//! passes to the live streams ([`crate::live`]).
+//! ([`crate::ui`]). `/metrics` (no sign-in, as ingressd's) is the whole suite's, in
+//! Prometheus text format. Also webd's own bus service: `web.status`,
+//! `web.metrics`, and the topics it passes to the live streams ([`crate::live`]).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -74,6 +75,16 @@ async fn answer(app: &Arc<App>, remote: IpAddr, req: Request<Incoming>) -> Resul
         "/static/style.css" if get => return Ok(asset("text/css; charset=utf-8", STYLE)),
         "/static/app.js" if get => return Ok(asset("text/javascript; charset=utf-8", SCRIPT)),
         "/login" => return login(app, remote, req).await,
+        "/metrics" if get => {
+            let own = own_metrics(app.hub.streams(), app.auth.sessions());
+            let text =
+                daemon::scrape::gather(&app.bus, "webd", own, daemon::scrape::SCRAPE_WAIT).await;
+            return Ok(respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                full(text),
+            ));
+        }
         _ => {}
     }
     let who = app.auth.who(req.headers(), remote)?;
@@ -159,7 +170,29 @@ async fn login(app: &Arc<App>, remote: IpAddr, req: Request<Incoming>) -> Result
     }
 }
 
-/// webd's bus service: `web.status`, and the topics for the live streams.
+/// webd's own samples (every family `oc_webd_…`): its streams and sessions, and
+/// its bus call times.
+pub fn own_metrics(streams: u64, sessions: u64) -> String {
+    use daemon::metrics::{Kind, Text};
+    let mut t = Text::new();
+    t.single(
+        "oc_webd_streams",
+        Kind::Gauge,
+        "Live-update streams (Server-Sent Events) open now.",
+        streams,
+    );
+    t.single(
+        "oc_webd_sessions",
+        Kind::Gauge,
+        "Signed-in sessions held now.",
+        sessions,
+    );
+    daemon::metrics::render_call_times(&mut t, "webd");
+    t.into_string()
+}
+
+/// webd's bus service: `web.status`, `web.metrics`, and the topics for the live
+/// streams.
 pub struct Service {
     /// The hub the topics go to.
     pub hub: Arc<Hub>,
@@ -180,6 +213,11 @@ impl Handler for Service {
         Box::pin(async move {
             match request.method.as_str() {
                 m if m == StatusRequest::METHOD => protocol::reply(&status),
+                m if m == busapi::web::MetricsRequest::METHOD => {
+                    protocol::reply(&busapi::metrics::MetricsText {
+                        text: own_metrics(status.streams, status.sessions),
+                    })
+                }
                 other => Err(RpcError::method_not_found(other)),
             }
         })

@@ -39,8 +39,13 @@ pub struct MethodsResponse {
     pub methods: Vec<String>,
 }
 
+/// `store.metrics`: no fields; answers the daemon's samples ([`crate::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MetricsRequest {}
+
 crate::methods! {
     "store.methods": MethodsRequest => MethodsResponse,
+    "store.metrics": MetricsRequest => crate::metrics::MetricsText,
     "store.kv_layout_get": KvLayoutGetRequest => KvLayoutGetResponse,
     "store.kv_layout_set": KvLayoutSetRequest => KvLayoutSetResponse,
     "store.tunnel_get": TunnelGetRequest => TunnelGetResponse,

@@ -65,10 +65,15 @@ pub struct WriterStats {
     pub writes: u64,
 }
 
-/// `store.check`: no fields.
+/// `store.check`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CheckRequest {}
+pub struct CheckRequest {
+    /// Only the room left (cheap, for `status`): no `quick_check`, and
+    /// [`CheckResponse::integrity`] is empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub space_only: bool,
+}
 
 /// Result of `store.check`: the database's integrity and the room left for it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,4 +91,28 @@ pub struct CheckResponse {
     pub free_bytes: u64,
     /// The filesystem's size.
     pub total_bytes: u64,
+}
+
+impl CheckResponse {
+    /// "the disk is full: …" when the state directory's filesystem is
+    /// ([`disk_full`]), naming the directory and its free bytes.
+    pub fn full(&self) -> Option<String> {
+        disk_full(self.free_bytes, self.total_bytes).then(|| {
+            format!(
+                "the disk is full: {} bytes free of {} in {}",
+                self.free_bytes, self.total_bytes, self.dir
+            )
+        })
+    }
+}
+
+/// Below this many free bytes (or 2% of the filesystem, if less) the state
+/// directory's disk is full: writes fail or are about to.
+pub const FULL_BELOW_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Whether a filesystem of `total` bytes with `free` bytes free (for an
+/// unprivileged user) is full: under [`FULL_BELOW_BYTES`] or 2% of it,
+/// whichever is less. `total` 0 (unknown) is not full.
+pub fn disk_full(free: u64, total: u64) -> bool {
+    total > 0 && free < FULL_BELOW_BYTES.min(total / 50)
 }

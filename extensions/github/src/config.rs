@@ -16,7 +16,7 @@
 //! repository's webhook pointing here ([`crate::hooks`]). The entry must name a
 //! connection of type `github`: its `webhook_secret` signs the deliveries.
 
-use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl, WebhookPath};
+use protocol::wire::{ConfigureParams, ConfigureResult, SourceDecl};
 use protocol::RpcError;
 use serde::Deserialize;
 use serde_json::Value;
@@ -36,6 +36,7 @@ pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
 pub const MAX_RECONCILE_INTERVAL_S: u64 = 7 * 24 * 3600;
 
 pub use sdk::config::ConfigError;
+use sdk::entries;
 
 /// An entry's config as written (strict).
 #[derive(Debug, Default, Deserialize)]
@@ -388,21 +389,15 @@ pub struct Registry {
     pub entries: Vec<EntryConfig>,
 }
 
-fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "scope {}, entry {}: field `{field}` {message}",
-        entry.scope_id, entry.name
-    ))
-}
-
 impl Registry {
     /// Parses the entries of a configure. A broken entry fails it all, naming
     /// its scope, entry and field.
     pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
-        let mut entries: Vec<EntryConfig> = Vec::new();
+        let mut kept: Vec<EntryConfig> = Vec::new();
+        let mut paths = entries::Paths::default();
         for entry in &params.entries {
             if entry.entry_type != NAME {
-                return Err(invalid(
+                return Err(entries::invalid(
                     entry,
                     "type",
                     &format!(
@@ -411,100 +406,69 @@ impl Registry {
                     ),
                 ));
             }
-            if entry.name.is_empty() || entry.scope_id.is_empty() {
-                return Err(invalid(entry, "name", "and the scope must not be empty"));
-            }
-            let parsed = EntryConfig::parse_config(&entry.config).map_err(|e| {
-                let field = e.pointer.strip_prefix('/').unwrap_or("config");
-                invalid(entry, field, &e.reason)
-            })?;
-            if entry.connection.is_empty() {
-                return Err(invalid(
-                    entry,
-                    "connection",
-                    "is required: the connection's webhook_secret signs the deliveries",
-                ));
-            }
-            if let Some(conn) = find_connection(&params.connections, &entry.connection) {
-                if conn.connection_type != NAME {
-                    return Err(invalid(
-                        entry,
-                        "connection",
-                        &format!(
-                            "names `{}`, of type `{}`, not `{NAME}`",
-                            conn.name, conn.connection_type
-                        ),
-                    ));
-                }
+            entries::check_named(entry)?;
+            let parsed = EntryConfig::parse_config(&entry.config)
+                .map_err(|e| entries::invalid_config(entry, &e))?;
+            let conn = entries::connection(
+                entry,
+                &params.connections,
+                NAME,
+                "the connection's webhook_secret signs the deliveries",
+            )?;
+            if let Some(conn) = conn {
                 if !conn.secrets.is_empty() && !conn.secrets.iter().any(|s| s == WEBHOOK_SECRET) {
-                    return Err(invalid(
+                    return Err(entries::invalid(
                         entry,
                         "connection",
                         &format!("names `{}`, which has no {WEBHOOK_SECRET}", conn.name),
                     ));
                 }
             }
-            let path = parsed
-                .path
-                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
-            if let Some(other) = entries.iter().find(|e| e.path == path) {
-                return Err(invalid(
-                    entry,
-                    "path",
-                    &format!(
-                        "`{path}` is already the path of scope {}, entry {}",
-                        other.scope_id, other.name
-                    ),
-                ));
-            }
+            let path = entries::request_path(entry, PATH_PREFIX, parsed.path);
+            paths.claim(entry, &path)?;
             // Reconcile reads the webhook's deliveries through the API: by default
             // only when the connection has a credential for it (a token or an App's
             // key), so a connection that only signs webhooks logs no failing pass.
-            let api_credential = find_connection(&params.connections, &entry.connection)
-                .is_none_or(|c| {
-                    c.secrets.is_empty()
-                        || c.secrets
-                            .iter()
-                            .any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
-                });
+            let api_credential = conn.is_none_or(|c| {
+                c.secrets.is_empty()
+                    || c.secrets
+                        .iter()
+                        .any(|s| s == crate::TOKEN || s == crate::PRIVATE_KEY)
+            });
             let reconcile_interval_s = if parsed.reconcile_named || api_credential {
                 parsed.reconcile_interval_s
             } else {
                 0
             };
-            entries.push(EntryConfig {
+            kept.push(EntryConfig {
                 scope_id: entry.scope_id.clone(),
                 name: entry.name.clone(),
                 connection: entry.connection.clone(),
                 repository: parsed.repository,
                 path,
                 events: parsed.events,
-                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
+                source: entries::source_name(NAME, entry),
                 reconcile_interval_s,
                 manage_webhook: parsed.manage_webhook,
             });
         }
-        Ok(Registry { entries })
+        Ok(Registry { entries: kept })
     }
 
     /// The sources and webhook paths the entries register.
     pub fn configure_result(&self) -> ConfigureResult {
         let mut result = ConfigureResult::default();
         for e in &self.entries {
-            result.sources.push(SourceDecl {
+            let source = SourceDecl {
                 name: e.source.clone(),
                 source_type: NAME.to_string(),
                 scope_id: e.scope_id.clone(),
                 entry: e.name.clone(),
                 families: Family::names(),
                 reconcile_interval_s: e.reconcile_interval_s,
-            });
-            result.webhooks.push(WebhookPath {
-                path: e.path.clone(),
-                source: e.source.clone(),
-                scope_id: e.scope_id.clone(),
-                entry: e.name.clone(),
-            });
+            };
+            result.webhooks.push(entries::webhook(&source, &e.path));
+            result.sources.push(source);
         }
         result
     }
@@ -516,19 +480,6 @@ impl Registry {
 
     /// The entry whose path is the longest that covers `request_path`.
     pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
-        self.entries
-            .iter()
-            .filter(|e| {
-                WebhookPath {
-                    path: e.path.clone(),
-                    ..Default::default()
-                }
-                .covers(request_path)
-            })
-            .max_by_key(|e| e.path.len())
+        entries::longest_cover(&self.entries, |e| &e.path, request_path)
     }
-}
-
-fn find_connection<'a>(connections: &'a [Connection], name: &str) -> Option<&'a Connection> {
-    connections.iter().find(|c| c.name == name)
 }

@@ -16,11 +16,10 @@
 
 use std::collections::BTreeSet;
 
-use protocol::wire::{CheckRunResult, KvCheck, KvCommitParams, KvPut, TaskRunResult};
+use protocol::wire::{CheckRunResult, KvCheck, TaskRunResult};
 use protocol::{Code, RpcError};
-use serde::{Deserialize, Serialize};
+use sdk::hooks::{Findings, Level};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::api::{ApiError, Client};
 use crate::config::EntryConfig;
@@ -33,15 +32,8 @@ pub const CHECK: &str = "webhooks";
 /// At most this many pages of a repository's hooks are read (100 a page).
 pub const MAX_HOOK_PAGES: usize = 5;
 
-/// What KV keeps of an entry's managed hook.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kept {
-    /// The hook's ID.
-    pub id: u64,
-    /// The SHA-256 (hex) of the secret last set on it.
-    #[serde(default)]
-    pub secret_sha256: String,
-}
+/// What KV keeps of an entry's managed hook (shared with linear's, [`sdk::hooks`]).
+pub type Kept = sdk::hooks::Kept<u64>;
 
 /// The KV key of an entry's hook.
 pub fn kv_key(entry: &EntryConfig) -> String {
@@ -50,10 +42,7 @@ pub fn kv_key(entry: &EntryConfig) -> String {
 
 /// The digest KV keeps of a secret (never the secret).
 pub fn secret_digest(secret: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(b"open-conduit github webhook secret\n");
-    h.update(secret);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    sdk::hooks::secret_digest("github", secret)
 }
 
 /// What a managed hook should be.
@@ -192,16 +181,7 @@ pub async fn kept(
     host: &sdk::Host,
     entry: &EntryConfig,
 ) -> Result<(Option<Kept>, KvCheck), RpcError> {
-    let key = kv_key(entry);
-    let got = host
-        .kv_get(&key)
-        .await
-        .map_err(|e| RpcError::new(Code::Unavailable, format!("kv.get {key}: {e}")))?;
-    let kept = got
-        .value
-        .as_ref()
-        .and_then(|v| serde_json::from_value::<Kept>(v.clone()).ok());
-    Ok((kept, got.check("", &key)))
+    sdk::hooks::read(host, &kv_key(entry)).await
 }
 
 /// The ID of the hook delivering to `entry` (for reconcile): a clear error when
@@ -291,7 +271,7 @@ async fn ensure(
         }
         Some((id, hook)) => {
             let mut why = drift(hook, &desired);
-            if kept.as_ref().is_none_or(|k| k.secret_sha256 != digest) {
+            if Kept::secret_differs(kept.as_ref(), &digest) {
                 why.push("its secret is not the one last set".into());
             }
             if why.is_empty() {
@@ -316,20 +296,7 @@ async fn ensure(
         id,
         secret_sha256: digest,
     };
-    if kept.as_ref() != Some(&now) {
-        let key = kv_key(entry);
-        host.kv_commit(&KvCommitParams {
-            checks: vec![check],
-            puts: vec![KvPut {
-                namespace: String::new(),
-                key: key.clone(),
-                value: serde_json::to_value(&now).unwrap_or(Value::Null),
-            }],
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| RpcError::new(Code::Unavailable, format!("kv.commit {key}: {e}")))?;
-    }
+    sdk::hooks::keep(host, &kv_key(entry), check, kept.as_ref(), &now).await?;
     Ok(line)
 }
 
@@ -373,14 +340,18 @@ pub async fn pass(state: &State, host: &sdk::Host) -> Result<TaskRunResult, RpcE
 pub async fn check(state: &State, host: &sdk::Host) -> CheckRunResult {
     let registry = state.registry();
     let public_url = state.public_url();
-    let mut items = Vec::new();
-    let mut worst = 0u8; // 0 ok, 1 warn, 2 fail
+    let mut findings = Findings::default();
     for entry in &registry.entries {
         let label = format!("{}/{}", entry.scope_id, entry.name);
-        let mut problems: Vec<(u8, String)> = state
+        let mut problems: Vec<(Level, String)> = state
             .notes_of(&entry.source)
             .into_iter()
-            .map(|(kind, why)| (2, format!("{label}: last {kind} pass failed: {why}")))
+            .map(|(kind, why)| {
+                (
+                    Level::Fail,
+                    format!("{label}: last {kind} pass failed: {why}"),
+                )
+            })
             .collect();
         let found = async {
             let client = state
@@ -392,9 +363,9 @@ pub async fn check(state: &State, host: &sdk::Host) -> CheckRunResult {
         }
         .await;
         match found {
-            Err(e) => problems.push((2, format!("{label}: {}", e.message))),
+            Err(e) => problems.push((Level::Fail, format!("{label}: {}", e.message))),
             Ok(None) => problems.push((
-                2,
+                Level::Fail,
                 format!(
                     "{label}: {} has no webhook delivering to …{}",
                     entry.repository, entry.path
@@ -410,62 +381,26 @@ pub async fn check(state: &State, host: &sdk::Host) -> CheckRunResult {
                 };
                 let id = hook["id"].as_u64().unwrap_or_default();
                 if why.is_empty() {
-                    items.push(format!("{label}: hook {id} ok"));
+                    findings.push(Level::Ok, format!("{label}: hook {id} ok"));
                 } else {
-                    problems.push((1, format!("{label}: hook {id} {}", why.join("; "))));
+                    problems.push((
+                        Level::Warn,
+                        format!("{label}: hook {id} {}", why.join("; ")),
+                    ));
                 }
             }
         }
         if entry.manage_webhook && public_url.is_empty() {
             problems.push((
-                1,
+                Level::Warn,
                 format!("{label}: manage_webhook is set but there is no public_url"),
             ));
         }
         for (level, line) in problems {
-            worst = worst.max(level);
-            items.push(line);
+            findings.push(level, line);
         }
     }
-    let (status, code, detail) = match worst {
-        0 if registry.entries.is_empty() => ("ok", "", "no github entries".to_string()),
-        0 => (
-            "ok",
-            "",
-            format!("{} webhook(s) as expected", registry.entries.len()),
-        ),
-        1 => (
-            "warn",
-            "github_webhook_drift",
-            "a webhook differs from its entry".into(),
-        ),
-        _ => (
-            "fail",
-            "github_webhook_missing",
-            "a webhook is missing or unreadable".into(),
-        ),
-    };
-    let shown: Vec<String> = if worst > 0 {
-        items
-            .iter()
-            .filter(|i| !i.ends_with(" ok"))
-            .cloned()
-            .collect()
-    } else {
-        items.clone()
-    };
-    let detail = if shown.is_empty() {
-        detail
-    } else {
-        format!("{detail}: {}", shown.join("; "))
-    };
-    CheckRunResult {
-        ok: None,
-        status: status.into(),
-        code: code.into(),
-        detail,
-        items,
-    }
+    findings.result("github", registry.entries.len(), registry.entries.len())
 }
 
 #[cfg(test)]

@@ -455,47 +455,17 @@ impl State {
 /// (`extension`), a route's config (`route`) and a connection's config
 /// (`connection`). Other kinds and types are answered valid.
 pub fn validate(params: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
-    if params.type_name != NAME {
-        return result;
-    }
-    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
-        code: code.to_string(),
-        message,
-        path: path.to_string(),
-    };
-    match params.kind.as_str() {
-        protocol::wire::validate_kind::EXTENSION => {
-            match config::EntryConfig::parse_config(&params.config) {
-                Ok(parsed) => result.describe.push(parsed.describe()),
-                Err(e) => result.diagnostics.push(diagnostic(
-                    "github_entry_invalid",
-                    e.reason,
-                    &e.pointer,
-                )),
-            }
-        }
-        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => result.diagnostics.push(diagnostic(
-                "github_route_invalid",
-                route::RouteConfig::message(&e),
-                &e.pointer,
-            )),
-        },
-        protocol::wire::validate_kind::CONNECTION => {
-            if let Err(e) = config::check_connection_config(&params.config) {
-                result.diagnostics.push(diagnostic(
-                    "github_connection_invalid",
-                    e.reason,
-                    &e.pointer,
-                ));
-            }
-        }
-        _ => {}
-    }
-    result
+    OWN_TYPES.validate(params)
 }
+
+/// The package's own types (entry, route handler and connection), for [`validate`].
+const OWN_TYPES: sdk::package::OwnTypes = sdk::package::OwnTypes {
+    name: NAME,
+    entry: |c| config::EntryConfig::parse_config(c).map(|p| p.describe()),
+    route: |c| route::RouteConfig::check(c).map(|r| r.describe()),
+    route_message: route::RouteConfig::message,
+    connection: config::check_connection_config,
+};
 
 /// Serves `task.run`: one pass of the named task.
 pub async fn run_task(

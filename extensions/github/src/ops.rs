@@ -5,8 +5,11 @@
 //! found in its Events (the `github.*` payloads this package emits carry
 //! `repository` and `number`). An input naming another repository than the
 //! Work's is refused `unauthorized`; a Work with no GitHub Events may name one of
-//! the repositories the scope's `github` entries receive. The GitHub connection
-//! is the binding's (`authority.connection`).
+//! the repositories the scope's `github` entries receive (and gets the one, when
+//! they receive one). The GitHub connection is the binding's
+//! (`authority.connection`), or, when the binding's is not a github connection (a
+//! Linear or Jira binding's), that of the scope's entry receiving the repository
+//! ([`crate::target::connection_for`]).
 //!
 //! Calls that change GitHub are idempotent on the Work's request ID: the output is
 //! kept in the package's KV under `op/<digest of scope, Work, request ID>` (committed with an `absent` check), and
@@ -330,12 +333,18 @@ pub async fn call(
             f.target.clone(),
             state.client(host, &f.scope_id, &f.connection).await?,
         ),
-        None => (
-            target(&input, &work, &entry_repos)?,
-            state
-                .client(host, &authority.scope_id, &authority.connection)
-                .await?,
-        ),
+        None => {
+            let target = target(&input, &work, &entry_repos)?;
+            let connection = crate::target::connection_for(
+                state,
+                &authority.scope_id,
+                &authority.connection,
+                &target.repository,
+            )
+            .unwrap_or_else(|| authority.connection.clone());
+            let client = state.client(host, &authority.scope_id, &connection).await?;
+            (target, client)
+        }
     };
     let output = if op == OPEN_PULL_REQUEST && foreign.is_none() {
         let (output, pr) = open_pull_request(&client, &input, &target).await?;

@@ -19,46 +19,11 @@ pub const PLAYBOOKS: &[(&str, &str)] = &[
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// Each skill's front matter names its directory and describes it, and what it
     /// tells the agent to call is an operation the manifest declares.
     #[test]
     fn every_playbook_is_a_skill_naming_its_directory_and_declared_operations() {
-        let manifest: serde_json::Value = serde_json::from_str(crate::MANIFEST).unwrap_or_default();
-        assert_eq!(manifest["playbooks"], "playbooks");
-        let declared: Vec<&str> = manifest["provides"]["operations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o["name"].as_str())
-            .collect();
-        for (path, text) in PLAYBOOKS {
-            let skill = path.strip_suffix("/SKILL.md").unwrap_or_default();
-            assert!(!skill.is_empty(), "{path}");
-            let front = text
-                .strip_prefix("---\n")
-                .and_then(|t| t.split_once("\n---\n"))
-                .map(|(f, _)| f)
-                .unwrap_or_default();
-            assert!(
-                front.lines().any(|l| l == format!("name: {skill}")),
-                "{path}: {front}"
-            );
-            assert!(
-                front.lines().any(|l| l.starts_with("description: ")),
-                "{path}"
-            );
-            let mut rest = *text;
-            while let Some(i) = rest.find("`github.") {
-                rest = &rest[i + 1..];
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '_')
-                    .collect();
-                let name = name.trim_end_matches('.');
-                assert!(declared.contains(&name), "{path} names {name}");
-            }
-        }
+        let problems = sdk::playbooks::problems(crate::MANIFEST, super::PLAYBOOKS, "github.");
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 }

@@ -103,7 +103,8 @@ pub struct Target {
 
 /// Decides the target: the input's `repository`/`number`, defaulting to the
 /// Work's. `entry_repos` are the repositories of the scope's entries, which a
-/// Work with no GitHub Events may name.
+/// Work with no GitHub Events may name (and gets, when there is one and it names
+/// none).
 pub fn target(input: &Value, work: &WorkRef, entry_repos: &[String]) -> Result<Target, RpcError> {
     let named = match input.get("repository") {
         None | Some(Value::Null) => None,
@@ -127,6 +128,9 @@ pub fn target(input: &Value, work: &WorkRef, entry_repos: &[String]) -> Result<T
             }
             named
         }
+        // A Work from elsewhere (a Linear or Jira issue) in a scope whose github
+        // entries receive one repository: that one.
+        (None, None) if entry_repos.len() == 1 => entry_repos[0].clone(),
         (None, None) => {
             return Err(invalid(
                 "the Work has no GitHub Events: name the repository (owner/name)",
@@ -155,4 +159,63 @@ pub fn target(input: &Value, work: &WorkRef, entry_repos: &[String]) -> Result<T
         ),
     };
     Ok(Target { repository, number })
+}
+
+/// The connection an operation on `repository` in `scope_id` acts as: the binding's
+/// (`binding_connection`) when it is a github connection this package knows, else
+/// (a binding whose `connection` is another package's, as a Linear or Jira binding's
+/// is) the connection of the scope's github entry that receives `repository`. None
+/// when neither is.
+pub fn connection_for(
+    state: &crate::State,
+    scope_id: &str,
+    binding_connection: &str,
+    repository: &str,
+) -> Option<String> {
+    let known = crate::lock(&state.connections)
+        .get(binding_connection)
+        .is_some_and(|c| c.connection_type == crate::NAME);
+    if known {
+        return Some(binding_connection.to_string());
+    }
+    state
+        .registry()
+        .entries
+        .iter()
+        .find(|e| e.scope_id == scope_id && e.repository.eq_ignore_ascii_case(repository))
+        .map(|e| e.connection.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_work_without_github_events_gets_the_scopes_one_repository() {
+        let none = WorkRef::default();
+        let one = vec!["Codertocat/Hello-World".to_string()];
+        let t = target(&json!({}), &none, &one).unwrap();
+        assert_eq!(t.repository, "Codertocat/Hello-World");
+        assert_eq!(t.number, None);
+        // Two repositories: it must name one, and only one of them.
+        let two = vec!["a/one".to_string(), "b/two".to_string()];
+        let e = target(&json!({}), &none, &two).unwrap_err();
+        assert!(e.message.contains("name the repository"), "{}", e.message);
+        assert_eq!(
+            target(&json!({"repository": "b/two"}), &none, &two)
+                .unwrap()
+                .repository,
+            "b/two"
+        );
+        let e = target(&json!({"repository": "c/three"}), &none, &one).unwrap_err();
+        assert!(e.is(Code::Unauthorized), "{e:?}");
+        // A Work with GitHub Events keeps its own.
+        let own = WorkRef {
+            repository: Some("a/one".into()),
+            number: Some(3),
+        };
+        assert_eq!(target(&json!({}), &own, &two).unwrap().repository, "a/one");
+    }
 }

@@ -10,12 +10,16 @@
 //! `projects` (project keys) and `agent_account_id` (the Atlassian account whose
 //! assignment starts Work) are required; `statuses` and `labels` are further
 //! triggers; `path` defaults to `/jira/<scope>/<entry>` and stays under `/jira`.
+//! `reconcile_interval_s` (seconds between reconcile scans, default
+//! [`DEFAULT_RECONCILE_INTERVAL_S`], 0 off, at most a day) sets how often the
+//! projects' issues are polled for changes a webhook did not bring.
+//! `settable_fields` lists the field IDs `jira.set_fields` may set (none by default).
 //!
 //! A `jira` connection's config is `{"base_url": "https://SITE.atlassian.net",
 //! "email": "bot@example.com"}`; its secrets are `api_token` (Basic auth with the
 //! email) or `bearer_token`, and `webhook_secret`.
 
-use protocol::wire::{ConfigureParams, ConfigureResult, SourceDecl, WebhookPath};
+use protocol::wire::{ConfigureParams, ConfigureResult};
 use protocol::RpcError;
 use serde::Deserialize;
 use serde_json::Value;
@@ -23,11 +27,14 @@ use serde_json::Value;
 use crate::{FAMILY, NAME};
 
 pub use sdk::config::ConfigError;
+use sdk::entries;
 
 /// The request path prefix every entry's path stays under.
 pub const PATH_PREFIX: &str = "/jira";
-/// The longest request path accepted, in bytes.
-const MAX_PATH_BYTES: usize = 512;
+/// Seconds between reconcile scans when the entry does not say.
+pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
+/// The longest `reconcile_interval_s` (a day).
+pub const MAX_RECONCILE_INTERVAL_S: u64 = 86_400;
 /// The most project keys, statuses or labels one entry lists.
 pub const MAX_LIST: usize = 100;
 
@@ -44,6 +51,10 @@ struct RawEntry {
     labels: Vec<String>,
     #[serde(default)]
     path: Option<String>,
+    #[serde(default)]
+    reconcile_interval_s: Option<u64>,
+    #[serde(default)]
+    settable_fields: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -76,6 +87,11 @@ pub struct ParsedConfig {
     pub labels: Vec<String>,
     /// The request path, when one is written.
     pub path: Option<String>,
+    /// Seconds between reconcile scans (0: off).
+    pub reconcile_interval_s: u64,
+    /// The field IDs `jira.set_fields` may set on this entry's issues (`duedate`,
+    /// `customfield_10016`); none by default.
+    pub settable_fields: Vec<String>,
 }
 
 impl ParsedConfig {
@@ -114,6 +130,16 @@ pub fn is_issue_key(key: &str) -> bool {
     key.rsplit_once('-').is_some_and(|(p, n)| {
         is_project_key(p) && !n.is_empty() && n.len() <= 12 && n.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// A Jira field ID: a lower-case letter, then lower-case letters, digits or `_`
+/// (`duedate`, `priority`, `customfield_10016`), at most 64 bytes.
+pub fn is_field_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 fn list(
@@ -173,38 +199,35 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
     })?;
     let path = match raw.path {
         None => None,
-        Some(p) => Some(normalize_path(&p).map_err(|m| ConfigError::new("/path", m))?),
+        Some(p) => Some(
+            entries::normalize_path(&p, PATH_PREFIX).map_err(|m| ConfigError::new("/path", m))?,
+        ),
     };
+    let settable_fields = list(raw.settable_fields, "settable_fields", |f| {
+        (!is_field_id(f)).then_some(
+            "must be a Jira field ID (lower-case letters, digits, _: duedate, customfield_10016)",
+        )
+    })?;
+    let reconcile_interval_s = raw
+        .reconcile_interval_s
+        .unwrap_or(DEFAULT_RECONCILE_INTERVAL_S);
+    if reconcile_interval_s > MAX_RECONCILE_INTERVAL_S {
+        return Err(ConfigError::new(
+            "/reconcile_interval_s",
+            format!(
+                "must be 0 (off) to {MAX_RECONCILE_INTERVAL_S} seconds (MAX_RECONCILE_INTERVAL_S)"
+            ),
+        ));
+    }
     Ok(ParsedConfig {
+        reconcile_interval_s,
         projects,
         agent_account_id: agent.to_string(),
         statuses,
         labels,
         path,
+        settable_fields,
     })
-}
-
-fn normalize_path(path: &str) -> Result<String, String> {
-    if path.len() > MAX_PATH_BYTES {
-        return Err(format!("is longer than {MAX_PATH_BYTES} bytes"));
-    }
-    let trimmed = path.trim_end_matches('/');
-    if trimmed != PATH_PREFIX && !trimmed.starts_with(&format!("{PATH_PREFIX}/")) {
-        return Err(format!("`{path}` is not under {PATH_PREFIX}/"));
-    }
-    if trimmed
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '%' | '\\'))
-        || trimmed
-            .split('/')
-            .skip(1)
-            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
-    {
-        return Err(format!(
-            "`{path}` has whitespace, a control character, `?#%\\`, or an empty, `.` or `..` segment"
-        ));
-    }
-    Ok(trimmed.to_string())
 }
 
 /// A connection's config, as parsed.
@@ -243,22 +266,17 @@ pub fn check_connection_config(config: &Value) -> Result<ConnectionConfig, Confi
     })
 }
 
-/// One configured entry, in force until the next configure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntryConfig {
-    /// The scope.
-    pub scope_id: String,
-    /// The entry's name within the scope.
-    pub name: String,
-    /// The `jira` connection.
-    pub connection: String,
-    /// The request path.
-    pub path: String,
-    /// What the entry takes.
-    pub config: ParsedConfig,
-    /// Its source name, `jira/<scope_id>/<entry>`.
-    pub source: String,
-}
+/// One configured entry, in force until the next configure: its `config` is what
+/// it takes, its source `jira/<scope_id>/<entry>`.
+pub type EntryConfig = entries::Registered<ParsedConfig>;
+
+/// What the entries are, for [`entries::register`].
+const KIND: entries::Kind<'static> = entries::Kind {
+    name: NAME,
+    path_prefix: PATH_PREFIX,
+    connection: "a jira connection",
+    named: false,
+};
 
 /// The entries of one configure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -267,114 +285,20 @@ pub struct Registry {
     pub entries: Vec<EntryConfig>,
 }
 
-fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "scope {}, entry {}: field `{field}` {message}",
-        entry.scope_id, entry.name
-    ))
-}
-
 impl Registry {
     /// Parses the entries of a configure; a broken entry fails it all.
     pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
-        let mut entries: Vec<EntryConfig> = Vec::new();
-        for entry in &params.entries {
-            if entry.entry_type != NAME {
-                return Err(invalid(
-                    entry,
-                    "type",
-                    &format!("is `{}`, not `{NAME}`", entry.entry_type),
-                ));
-            }
-            let config = parse_entry(&entry.config).map_err(|e| {
-                invalid(
-                    entry,
-                    e.pointer.strip_prefix('/').unwrap_or("config"),
-                    &e.reason,
-                )
-            })?;
-            if entry.connection.is_empty() {
-                return Err(invalid(
-                    entry,
-                    "connection",
-                    "is required: a jira connection",
-                ));
-            }
-            if let Some(conn) = params
-                .connections
-                .iter()
-                .find(|c| c.name == entry.connection)
-            {
-                if conn.connection_type != NAME {
-                    return Err(invalid(
-                        entry,
-                        "connection",
-                        &format!(
-                            "names `{}`, of type `{}`, not `{NAME}`",
-                            conn.name, conn.connection_type
-                        ),
-                    ));
-                }
-            }
-            let path = config
-                .path
-                .clone()
-                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
-            if let Some(other) = entries.iter().find(|e| e.path == path) {
-                return Err(invalid(
-                    entry,
-                    "path",
-                    &format!(
-                        "`{path}` is already the path of scope {}, entry {}",
-                        other.scope_id, other.name
-                    ),
-                ));
-            }
-            entries.push(EntryConfig {
-                scope_id: entry.scope_id.clone(),
-                name: entry.name.clone(),
-                connection: entry.connection.clone(),
-                path,
-                config,
-                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
-            });
-        }
-        Ok(Registry { entries })
+        let kept = entries::register(params, &KIND, parse_entry, |c| c.path.clone())?;
+        Ok(Registry { entries: kept })
     }
 
     /// The sources and request paths the entries register.
     pub fn configure_result(&self) -> ConfigureResult {
-        let mut result = ConfigureResult::default();
-        for e in &self.entries {
-            result.sources.push(SourceDecl {
-                name: e.source.clone(),
-                source_type: NAME.to_string(),
-                scope_id: e.scope_id.clone(),
-                entry: e.name.clone(),
-                families: vec![FAMILY.to_string()],
-                reconcile_interval_s: 0,
-            });
-            result.webhooks.push(WebhookPath {
-                path: e.path.clone(),
-                source: e.source.clone(),
-                scope_id: e.scope_id.clone(),
-                entry: e.name.clone(),
-            });
-        }
-        result
+        entries::declare(&self.entries, NAME, &[FAMILY], |c| c.reconcile_interval_s)
     }
 
     /// The entry whose path is the longest that covers `request_path`.
     pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
-        self.entries
-            .iter()
-            .filter(|e| {
-                WebhookPath {
-                    path: e.path.clone(),
-                    ..Default::default()
-                }
-                .covers(request_path)
-            })
-            .max_by_key(|e| e.path.len())
+        entries::longest_cover(&self.entries, |e| &e.path, request_path)
     }
 }

@@ -14,11 +14,23 @@
 //!   moves it to one of the `statuses` (`status_changed`) or adds one of the
 //!   `labels` (`labelled`);
 //! - `comment_created` by anyone but the agent (`comment_created`: it joins the
-//!   issue's open Work, and creates none).
+//!   issue's open Work, and starts one only when it mentions the agent,
+//!   `comment.mentions_agent`).
 //!
-//! Each Event is keyed `jira:<issue key>`; the delivery ID is the
-//! `X-Atlassian-Webhook-Identifier` header (the same on Jira's retries), or, when
-//! a delivery lacks it, a digest of the body.
+//! Each Event is keyed `jira:<issue key>`. Its delivery ID is the identity of the
+//! change it reports ([`change_id`]: `issue/<id>/changelog/<changelog id>`,
+//! `issue/<id>/created`, `comment/<comment id>`), which reconcile derives the same
+//! way from a polled issue, so a change is one Event whichever way it comes
+//! (docs/decisions.md, issue 43). Only a delivery naming no change falls back to the
+//! `X-Atlassian-Webhook-Identifier` header, or a digest of the body.
+//!
+//! The payload holds only what both ways read alike: the issue's key, ID, project,
+//! summary and status as of the change, its reporter, the change's kind, and for a
+//! comment its ID, author and whether it mentions the agent. Free text (the
+//! description, a comment's body) is not in it: a webhook sends it in a different
+//! markup than the REST API answers, and the same Event must be byte for byte the
+//! same. A comment's text is read when the Event is rendered (see [`crate`]'s
+//! `event.render`).
 
 use protocol::wire::{
     Delivery, HttpAnswer, IngressEvent, Payload, WebhookHandleParams, WebhookHandleResult,
@@ -35,9 +47,7 @@ use crate::{FAMILY, SCHEMA};
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// Seconds a 503 asks Jira to wait.
 pub const RETRY_AFTER_SECONDS: u32 = 5;
-/// The most bytes of an issue's description an Event carries.
-pub const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
-/// The most bytes of a comment's text an Event carries.
+/// The most bytes of a comment's text read for rendering.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
 /// The Work key of an issue: `jira:<issue key>`.
@@ -93,13 +103,15 @@ pub fn process(
     else {
         return answer_only(HttpAnswer::text(400, "the body is not a JSON object"));
     };
-    let delivery_id = match params.header(signature::DELIVERY_HEADER).map(str::trim) {
-        Some(id)
+    let header = params.header(signature::DELIVERY_HEADER).map(str::trim);
+    let delivery_id = match (change_id(s(&payload, "/webhookEvent"), &payload), header) {
+        (Some(change), _) => change,
+        (None, Some(id))
             if !id.is_empty() && id.len() <= 200 && id.bytes().all(|b| b.is_ascii_graphic()) =>
         {
             id.to_string()
         }
-        _ => format!(
+        (None, _) => format!(
             "sha256:{}",
             protocol::hex::encode(&Sha256::digest(&params.body))
         ),
@@ -118,6 +130,58 @@ pub fn process(
             400,
             &format!("unreadable Jira webhook: {why}"),
         )),
+    }
+}
+
+/// The longest ID part of a change's identity, in bytes.
+const MAX_ID_BYTES: usize = 64;
+
+fn id_part(v: &str) -> Option<&str> {
+    let v = v.trim();
+    (!v.is_empty() && v.len() <= MAX_ID_BYTES && v.bytes().all(|b| b.is_ascii_graphic()))
+        .then_some(v)
+}
+
+/// The identity of the change a payload of `event` reports, the same for a webhook
+/// delivery and for a poll of the change: `issue/<issue id>/changelog/<changelog
+/// id>` for `jira:issue_updated`, `issue/<issue id>/created` for
+/// `jira:issue_created`, `comment/<comment id>` for `comment_created`. `None` when
+/// the payload names no such ID.
+pub fn change_id(event: &str, payload: &Value) -> Option<String> {
+    let issue = || id_part(s(payload, "/issue/id"));
+    match event {
+        "jira:issue_updated" => Some(format!(
+            "issue/{}/changelog/{}",
+            issue()?,
+            id_part(s(payload, "/changelog/id"))?
+        )),
+        "jira:issue_created" => Some(format!("issue/{}/created", issue()?)),
+        "comment_created" => Some(format!("comment/{}", id_part(s(payload, "/comment/id"))?)),
+        _ => None,
+    }
+}
+
+/// Whether a comment's body (wiki markup or Atlassian Document Format) mentions
+/// `account` (`[~accountid:<account>]`, or a `mention` node with that `id`).
+pub fn mentions(body: &Value, account: &str) -> bool {
+    fn walk(v: &Value, account: &str, depth: usize) -> bool {
+        if depth > 64 {
+            return false;
+        }
+        match v {
+            Value::Object(o) => {
+                (o.get("type").and_then(Value::as_str) == Some("mention")
+                    && v.pointer("/attrs/id").and_then(Value::as_str) == Some(account))
+                    || o.get("content")
+                        .is_some_and(|c| walk(c, account, depth + 1))
+            }
+            Value::Array(a) => a.iter().any(|x| walk(x, account, depth + 1)),
+            _ => false,
+        }
+    }
+    match body {
+        Value::String(t) => t.contains(&format!("[~accountid:{account}]")),
+        other => walk(other, account, 0),
     }
 }
 
@@ -245,29 +309,19 @@ pub fn project(entry: &EntryConfig, payload: &Value) -> Result<Option<IngressEve
         "reporter_account_id": s(&fields, "/reporter/accountId"),
         "webhook_event": event,
     });
-    let description = match fields.get("description") {
-        Some(Value::String(t)) => t.clone(),
-        Some(adf @ Value::Object(_)) => crate::adf::to_text(adf, MAX_DESCRIPTION_BYTES),
-        _ => String::new(),
-    };
-    data["description"] = json!(truncate(&description, MAX_DESCRIPTION_BYTES).0);
     let kind = if event == "comment_created" {
         let author = s(payload, "/comment/author/accountId");
         if author == entry.config.agent_account_id {
             return Ok(None);
         }
-        let body = match payload.pointer("/comment/body") {
-            Some(Value::String(t)) => t.clone(),
-            Some(adf @ Value::Object(_)) => crate::adf::to_text(adf, MAX_TEXT_BYTES),
-            _ => String::new(),
-        };
-        let (text, cut) = truncate(&body, MAX_TEXT_BYTES);
+        let mentions = payload
+            .pointer("/comment/body")
+            .is_some_and(|b| mentions(b, &entry.config.agent_account_id));
         data["comment"] = json!({
             "id": s(payload, "/comment/id"),
             "author": who(payload.pointer("/comment/author")),
             "author_account_id": author,
-            "text": text,
-            "text_truncated": cut,
+            "mentions_agent": mentions,
         });
         "comment_created"
     } else {

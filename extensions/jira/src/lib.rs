@@ -12,15 +12,23 @@
 //! - [`api`] is a client of the Jira Cloud platform REST API v3; [`adf`] converts
 //!   the agent's text to Atlassian Document Format and back.
 //! - [`ops`] serves the toolbelt operations on `operation.call`.
-//! - [`render`] serves `event.render`: the Event as markdown for the prompt.
+//! - [`render`] serves `event.render`: the Event as markdown for the prompt (a
+//!   comment's text read from Jira then, [`comment_text`]).
+//! - [`reconcile`] serves `ingress.reconcile`: the projects' issues polled since the
+//!   checkpoint, through the REST calls of [`poll`]; an Event's identity is its
+//!   change's, whichever way it comes.
 
 #![warn(missing_docs)]
 
 pub mod adf;
 pub mod api;
+pub mod check;
 pub mod config;
 pub mod intake;
 pub mod ops;
+pub mod playbooks;
+pub mod poll;
+pub mod reconcile;
 pub mod render;
 pub mod route;
 pub mod signature;
@@ -28,11 +36,11 @@ pub mod status;
 pub mod wait;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, SecretResolveParams,
-    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    ConfigureResult, OperationCallParams, RouteMatchParams, SecretResolveParams, ValidateParams,
+    ValidateResult, WebhookHandleParams, WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -54,18 +62,13 @@ pub const BEARER_TOKEN: &str = "bearer_token";
 /// What the handlers share: the entries and connections of the last configure.
 #[derive(Default)]
 pub struct State {
-    registry: Mutex<Arc<config::Registry>>,
-    connections: Mutex<HashMap<String, Connection>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    configured: sdk::package::Configured<config::Registry>,
 }
 
 impl State {
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
-        lock(&self.registry).clone()
+        self.configured.registry()
     }
 
     /// Serves `configure`.
@@ -76,12 +79,7 @@ impl State {
         let registry = config::Registry::from_params(params)?;
         let result = registry.configure_result();
         if !params.dry_run {
-            *lock(&self.connections) = params
-                .connections
-                .iter()
-                .map(|c| (c.name.clone(), c.clone()))
-                .collect();
-            *lock(&self.registry) = Arc::new(registry);
+            self.configured.put(registry, &params.connections);
         }
         Ok(result)
     }
@@ -123,22 +121,7 @@ impl State {
         scope_id: &str,
         connection: &str,
     ) -> Result<api::Client, RpcError> {
-        let conn = lock(&self.connections).get(connection).cloned();
-        let conn = conn.ok_or_else(|| {
-            RpcError::new(
-                Code::Invalid,
-                format!("no connection {connection} is configured"),
-            )
-        })?;
-        if conn.connection_type != NAME {
-            return Err(RpcError::new(
-                Code::Invalid,
-                format!(
-                    "connection {connection} is of type {}, not {NAME}",
-                    conn.connection_type
-                ),
-            ));
-        }
+        let conn = self.configured.required_connection(connection, NAME)?;
         let parsed = config::check_connection_config(&conn.config).map_err(|e| {
             RpcError::new(
                 Code::Invalid,
@@ -182,7 +165,7 @@ impl State {
             Ok(entry) => entry,
             Err(answer) => return intake::answer_only(answer),
         };
-        match self
+        let secret = self
             .secrets(host, &entry.scope_id, &entry.connection, &[WEBHOOK_SECRET])
             .await
             .and_then(|mut s| {
@@ -192,61 +175,94 @@ impl State {
                         format!("connection {} has no {WEBHOOK_SECRET}", entry.connection),
                     )
                 })
-            }) {
-            Ok(secret) => intake::process(entry, secret.as_bytes(), params),
-            Err(e) => {
-                eprintln!(
-                    "jira: scope {}, entry {}: {}",
-                    entry.scope_id, entry.name, e.message
-                );
-                intake::answer_only(intake::unavailable())
-            }
-        }
+            });
+        sdk::package::signed_webhook(
+            NAME,
+            &entry.scope_id,
+            &entry.name,
+            secret,
+            intake::unavailable,
+            |secret| intake::process(entry, secret, params),
+        )
     }
+}
+
+/// How long reading a comment's text for a rendering may take (the host gives a
+/// rendering 10 s).
+pub const RENDER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// Puts a comment Event's text into its payload for [`render`]: an Event carries
+/// no free text (see [`intake`]), so the comment is read from Jira
+/// (`GET …/comment/{id}`) with the Work's connection (else the entry's), bounded by
+/// [`RENDER_READ_TIMEOUT`]. A read that fails leaves a line saying where the
+/// comment is.
+pub async fn comment_text(
+    state: &State,
+    host: &sdk::Host,
+    params: &mut protocol::wire::EventRenderParams,
+) {
+    let data = &params.event.payload.data;
+    let (Some(issue), Some(id)) = (
+        data.get("issue_id").and_then(serde_json::Value::as_str),
+        data.pointer("/comment/id")
+            .and_then(serde_json::Value::as_str),
+    ) else {
+        return;
+    };
+    if data.pointer("/comment/text").is_some() || issue.is_empty() || id.is_empty() {
+        return;
+    }
+    let (issue, id) = (issue.to_string(), id.to_string());
+    let connection = match params.connection.as_str() {
+        "" => state
+            .registry()
+            .entries
+            .iter()
+            .find(|e| e.source == params.event.source)
+            .map(|e| e.connection.clone())
+            .unwrap_or_default(),
+        c => c.to_string(),
+    };
+    let read = async {
+        let client = state
+            .client(host, &params.event.scope_id, &connection)
+            .await?;
+        poll::comment(&client, &issue, &id).await
+    };
+    let text = match tokio::time::timeout(RENDER_READ_TIMEOUT, read).await {
+        Ok(Ok(c)) => match c.get("body") {
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(b) => adf::to_text(b, intake::MAX_TEXT_BYTES),
+            None => String::new(),
+        },
+        Ok(Err(e)) => format!(
+            "(comment {id} not read from Jira: {}; jira.read_issue has it)",
+            e.message
+        ),
+        Err(_) => format!(
+            "(comment {id} not read from Jira within {} s (RENDER_READ_TIMEOUT); jira.read_issue has it)",
+            RENDER_READ_TIMEOUT.as_secs()
+        ),
+    };
+    let (text, cut) = intake::truncate(&text, intake::MAX_TEXT_BYTES);
+    params.event.payload.data["comment"]["text"] = serde_json::json!(text);
+    params.event.payload.data["comment"]["text_truncated"] = serde_json::json!(cut);
 }
 
 /// Serves `validate` for the package's own types, each problem named by a JSON
 /// pointer.
 pub fn validate(params: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
-    if params.type_name != NAME {
-        return result;
-    }
-    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
-        code: code.to_string(),
-        message,
-        path: path.to_string(),
-    };
-    match params.kind.as_str() {
-        protocol::wire::validate_kind::EXTENSION => match config::parse_entry(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => {
-                result
-                    .diagnostics
-                    .push(diagnostic("jira_entry_invalid", e.reason, &e.pointer))
-            }
-        },
-        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => result.diagnostics.push(diagnostic(
-                "jira_route_invalid",
-                route::RouteConfig::message(&e),
-                &e.pointer,
-            )),
-        },
-        protocol::wire::validate_kind::CONNECTION => {
-            if let Err(e) = config::check_connection_config(&params.config) {
-                result.diagnostics.push(diagnostic(
-                    "jira_connection_invalid",
-                    e.reason,
-                    &e.pointer,
-                ));
-            }
-        }
-        _ => {}
-    }
-    result
+    OWN_TYPES.validate(params)
 }
+
+/// The package's own types (entry, route handler and connection), for [`validate`].
+const OWN_TYPES: sdk::package::OwnTypes = sdk::package::OwnTypes {
+    name: NAME,
+    entry: |c| config::parse_entry(c).map(|p| p.describe()),
+    route: |c| route::RouteConfig::check(c).map(|r| r.describe()),
+    route_message: route::RouteConfig::message,
+    connection: |c| config::check_connection_config(c).map(|_| ()),
+};
 
 /// The package, ready for [`sdk::run`].
 pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
@@ -254,6 +270,9 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let configure_state = state.clone();
     let webhook_state = state.clone();
     let task_state = state.clone();
+    let reconcile_state = state.clone();
+    let render_state = state.clone();
+    let check_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |_ctx, params| {
@@ -269,8 +288,16 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
             let state = op_state.clone();
             async move { ops::call(&state, &ctx.host, &params).await }
         })
-        .on::<protocol::wire::EventRenderParams, _, _>(|_ctx, params| async move {
-            render::serve(&params)
+        .on::<protocol::wire::EventRenderParams, _, _>(move |ctx, mut params| {
+            let state = render_state.clone();
+            async move {
+                comment_text(&state, &ctx.host, &mut params).await;
+                render::serve(&params)
+            }
+        })
+        .on::<protocol::wire::IngressReconcileParams, _, _>(move |ctx, params| {
+            let state = reconcile_state.clone();
+            async move { reconcile::page(&state, &ctx.host, &params).await }
         })
         .on::<protocol::wire::TaskRunParams, _, _>(move |ctx, params| {
             let state = task_state.clone();
@@ -283,6 +310,10 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
                     )),
                 }
             }
+        })
+        .on::<protocol::wire::CheckRunParams, _, _>(move |ctx, params| {
+            let state = check_state.clone();
+            async move { Ok(check::run(&state, &ctx.host, &params).await) }
         })
         .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
             wait::plan(&ctx.host, &params).await

@@ -1,8 +1,9 @@
 //! The toolbelt operations (`operation.call`): `jira.read_issue`, `jira.comment`,
-//! `jira.transition`, on the Work's own issue (the `issue_key` of its first
+//! `jira.transition`, `jira.link` ([`link`]), `jira.labels` and `jira.set_fields`
+//! ([`fields`]), on the Work's own issue (the `issue_key` of its first
 //! `jira.issue` Event), as the binding's connection.
 //!
-//! The calls that change Jira (`jira.comment`, `jira.transition`) are idempotent on
+//! The calls that change Jira (all but `jira.read_issue`) are idempotent on
 //! the request ID, through the SDK's shared [`sdk::tracker::keep_result`]: the
 //! output is kept in the package's KV under `op/<digest of scope, Work, request
 //! ID>` (committed with an `absent` check), and a call repeating a request ID
@@ -15,6 +16,9 @@ use serde_json::{json, Value};
 use crate::api::Client;
 use crate::FAMILY;
 
+pub mod fields;
+pub mod link;
+
 /// `jira.read_issue`.
 pub const READ_ISSUE: &str = "jira.read_issue";
 /// `jira.comment`.
@@ -22,7 +26,14 @@ pub const COMMENT: &str = "jira.comment";
 /// `jira.transition`.
 pub const TRANSITION: &str = "jira.transition";
 /// Every operation.
-pub const ALL: [&str; 3] = [READ_ISSUE, COMMENT, TRANSITION];
+pub const ALL: [&str; 6] = [
+    READ_ISSUE,
+    COMMENT,
+    TRANSITION,
+    link::LINK,
+    fields::LABELS,
+    fields::SET_FIELDS,
+];
 /// The longest comment text accepted, in bytes.
 pub const MAX_TEXT_BYTES: usize = 32_000;
 /// The most comments `jira.read_issue` answers.
@@ -224,7 +235,17 @@ pub async fn call(
     host: &sdk::Host,
     params: &OperationCallParams,
 ) -> Result<OperationCallResult, RpcError> {
-    call_inner(state, host, params).await.map_err(for_agent)
+    call_inner(state, host, params).await.map_err(|e| {
+        // The operator's line: the connection, the operation and Jira's answer.
+        tracing::warn!(
+            connection = %params.authority.connection,
+            operation = %params.operation,
+            code = e.app_code().unwrap_or("internal"),
+            "jira operation refused: {}",
+            e.message
+        );
+        for_agent(e)
+    })
 }
 
 /// `e` with its message as `data.agent_message`, unless it carries one.
@@ -277,10 +298,21 @@ async fn call_inner(
     let issue = work_issue(host, &authority.work_id).await?;
     let client = state
         .client(host, &authority.scope_id, &authority.connection)
-        .await?;
+        .await?
+        .without_backoff();
     let output = match op {
         READ_ISSUE => read_issue(&client, &issue).await?,
         COMMENT => comment(&client, &issue, string(&input, "text")?).await?,
+        link::LINK => link::link(&client, &issue, &input).await?,
+        fields::LABELS => fields::labels(&client, &issue, &input).await?,
+        fields::SET_FIELDS => {
+            let allowed = fields::settable(
+                &state.registry(),
+                &authority.scope_id,
+                &authority.connection,
+            );
+            fields::set_fields(&client, &issue, &input, &allowed).await?
+        }
         _ => transition(&client, &issue, string(&input, "to")?).await?,
     };
     if !replay {

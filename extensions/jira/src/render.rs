@@ -1,8 +1,10 @@
-//! `event.render`: a `jira.issue` Event as markdown for the agent's prompt, from the
-//! Event alone (the issue's key, summary, status, reporter and description, and
-//! the comment's author and text; bodies that came as Atlassian Document Format
-//! were made text at intake by [`crate::adf`]), bounded by the request's
-//! `max_bytes` with [`sdk::tracker::clip_markdown`].
+//! `event.render`: a `jira.issue` Event as markdown for the agent's prompt (the
+//! issue's key, summary, status and reporter, a description only when an Event
+//! carries one, and the comment's author and text), bounded by the request's
+//! `max_bytes` with [`sdk::tracker::clip_markdown`]. An Event carries no free text:
+//! a comment's text is read from Jira when the Event is rendered and put into the
+//! data as `comment.text` before this runs ([`crate::comment_text`], Atlassian
+//! Document Format made text by [`crate::adf`]).
 
 use protocol::wire::{EventRenderParams, EventRenderResult, MAX_RENDERED_BYTES};
 use protocol::{Code, RpcError};

@@ -3,10 +3,11 @@
 //!
 //! The Wait is keyed by the issue's Work key (`jira:<issue key>`) and takes only
 //! `jira.issue.comment_created` Events: a person's comment is delivered with that
-//! key, so it wakes the Wait, and the next turn's prompt carries it (the ADF body
-//! rendered as text at intake). The agent's own comments are never delivered
-//! (intake drops comments by `agent_account_id`), so it cannot wake itself. Without
-//! a comment the Wait ends at `timeout_s` (default a day, at most a week).
+//! key, so it wakes the Wait, and the next turn's prompt carries it (its text read
+//! from Jira when the Event is rendered, the ADF body made text). The agent's own
+//! comments are never delivered (intake drops comments by `agent_account_id`), so
+//! it cannot wake itself. Without a comment the Wait ends at `timeout_s` (default a
+//! day, at most a week).
 
 use protocol::wire::{OperationWaitParams, OperationWaitResult};
 use protocol::RpcError;

@@ -424,7 +424,7 @@ fn a_401_403_404_and_429_are_clear_errors_without_the_token() {
         .unwrap_err();
     assert_eq!(
         e.message,
-        "Jira GET /rest/api/3/issue/PROJ-9/transitions answered 429: Jira's rate limit was hit; Retry-After 17 s: try again after that"
+        "Jira GET /rest/api/3/issue/PROJ-9/transitions answered 429: Jira's rate limit was hit; Retry-After 17 s: try again after that (longer than the 10 s a call waits, MAX_RATE_LIMIT_WAIT)"
     );
     assert!(!e.message.contains(TOKEN));
     // An issue key that is not one is refused before any call.
@@ -432,6 +432,192 @@ fn a_401_403_404_and_429_are_clear_errors_without_the_token() {
         .block_on(ops::read_issue(&basic(&url), "../../admin"))
         .unwrap_err();
     assert!(e.message.contains("is not an issue key"), "{}", e.message);
+}
+
+/// A stand-in answering `answers` in order (the last one again after them),
+/// recording the requests' first lines.
+fn scripted(answers: Vec<(u16, String, String)>) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { break };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut rest = vec![0u8; length];
+            let _ = reader.read_exact(&mut rest);
+            record.lock().unwrap().push(first.trim().to_string());
+            let (status, headers, body) = answers[n.min(answers.len() - 1)].clone();
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, seen)
+}
+
+const ISSUE: &str =
+    r#"{"id": "10042", "key": "PROJ-9", "fields": {"summary": "S", "status": {"name": "To Do"}}}"#;
+
+/// What the agent is told, and what Jira said, of an error.
+fn told(e: &protocol::RpcError) -> (String, Value) {
+    let data = e.data.clone().unwrap_or(Value::Null);
+    (
+        data["agent_message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        data["jira"].clone(),
+    )
+}
+
+#[test]
+fn each_refusal_tells_the_agent_what_jira_said() {
+    let rt = rt();
+    for (status, body, code, says) in [
+        (401, "", protocol::Code::Unauthorized, "answered 401: the connection's credentials were refused"),
+        (403, r#"{"errorMessages":["You do not have permission to see this issue."],"errors":{}}"#,
+         protocol::Code::Unauthorized, "answered 403: the connection's account lacks the permission for this (browse, comment or transition) (You do not have permission to see this issue.)"),
+        (404, r#"{"errorMessages":["Issue does not exist or you do not have permission to see it."],"errors":{}}"#,
+         protocol::Code::NotFound, "Jira GET /rest/api/3/issue/NOPE-99 answered 404: no such issue, or the account cannot see it (Issue does not exist or you do not have permission to see it.)"),
+    ] {
+        let (url, _) = scripted(vec![(status, String::new(), body.to_string())]);
+        let client = basic(&url).without_backoff();
+        let e = rt.block_on(ops::read_issue(&client, "NOPE-99")).unwrap_err();
+        assert!(e.is(code), "{status}: {e:?}");
+        let (agent, jira) = told(&e);
+        assert!(agent.contains(says), "{status}: {agent}");
+        assert_eq!(jira["status"], status);
+        assert!(!format!("{e:?}").contains(TOKEN));
+    }
+}
+
+#[test]
+fn a_short_retry_after_is_waited_out_and_a_long_one_is_the_error_with_when_to_retry() {
+    let rt = rt();
+    // 429 with Retry-After: 1, then the issue: waited out, sent again once.
+    let (url, seen) = scripted(vec![
+        (
+            429,
+            "Retry-After: 1\r\nRateLimit-Reason: jira-burst-based\r\n".into(),
+            String::new(),
+        ),
+        (200, String::new(), ISSUE.into()),
+    ]);
+    let client = basic(&url).without_backoff();
+    let v = rt
+        .block_on(client.call("GET", "/rest/api/3/issue/PROJ-9".into(), None))
+        .unwrap();
+    assert_eq!(v["key"], "PROJ-9");
+    assert_eq!(seen.lock().unwrap().len(), 2);
+
+    // Still limited after the retry: the error, after two requests.
+    let (url, seen) = scripted(vec![(429, "Retry-After: 1\r\n".into(), String::new())]);
+    let e = rt
+        .block_on(basic(&url).without_backoff().call(
+            "POST",
+            "/rest/api/3/issue/PROJ-9/comment".into(),
+            Some(json!({})),
+        ))
+        .unwrap_err();
+    assert!(e.is(protocol::Code::Unavailable), "{e:?}");
+    assert!(
+        e.message.contains("still rate limited after 1 retry"),
+        "{}",
+        e.message
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+
+    // No Retry-After, a reset in an hour (Jira's minute form) and a reason: not
+    // waited, the error says when and why.
+    let reset = protocol::time::now_ms() / 60_000 * 60_000 + 3_600_000;
+    let reset_text = protocol::time::format_rfc3339_ms(reset);
+    let minutes = format!("{}Z", &reset_text[..16]);
+    let (url, seen) = scripted(vec![(
+        429,
+        format!("X-RateLimit-Reset: {minutes}\r\nRateLimit-Reason: jira-quota-tenant-based\r\n"),
+        String::new(),
+    )]);
+    let client = basic(&url).without_backoff();
+    let e = rt
+        .block_on(ops::comment(&client, "PROJ-9", "hi"))
+        .unwrap_err();
+    assert_eq!(seen.lock().unwrap().len(), 1, "not sent again");
+    let (agent, jira) = told(&e);
+    let after = oc_jira::api::retry_after_s(&e).unwrap();
+    assert!((3500..=3600).contains(&after), "{after}");
+    assert_eq!(jira["retry_after_s"], after);
+    assert_eq!(jira["reset_at"], reset_text.as_str());
+    assert_eq!(jira["reason"], "jira-quota-tenant-based");
+    assert_eq!(e.data.as_ref().unwrap()["reset_at"], reset_text.as_str());
+    assert!(agent.contains("answered 429: Jira's rate limit was hit (RateLimit-Reason jira-quota-tenant-based); the limit resets in"), "{agent}");
+    assert!(agent.contains(&reset_text), "{agent}");
+
+    // The projector's client (holds honoured) does not ask Jira until the reset;
+    // the agent's does.
+    let e = rt
+        .block_on(basic(&url).call("GET", "/rest/api/3/issue/PROJ-9".into(), None))
+        .unwrap_err();
+    assert!(e.message.contains("not asked again for"), "{}", e.message);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    let _ = rt.block_on(client.call("GET", "/rest/api/3/issue/PROJ-9".into(), None));
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn after_refused_credentials_the_projector_does_not_ask_again_and_the_check_names_the_401() {
+    let rt = rt();
+    let (url, seen) = scripted(vec![(401, String::new(), String::new())]);
+    for _ in 0..3 {
+        let e = rt
+            .block_on(basic(&url).call(
+                "PUT",
+                "/rest/api/3/issue/PROJ-9/comment/1".into(),
+                Some(json!({})),
+            ))
+            .unwrap_err();
+        assert!(e.message.contains("answered 401"), "{}", e.message);
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1, "one refusal, then held back");
+    let e = rt
+        .block_on(
+            basic(&url)
+                .without_backoff()
+                .call("GET", oc_jira::check::MYSELF.into(), None),
+        )
+        .unwrap_err();
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let (fail, line) = oc_jira::check::line("jc", Some(Err(e.message)));
+    assert!(fail);
+    assert!(line.starts_with("connection jc: Jira GET /rest/api/3/myself answered 401: the connection's credentials were refused"), "{line}");
+    assert!(!line.contains(TOKEN));
+    let (fail, line) = oc_jira::check::line(
+        "jc",
+        Some(Ok(json!({"accountId": "5b10a", "displayName": "Agent"}))),
+    );
+    assert!(!fail);
+    assert_eq!(
+        line,
+        "connection jc: the credentials are Agent (account 5b10a)"
+    );
 }
 
 // ---- the real extension process ----------------------------------------------------
@@ -595,7 +781,8 @@ mod process {
         let r: WebhookHandleResult = within(peer.call_typed(&params)).await.unwrap();
         assert_eq!(r.response.status, 200);
         let delivery = r.deliveries[0].clone();
-        assert_eq!(delivery.delivery_id, "d-1");
+        // The change's identity (the intake's, issue 43), not the header's.
+        assert_eq!(delivery.delivery_id, "issue/19435/changelog/76941");
         params.headers.insert(
             "X-Hub-Signature".to_string(),
             vec![oc_jira::signature::sign(b"wrong", ASSIGNED)],

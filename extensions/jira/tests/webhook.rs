@@ -114,7 +114,9 @@ fn a_signed_assignment_to_the_agent_is_one_event_keyed_by_the_issue() {
     assert_eq!(result.response.status, 200);
     assert_eq!(result.deliveries.len(), 1);
     let d = &result.deliveries[0];
-    assert_eq!(d.delivery_id, "delivery-1");
+    // The identity of the change (issue 19435's changelog 76941), not the header's
+    // delivery ID: a poll of the same change carries the same.
+    assert_eq!(d.delivery_id, "issue/19435/changelog/76941");
     assert_eq!(d.source, "jira/s1/tracker");
     let e = &d.events[0];
     assert_eq!(e.event_type, "jira.issue.assigned");
@@ -211,7 +213,11 @@ fn a_comment_is_an_event_of_its_issue_and_one_without_an_issue_is_400() {
     let e = project(&reg.entries[0], &payload).unwrap().unwrap();
     assert_eq!(e.event_type, "jira.issue.comment_created");
     assert_eq!(e.keys, vec!["jira:INDEV-242".to_string()]);
-    assert_eq!(e.payload.data["comment"]["text"], "12345");
+    // No free text in the Event (it is read when rendered); the body "12345"
+    // mentions nobody.
+    assert!(e.payload.data["comment"].get("text").is_none());
+    assert_eq!(e.payload.data["comment"]["mentions_agent"], false);
+    assert_eq!(e.payload.data["comment"]["id"], "31039");
     assert_eq!(e.payload.data["comment"]["author"], "ii_ivanov");
     // The agent's own comment is not heard.
     payload["comment"]["author"]["accountId"] = json!(AGENT);
@@ -375,7 +381,13 @@ fn an_adf_comment_with_a_list_code_and_a_mention_renders_readably_and_bounded() 
             {"type": "listItem", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "the tests"}]}]}]},
         {"type": "codeBlock", "attrs": {"language": "sh"}, "content": [{"type": "text", "text": "cargo test -p app"}]}
     ]});
-    let e = event_of(&payload);
+    let mut e = event_of(&payload);
+    assert_eq!(e.payload.data["comment"]["mentions_agent"], true);
+    // What `event.render` does before rendering: the comment's text, read from Jira.
+    e.payload.data["comment"]["text"] = json!(oc_jira::adf::to_text(
+        &payload["comment"]["body"],
+        oc_jira::intake::MAX_TEXT_BYTES
+    ));
     let params = protocol::wire::EventRenderParams {
         event: e.clone(),
         ..Default::default()

@@ -11,15 +11,17 @@
 //! (required, the Linear user ID or email whose assignment starts Work) are required;
 //! `states` (workflow state names: an issue moved into one starts Work), `labels`
 //! (label names: an issue given one starts Work) and `mention` (text a comment
-//! carries to call the agent in) and `reconcile_interval_s` (seconds between
-//! reconcile scans, default 300, 0 off, at most a day) are optional; `path` defaults to
+//! carries to call the agent in), `reconcile_interval_s` (seconds between
+//! reconcile scans, default 300, 0 off, at most a day) and `manage_webhook` (default
+//! false: the `linear.webhooks` task keeps a webhook per team pointing at
+//! `public_url` + `path`, [`crate::hooks`]) are optional; `path` defaults to
 //! `/linear/<scope>/<entry>` and stays under `/linear`.
 //!
 //! A `linear` connection's config is `{"api_url": "https://api.linear.app/graphql"}`
 //! (optional); its secrets are `api_key` (a personal API key or an OAuth token, sent
 //! as `Authorization`) and `webhook_secret` (signs webhooks).
 
-use protocol::wire::{ConfigureParams, ConfigureResult, SourceDecl, WebhookPath};
+use protocol::wire::{ConfigureParams, ConfigureResult};
 use protocol::RpcError;
 use serde::Deserialize;
 use serde_json::Value;
@@ -27,6 +29,7 @@ use serde_json::Value;
 use crate::{FAMILY, NAME};
 
 pub use sdk::config::ConfigError;
+use sdk::entries;
 
 /// The request path prefix every entry's path stays under.
 pub const PATH_PREFIX: &str = "/linear";
@@ -58,6 +61,8 @@ struct RawEntry {
     mention: Option<String>,
     #[serde(default)]
     reconcile_interval_s: Option<u64>,
+    #[serde(default)]
+    manage_webhook: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +98,9 @@ pub struct ParsedConfig {
     /// Seconds between reconcile scans (0: off; default
     /// [`DEFAULT_RECONCILE_INTERVAL_S`]).
     pub reconcile_interval_s: u64,
+    /// True when the `linear.webhooks` task keeps the teams' webhooks pointing here
+    /// ([`crate::hooks`]).
+    pub manage_webhook: bool,
 }
 
 impl ParsedConfig {
@@ -112,6 +120,9 @@ impl ParsedConfig {
         }
         if !self.labels.is_empty() {
             line.push_str(&format!(", labelled {}", self.labels.join(" or ")));
+        }
+        if self.manage_webhook {
+            line.push_str("; its webhook is managed (manage_webhook)");
         }
         line
     }
@@ -213,6 +224,7 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
         labels: names(raw.labels, "labels")?,
         mention,
         reconcile_interval_s,
+        manage_webhook: raw.manage_webhook.unwrap_or(false),
     })
 }
 
@@ -260,22 +272,17 @@ pub fn api_url(config: &Value) -> String {
         .to_string()
 }
 
-/// One configured entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntryConfig {
-    /// The scope.
-    pub scope_id: String,
-    /// The entry's name.
-    pub name: String,
-    /// The `linear` connection.
-    pub connection: String,
-    /// The request path.
-    pub path: String,
-    /// Its source, `linear/<scope>/<entry>`.
-    pub source: String,
-    /// The entry's own config.
-    pub config: ParsedConfig,
-}
+/// One configured entry, in force until the next configure: its `config` is the
+/// entry's own, its source `linear/<scope>/<entry>`.
+pub type EntryConfig = entries::Registered<ParsedConfig>;
+
+/// What the entries are, for [`entries::register`].
+const KIND: entries::Kind<'static> = entries::Kind {
+    name: NAME,
+    path_prefix: PATH_PREFIX,
+    connection: "a linear connection (api_key, webhook_secret)",
+    named: true,
+};
 
 /// The entries of one configure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -284,115 +291,21 @@ pub struct Registry {
     pub entries: Vec<EntryConfig>,
 }
 
-fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "scope {}, entry {}: field `{field}` {message}",
-        entry.scope_id, entry.name
-    ))
-}
-
 impl Registry {
     /// Parses the entries of a configure; a broken entry fails it all, naming its
     /// scope, entry and field.
     pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
-        let mut entries: Vec<EntryConfig> = Vec::new();
-        for entry in &params.entries {
-            if entry.entry_type != NAME {
-                return Err(invalid(
-                    entry,
-                    "type",
-                    &format!("is `{}`, not `{NAME}`", entry.entry_type),
-                ));
-            }
-            if entry.name.is_empty() || entry.scope_id.is_empty() {
-                return Err(invalid(entry, "name", "and the scope must not be empty"));
-            }
-            let parsed = parse_entry(&entry.config).map_err(|e| {
-                let field = e.pointer.strip_prefix('/').unwrap_or("config");
-                invalid(entry, field, &e.reason)
-            })?;
-            if entry.connection.is_empty() {
-                return Err(invalid(
-                    entry,
-                    "connection",
-                    "is required: a linear connection (api_key, webhook_secret)",
-                ));
-            }
-            if let Some(conn) = params
-                .connections
-                .iter()
-                .find(|c| c.name == entry.connection)
-            {
-                if conn.connection_type != NAME {
-                    return Err(invalid(
-                        entry,
-                        "connection",
-                        &format!(
-                            "names `{}`, of type `{}`, not `{NAME}`",
-                            conn.name, conn.connection_type
-                        ),
-                    ));
-                }
-            }
-            let path = parsed
-                .path
-                .clone()
-                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
-            if let Some(other) = entries.iter().find(|e| e.path == path) {
-                return Err(invalid(
-                    entry,
-                    "path",
-                    &format!(
-                        "`{path}` is already the path of scope {}, entry {}",
-                        other.scope_id, other.name
-                    ),
-                ));
-            }
-            entries.push(EntryConfig {
-                scope_id: entry.scope_id.clone(),
-                name: entry.name.clone(),
-                connection: entry.connection.clone(),
-                path,
-                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
-                config: parsed,
-            });
-        }
-        Ok(Registry { entries })
+        let kept = entries::register(params, &KIND, parse_entry, |c| c.path.clone())?;
+        Ok(Registry { entries: kept })
     }
 
     /// The sources and request paths the entries register.
     pub fn configure_result(&self) -> ConfigureResult {
-        let mut result = ConfigureResult::default();
-        for e in &self.entries {
-            result.sources.push(SourceDecl {
-                name: e.source.clone(),
-                source_type: NAME.to_string(),
-                scope_id: e.scope_id.clone(),
-                entry: e.name.clone(),
-                families: vec![FAMILY.to_string()],
-                reconcile_interval_s: e.config.reconcile_interval_s,
-            });
-            result.webhooks.push(WebhookPath {
-                path: e.path.clone(),
-                source: e.source.clone(),
-                scope_id: e.scope_id.clone(),
-                entry: e.name.clone(),
-            });
-        }
-        result
+        entries::declare(&self.entries, NAME, &[FAMILY], |c| c.reconcile_interval_s)
     }
 
     /// The entry whose path is the longest that covers `request_path`.
     pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
-        self.entries
-            .iter()
-            .filter(|e| {
-                WebhookPath {
-                    path: e.path.clone(),
-                    ..Default::default()
-                }
-                .covers(request_path)
-            })
-            .max_by_key(|e| e.path.len())
+        entries::longest_cover(&self.entries, |e| &e.path, request_path)
     }
 }

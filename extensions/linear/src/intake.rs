@@ -9,7 +9,9 @@
 //! signed body) missing or more than [`MAX_SKEW_MS`] from now is 401 (Linear's
 //! `LinearWebhookClient.verify` does the same checks). Then a payload the package
 //! takes is one delivery and 200; one it does not take is 200 and nothing
-//! ([`crate::project`]); one it cannot read is 400.
+//! ([`crate::project`]); one it cannot read is 400. The payload's `actor` and
+//! `webhookId` are dropped before projecting ([`strip_delivery_fields`]), so a
+//! comment's Event is the one reconcile makes from the polled comment.
 
 use protocol::wire::{HttpAnswer, WebhookHandleParams, WebhookHandleResult};
 use sdk::tracker;
@@ -30,6 +32,20 @@ pub const MAX_SKEW_MS: i64 = 60_000;
 pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 /// Seconds a 503 asks Linear to wait.
 pub const RETRY_AFTER_SECONDS: u32 = 5;
+
+/// The payload field naming the webhook that sent it (logged, not in the Event).
+pub const WEBHOOK_ID_FIELD: &str = "webhookId";
+
+/// Drops what only a delivery carries (`actor`, `webhookId`) from a verified
+/// payload, so its Event is the one reconcile makes from the polled comment or
+/// issue: the store keeps one envelope per delivery ID, and a poll cannot know
+/// which webhook or actor a delivery would have named.
+pub fn strip_delivery_fields(payload: &mut Value) {
+    if let Some(o) = payload.as_object_mut() {
+        o.remove("actor");
+        o.remove(WEBHOOK_ID_FIELD);
+    }
+}
 
 /// Method, entry and size checks, before the secret is needed.
 pub fn precheck<'a>(
@@ -76,7 +92,7 @@ pub fn process(
     {
         return refused(e);
     }
-    let Some(payload) = serde_json::from_slice::<Value>(&params.body)
+    let Some(mut payload) = serde_json::from_slice::<Value>(&params.body)
         .ok()
         .filter(Value::is_object)
     else {
@@ -90,6 +106,10 @@ pub fn process(
     if let Err(e) = tracker::check_timestamp_ms(ts, now_ms, MAX_SKEW_MS) {
         return refused(e);
     }
+    if let Some(id) = payload.get(WEBHOOK_ID_FIELD).and_then(Value::as_str) {
+        tracing::info!(linear_webhook = id, "a Linear webhook's delivery");
+    }
+    strip_delivery_fields(&mut payload);
     match project::project(entry, &payload) {
         Ok(Verdict::Deliver(delivery)) => {
             if let Some(d) = params.header(DELIVERY_HEADER) {

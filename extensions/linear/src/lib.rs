@@ -11,7 +11,10 @@
 //! - [`route`] serves `route.match`: an issue is one Work, with the spec's display.
 //! - [`api`] is the GraphQL client; [`ops`] serves the toolbelt operations.
 //! - [`render`] serves `event.render`: an Event as bounded markdown.
-//! - [`reconcile`] serves `ingress.reconcile`: issues polled since the checkpoint.
+//! - [`reconcile`] serves `ingress.reconcile`: issues and comments polled since the
+//!   checkpoint.
+//! - [`hooks`] is the `linear.webhooks` task (an entry's managed webhooks, one per
+//!   team) and the `webhooks` doctor check.
 //! - [`status`] is the projector (`task.run` of `linear.status`): a comment on
 //!   the issue showing the Work's state, edited in place.
 //! - [`wait`] serves `operation.wait` (`linear.wait_reply`).
@@ -19,9 +22,12 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod check;
 pub mod config;
+pub mod hooks;
 pub mod intake;
 pub mod ops;
+pub mod playbooks;
 pub mod project;
 pub mod reconcile;
 pub mod render;
@@ -29,12 +35,13 @@ pub mod route;
 pub mod status;
 pub mod wait;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, ValidateParams,
-    ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    CheckRunParams, CheckRunResult, ConfigureResult, OperationCallParams, RouteMatchParams,
+    TaskRunParams, TaskRunResult, ValidateParams, ValidateResult, WebhookHandleParams,
+    WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -55,9 +62,14 @@ pub const WEBHOOK_SECRET: &str = "webhook_secret";
 /// the secret cache.
 #[derive(Default)]
 pub struct State {
-    registry: Mutex<Arc<config::Registry>>,
-    connections: Mutex<HashMap<String, Connection>>,
+    configured: sdk::package::Configured<config::Registry>,
     secrets: sdk::secrets::SecretCache,
+    /// The configure's `public_url` (trimmed; empty when there is none).
+    public_url: Mutex<String>,
+    /// The last failure of each source's webhooks pass, for doctor.
+    notes: Mutex<BTreeMap<String, String>>,
+    /// Held by a webhooks pass: passes never overlap.
+    webhook_pass: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -67,7 +79,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl State {
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
-        lock(&self.registry).clone()
+        self.configured.registry()
+    }
+
+    /// The `public_url` of the last configure (empty: none).
+    pub fn public_url(&self) -> String {
+        lock(&self.public_url).clone()
+    }
+
+    /// Keeps (or, with `None`, clears) the last webhooks pass failure of `source`.
+    pub fn note(&self, source: &str, why: Option<String>) {
+        let mut notes = lock(&self.notes);
+        match why {
+            Some(why) => notes.insert(source.to_string(), why),
+            None => notes.remove(source),
+        };
+    }
+
+    /// The kept webhooks pass failure of `source`.
+    pub fn note_of(&self, source: &str) -> Option<String> {
+        lock(&self.notes).get(source).cloned()
     }
 
     /// Serves `configure`.
@@ -78,13 +109,12 @@ impl State {
         let registry = config::Registry::from_params(params)?;
         let result = registry.configure_result();
         if !params.dry_run {
-            *lock(&self.connections) = params
-                .connections
-                .iter()
-                .map(|c| (c.name.clone(), c.clone()))
-                .collect();
+            self.configured.set_connections(&params.connections);
             self.secrets.clear();
-            *lock(&self.registry) = Arc::new(registry);
+            *lock(&self.public_url) = params.public_url.trim().to_string();
+            lock(&self.notes)
+                .retain(|source, _| registry.entries.iter().any(|e| &e.source == source));
+            self.configured.set_registry(registry);
         }
         Ok(result)
     }
@@ -108,18 +138,7 @@ impl State {
         scope_id: &str,
         connection: &str,
     ) -> Result<api::Client, RpcError> {
-        let conn = lock(&self.connections).get(connection).cloned();
-        if let Some(c) = &conn {
-            if c.connection_type != NAME {
-                return Err(RpcError::new(
-                    Code::Invalid,
-                    format!(
-                        "connection {connection} is of type {}, not {NAME}",
-                        c.connection_type
-                    ),
-                ));
-            }
-        }
+        let conn = self.configured.connection_of_type(connection, NAME)?;
         let config = conn.map(|c| c.config).unwrap_or_default();
         config::check_connection_config(&config)
             .map_err(|e| RpcError::new(Code::Invalid, format!("connection {connection}: {e}")))?;
@@ -138,65 +157,67 @@ impl State {
             Ok(entry) => entry,
             Err(answer) => return sdk::tracker::answer_only(answer),
         };
-        match self
+        let secret = self
             .secret(host, &entry.scope_id, &entry.connection, WEBHOOK_SECRET)
-            .await
-        {
-            Ok(secret) => {
-                intake::process(entry, secret.as_bytes(), params, protocol::time::now_ms())
-            }
-            Err(e) => {
-                eprintln!(
-                    "linear: scope {}, entry {}: {}",
-                    entry.scope_id, entry.name, e.message
-                );
-                sdk::tracker::answer_only(intake::unavailable())
-            }
-        }
+            .await;
+        sdk::package::signed_webhook(
+            NAME,
+            &entry.scope_id,
+            &entry.name,
+            secret,
+            intake::unavailable,
+            |secret| intake::process(entry, secret, params, protocol::time::now_ms()),
+        )
     }
 }
 
 /// Serves `validate` for the package's own types, each problem named by a JSON
 /// pointer.
 pub fn validate(params: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
-    if params.type_name != NAME {
-        return result;
+    OWN_TYPES.validate(params)
+}
+
+/// The package's own types (entry, route handler and connection), for [`validate`].
+const OWN_TYPES: sdk::package::OwnTypes = sdk::package::OwnTypes {
+    name: NAME,
+    entry: |c| config::parse_entry(c).map(|p| p.describe()),
+    route: |c| route::RouteConfig::check(c).map(|r| r.describe()),
+    route_message: route::RouteConfig::message,
+    connection: config::check_connection_config,
+};
+
+/// Serves `task.run`: one pass of the named task.
+pub async fn run_task(
+    state: &State,
+    host: &sdk::Host,
+    params: &TaskRunParams,
+) -> Result<TaskRunResult, RpcError> {
+    match params.task.as_str() {
+        status::TASK => status::pass(state, host).await,
+        hooks::TASK => hooks::pass(state, host).await,
+        other => Err(RpcError::new(
+            Code::NotFound,
+            format!(
+                "no task `{other}` (this package runs `{}` and `{}`)",
+                status::TASK,
+                hooks::TASK
+            ),
+        )),
     }
-    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
-        code: code.to_string(),
-        message,
-        path: path.to_string(),
-    };
-    match params.kind.as_str() {
-        protocol::wire::validate_kind::EXTENSION => match config::parse_entry(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => {
-                result
-                    .diagnostics
-                    .push(diagnostic("linear_entry_invalid", e.reason, &e.pointer))
-            }
+}
+
+/// Serves `check.run`: the named doctor check.
+pub async fn run_check(state: &State, host: &sdk::Host, params: &CheckRunParams) -> CheckRunResult {
+    match params.check.as_str() {
+        hooks::CHECK => hooks::check(state, host).await,
+        check::API_KEY => check::run(state, host, params).await,
+        other => CheckRunResult {
+            status: "warn".into(),
+            code: "extension_check_invalid".into(),
+            detail: format!("no check `{other}` (this package runs `{}`)", hooks::CHECK),
+            ..CheckRunResult::default()
         },
-        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => result.diagnostics.push(diagnostic(
-                "linear_route_invalid",
-                route::RouteConfig::message(&e),
-                &e.pointer,
-            )),
-        },
-        protocol::wire::validate_kind::CONNECTION => {
-            if let Err(e) = config::check_connection_config(&params.config) {
-                result.diagnostics.push(diagnostic(
-                    "linear_connection_invalid",
-                    e.reason,
-                    &e.pointer,
-                ));
-            }
-        }
-        _ => {}
     }
-    result
 }
 
 /// The package, ready for [`sdk::run`].
@@ -206,11 +227,30 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let webhook_state = state.clone();
     let reconcile_state = state.clone();
     let task_state = state.clone();
+    let check_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
-        .on_configure(move |_ctx, params| {
+        .on_configure(move |ctx, params| {
             let state = configure_state.clone();
-            async move { state.configure(&params) }
+            async move {
+                let result = state.configure(&params)?;
+                if !params.dry_run
+                    && state
+                        .registry()
+                        .entries
+                        .iter()
+                        .any(|e| e.config.manage_webhook)
+                {
+                    // The first pass soon after a configure (a new entry or public
+                    // URL), besides the task's own interval.
+                    tokio::spawn(async move {
+                        if let Err(e) = hooks::pass(&state, &ctx.host).await {
+                            eprintln!("linear: webhooks pass after configure: {}", e.message);
+                        }
+                    });
+                }
+                Ok(result)
+            }
         })
         .on::<WebhookHandleParams, _, _>(move |ctx, params| {
             let state = webhook_state.clone();
@@ -232,17 +272,13 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
             let state = reconcile_state.clone();
             async move { reconcile::page(&state, &ctx.host, &params).await }
         })
-        .on::<protocol::wire::TaskRunParams, _, _>(move |ctx, params| {
+        .on::<TaskRunParams, _, _>(move |ctx, params| {
             let state = task_state.clone();
-            async move {
-                match params.task.as_str() {
-                    status::TASK => status::pass(&state, &ctx.host).await,
-                    other => Err(RpcError::new(
-                        Code::NotFound,
-                        format!("no task `{other}` (this package runs `{}`)", status::TASK),
-                    )),
-                }
-            }
+            async move { run_task(&state, &ctx.host, &params).await }
+        })
+        .on::<CheckRunParams, _, _>(move |ctx, params| {
+            let state = check_state.clone();
+            async move { Ok(run_check(&state, &ctx.host, &params).await) }
         })
         .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
             wait::plan(&ctx.host, &params).await

@@ -10,8 +10,11 @@
 //!   name is refused naming the states there are;
 //! - `linear.label` {`label`}: the label of that name (the issue's team's, else the
 //!   workspace's) is added (`issueAddLabel`); an unknown name is refused.
+//! - `linear.link` {`url`, `title`?}: the URL attached to the issue ([`link`]);
+//! - `linear.update` {`title`, `priority`, `estimate`, `due_date`: some}: those
+//!   fields changed ([`update`]).
 //!
-//! `linear.comment`, `linear.move` and `linear.label` change Linear: with a request ID, their result
+//! `linear.comment`, `linear.move`, `linear.label`, `linear.link` and `linear.update` change Linear: with a request ID, their result
 //! is kept ([`sdk::tracker::keep_result`]) and a retry answers it instead of acting
 //! again.
 
@@ -22,6 +25,9 @@ use serde_json::{json, Value};
 use crate::api::{self, Client};
 use crate::FAMILY;
 
+pub mod link;
+pub mod update;
+
 /// `linear.read_issue`.
 pub const READ_ISSUE: &str = "linear.read_issue";
 /// `linear.comment`.
@@ -31,7 +37,7 @@ pub const MOVE: &str = "linear.move";
 /// `linear.label`.
 pub const LABEL: &str = "linear.label";
 /// Every operation.
-pub const ALL: [&str; 4] = [READ_ISSUE, COMMENT, MOVE, LABEL];
+pub const ALL: [&str; 6] = [READ_ISSUE, COMMENT, MOVE, LABEL, link::LINK, update::UPDATE];
 /// The longest comment body accepted, in bytes.
 pub const MAX_COMMENT_BYTES: usize = 64 * 1024;
 /// The most bytes of a description or comment body `linear.read_issue` answers.
@@ -47,7 +53,7 @@ fn invalid(m: impl Into<String>) -> RpcError {
 
 /// True for the operations that change Linear.
 pub fn changes_linear(op: &str) -> bool {
-    matches!(op, COMMENT | MOVE | LABEL)
+    matches!(op, COMMENT | MOVE | LABEL | link::LINK | update::UPDATE)
 }
 
 /// The identifier of the first `linear.issue` Event's issue among `events`.
@@ -108,7 +114,18 @@ pub async fn read_issue(
             api::ISSUE_QUERY,
             json!({"id": identifier, "first": comments}),
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            if e.is(Code::NotFound) {
+                let text = format!(
+                    "Linear has no issue {identifier} (or the connection's key cannot see it): {}",
+                    e.message
+                );
+                api::reworded(e, text)
+            } else {
+                e
+            }
+        })?;
     let issue = data.get("issue").filter(|i| i.is_object()).ok_or_else(|| {
         RpcError::new(Code::NotFound, format!("Linear has no issue {identifier}"))
     })?;
@@ -239,6 +256,8 @@ pub async fn run(
             Ok(json!({"issue": identifier, "state": state["name"], "state_id": state["id"]}))
         }
         LABEL => add_label(client, input, identifier).await,
+        link::LINK => link::run(client, input, identifier).await,
+        update::UPDATE => update::run(client, input, identifier).await,
         other => Err(RpcError::new(
             Code::NotFound,
             format!("`{other}` is not an operation of this package"),
@@ -289,12 +308,17 @@ async fn add_label(client: &Client, input: &Value, identifier: &str) -> Result<V
     Ok(json!({"issue": identifier, "label": label["name"], "label_id": label["id"]}))
 }
 
-/// A refusal as the agent sees it (its message as `data.agent_message`).
+/// A refusal as the agent sees it (its message as `data.agent_message`, unless it
+/// carries one: Linear's refusals carry what Linear said, and when to retry).
 pub fn for_agent(mut e: RpcError) -> RpcError {
-    let message = protocol::toolbelt::agent_message(&e.message);
-    if let Some(Value::Object(data)) = e.data.as_mut() {
-        data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
-            .or_insert_with(|| json!(message));
+    let message = json!(protocol::toolbelt::agent_message(&e.message));
+    match e.data.as_mut() {
+        Some(Value::Object(data)) => {
+            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
+                .or_insert(message);
+        }
+        Some(_) => {}
+        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
     }
     e
 }
@@ -335,8 +359,21 @@ pub async fn call(
     let identifier = work_issue(host, &authority.work_id).await?;
     let client = state
         .client(host, &authority.scope_id, &authority.connection)
-        .await?;
-    let output = run(&client, op, &input, &identifier).await?;
+        .await?
+        .without_backoff();
+    let output = run(&client, op, &input, &identifier)
+        .await
+        .inspect_err(|e| {
+            // The operator's line: the connection, the operation and Linear's answer.
+            tracing::warn!(
+                connection = %authority.connection,
+                operation = op,
+                issue = %identifier,
+                code = e.app_code().unwrap_or("internal"),
+                "linear operation refused: {}",
+                e.message
+            );
+        })?;
     let output = if replay {
         sdk::tracker::keep_result(host, authority, &params.request_id, op, output).await?
     } else {

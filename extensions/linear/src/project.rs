@@ -20,9 +20,12 @@
 //! `commented`), `action`, `triggers`, `issue` {`id`, `identifier`, `title`, `url`,
 //! `team`, `state`, `assignee_id`, `creator`, `description` (cut to
 //! [`MAX_TEXT_BYTES`])}, and for a comment `comment` {`id`, `body` (cut), `user_id`,
-//! `user`, `mentions_agent`}, `actor`, `webhook_id`. An issue's Event carries only
-//! what the issue itself says (no `actor`, no `webhook_id`), so reconcile, polling
-//! the issue, makes the same Event a delivery of the same change makes.
+//! `user`, `mentions_agent`}, `actor`, `webhook_id`. An Event carries only what the
+//! issue or the comment itself says, so reconcile, polling it, makes the same Event
+//! a delivery of the same change makes: an issue's Event has no `actor` and no
+//! `webhook_id`, and a comment's has `actor` null and `webhook_id` empty, since the
+//! webhook path drops the payload's `actor` and `webhookId` before projecting
+//! ([`crate::intake::strip_delivery_fields`]).
 
 use protocol::wire::{Delivery, IngressEvent, Payload};
 use serde_json::{json, Value};

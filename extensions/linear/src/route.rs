@@ -11,91 +11,34 @@
 
 use protocol::wire::{RouteMatchParams, RouteMatchResult};
 use protocol::RpcError;
-use sdk::config::ConfigError;
+use sdk::route::{Claim, EventRoute, Handler};
 use sdk::tracker::IssueDisplay;
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{FAMILY, NAME, SCHEMA};
+use crate::{FAMILY, NAME};
 
-/// A `linear` route's config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RouteConfig {
-    /// Event type prefixes the route takes (all of the family when empty).
-    pub events: Vec<String>,
+/// The handler as `route.match` checks an Event against it.
+const ROUTE: EventRoute<'static> = EventRoute {
+    handler: NAME,
+    families: &[FAMILY],
+    subtypes: false,
+    events_hint: "must be linear.issue or one of its types (linear.issue.assigned, \
+                  linear.issue.moved, linear.issue.labeled, linear.issue.commented)",
+    takes_all:
+        "takes Linear issues assigned to the agent (or moved, or labelled) and comments on them",
+    key_noun: "issue key",
+};
+
+/// The `linear` route handler, as [`RouteConfig`] names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Linear;
+
+impl Handler for Linear {
+    const ROUTE: EventRoute<'static> = ROUTE;
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRoute {
-    #[serde(default)]
-    events: Vec<String>,
-}
-
-impl RouteConfig {
-    /// Parses a route config (`null` is the empty config).
-    pub fn check(config: &Value) -> Result<RouteConfig, ConfigError> {
-        let raw: RawRoute = match config {
-            Value::Null => RawRoute::default(),
-            Value::Object(_) => sdk::config::parse(config)?,
-            _ => return Err(ConfigError::whole("must be an object")),
-        };
-        for (i, prefix) in raw.events.iter().enumerate() {
-            let ok = prefix == FAMILY
-                || prefix.strip_prefix(FAMILY).is_some_and(|rest| {
-                    rest.len() > 1
-                        && rest.starts_with('.')
-                        && rest[1..]
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b == b'_')
-                });
-            if !ok {
-                return Err(ConfigError::new(
-                    format!("/events/{i}"),
-                    "must be linear.issue or one of its types (linear.issue.assigned, \
-                     linear.issue.moved, linear.issue.labeled, linear.issue.commented)",
-                ));
-            }
-        }
-        Ok(RouteConfig { events: raw.events })
-    }
-
-    /// A route config's error in a sentence.
-    pub fn message(e: &ConfigError) -> String {
-        if e.pointer.is_empty() {
-            format!("route config {}", e.reason)
-        } else {
-            format!("route config {}: {}", e.pointer, e.reason)
-        }
-    }
-
-    /// What the route takes, in one line.
-    pub fn describe(&self) -> String {
-        if self.events.is_empty() {
-            "takes Linear issues assigned to the agent (or moved, or labelled) and comments on them"
-                .into()
-        } else {
-            format!("takes {}", self.events.join(", "))
-        }
-    }
-
-    fn takes(&self, event_type: &str) -> bool {
-        self.events.is_empty()
-            || self.events.iter().any(|p| {
-                event_type
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-            })
-    }
-}
-
-fn no(reason: String) -> Result<RouteMatchResult, RpcError> {
-    Ok(RouteMatchResult {
-        matched: false,
-        reason,
-        ..Default::default()
-    })
-}
+/// A `linear` route's config: the Event type prefixes it takes (`events`).
+pub type RouteConfig = sdk::route::RouteConfig<Linear>;
 
 /// The display an Event's data gives its issue's Work.
 pub fn display(data: &Value) -> Option<protocol::wire::WorkDisplay> {
@@ -128,67 +71,35 @@ pub fn display(data: &Value) -> Option<protocol::wire::WorkDisplay> {
 
 /// Serves `route.match`.
 pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcError> {
-    if params.handler != NAME {
-        return no(format!("handler `{}` is not served here", params.handler));
+    if let Err(no) = ROUTE.admit(params)? {
+        return Ok(no);
     }
-    let config = RouteConfig::check(&params.route.config)
-        .map_err(|e| RpcError::invalid_params(RouteConfig::message(&e)))?;
     let event = &params.event;
-    let of_family = event
-        .event_type
-        .strip_prefix(FAMILY)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
-    if !of_family {
-        return no(format!("Event type `{}` is not {FAMILY}", event.event_type));
-    }
-    if event.payload.schema != SCHEMA {
-        return no(format!(
-            "unreadable payload schema `{}` (this release reads {SCHEMA})",
-            event.payload.schema
-        ));
-    }
-    if !config.takes(&event.event_type) {
-        return no(format!(
-            "Event type `{}` is not in the route's events ({})",
-            event.event_type,
-            config.events.join(", ")
-        ));
-    }
     let Some(key) = event
         .keys
         .iter()
         .find(|k| crate::project::parse_key(k).is_some())
     else {
-        return no(format!("`{}` has no issue key", event.event_type));
+        return Ok(sdk::route::unmatched(format!(
+            "`{}` has no issue key",
+            event.event_type
+        )));
     };
     let data = &event.payload.data;
-    let open = params.work.is_some();
     let kind = data.get("kind").and_then(Value::as_str).unwrap_or_default();
     let mentions = data
         .pointer("/comment/mentions_agent")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if kind == "commented" && !open && !mentions {
-        return no(format!(
-            "a comment on {key} that no open Work follows and that does not mention the agent"
-        ));
-    }
-    let has_display = params
-        .work
-        .as_ref()
-        .and_then(|w| w.display.as_ref())
-        .is_some_and(|d| !d.is_empty());
-    let display = if has_display { None } else { display(data) };
-    let reason = if open {
-        format!("`{}` joins the Work of {key}", event.event_type)
-    } else {
-        format!("`{}` starts {key}", event.event_type)
-    };
-    Ok(RouteMatchResult {
-        matched: true,
+    // An assignment, a move or a label the intake let through starts the Work; a
+    // comment only when it mentions the agent.
+    let claim = Claim {
         keys: vec![key.clone()],
-        reason,
-        display,
-        ..Default::default()
-    })
+        subject: key.clone(),
+        starts: (kind != "commented" || mentions).then(String::new),
+        neither: format!(
+            "a comment on {key} that no open Work follows and that does not mention the agent"
+        ),
+    };
+    Ok(sdk::route::start_or_join(params, claim, || display(data)))
 }

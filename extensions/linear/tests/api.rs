@@ -16,7 +16,7 @@ use oc_linear::api::{self, Client};
 use oc_linear::ops;
 use protocol::Code;
 use serde_json::{json, Value};
-use standin::{operation_name, stand_in, Validator};
+use standin::{graphql_error, operation_name, stand_in, Answer, Validator};
 
 const KEY: &str = "lin_api_TESTKEY0123456789";
 
@@ -135,55 +135,294 @@ async fn a_document_the_schema_refuses_is_an_error() {
     assert_eq!(seen.lock().unwrap().requests[0].3.len(), 1);
 }
 
+/// The reset header of a time `s` seconds from now (Unix ms).
+fn reset_in(s: i64) -> String {
+    (protocol::time::now_ms() + s * 1000).to_string()
+}
+
+/// What the agent is told, and what Linear said, of an error.
+fn told(e: &protocol::RpcError) -> (String, Value) {
+    let data = e.data.clone().unwrap_or(Value::Null);
+    (
+        data["agent_message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        data["linear"].clone(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_forbidden_and_rate_limited_calls_are_clear_errors_without_the_key() {
+async fn refused_forbidden_unknown_and_rate_limited_calls_are_clear_errors_without_the_key() {
     let Some(v) = Validator::start() else {
         return;
     };
     let (url, seen) = stand_in(v);
-    let client = Client::new(&url, KEY).unwrap();
-    type Case = (u16, Vec<(String, String)>, Value, Code, &'static str);
+    // The agent's client: asked even after a refusal.
+    let client = Client::new(&url, KEY).unwrap().without_backoff();
+    type Case = (Answer, Code, &'static str, &'static str);
     let cases: Vec<Case> = vec![
         (
-            401,
-            vec![],
-            json!({"errors": [{"message": "Authentication required, not authenticated",
-                               "extensions": {"code": "AUTHENTICATION_ERROR"}}]}),
+            graphql_error(
+                401,
+                &[],
+                "Authentication required, not authenticated",
+                "AUTHENTICATION_ERROR",
+            ),
             Code::Unauthorized,
             "api_key was refused",
+            "HTTP 401 AUTHENTICATION_ERROR: Authentication required, not authenticated",
         ),
         (
-            403,
-            vec![],
-            json!({"errors": [{"message": "Forbidden", "extensions": {"code": "FORBIDDEN"}}]}),
+            graphql_error(403, &[], "Forbidden", "FORBIDDEN"),
             Code::Unauthorized,
             "may not do this",
+            "HTTP 403 FORBIDDEN: Forbidden",
         ),
         (
-            400,
-            vec![
-                ("X-RateLimit-Requests-Reset".into(), "1765000060000".into()),
-                (
-                    "X-RateLimit-Complexity-Reset".into(),
-                    "1765000030000".into(),
-                ),
-            ],
-            json!({"errors": [{"message": "Rate limit exceeded", "extensions": {"code": "RATELIMITED"}}]}),
-            Code::RetryAfter,
-            "rate limited",
+            graphql_error(200, &[], "Entity not found: Issue", "INPUT_ERROR"),
+            Code::NotFound,
+            "Linear has no issue LIN-1778",
+            "HTTP 200 INPUT_ERROR: Entity not found: Issue",
+        ),
+        (
+            graphql_error(
+                400,
+                &[],
+                "Query too complex: 12000 points, the limit is 10000",
+                "INPUT_ERROR",
+            ),
+            Code::Invalid,
+            "more complex than Linear allows one query",
+            "not retried",
         ),
     ];
-    for (status, headers, body, code, says) in cases {
-        seen.lock().unwrap().answer = Some((status, headers, body.to_string()));
+    for (answer, code, says, linear_says) in cases {
+        let status = answer.0;
+        let before = seen.lock().unwrap().requests.len();
+        seen.lock().unwrap().answer = Some(answer);
         let e = ops::run(&client, ops::READ_ISSUE, &json!({}), "LIN-1778")
             .await
             .unwrap_err();
         assert!(e.is(code), "{status}: {e:?}");
         assert!(e.message.contains(says), "{status}: {}", e.message);
+        assert!(e.message.contains(linear_says), "{status}: {}", e.message);
+        let (agent, linear) = told(&e);
+        assert!(agent.contains(linear_says), "{status}: {agent}");
+        assert_eq!(linear["status"], status, "{linear}");
         assert!(!format!("{e:?}").contains(KEY), "{status}: the key leaked");
-        if code == Code::RetryAfter {
-            let data = e.data.clone().unwrap();
-            assert_eq!(data["reset_at"], "2025-12-06T05:47:40.000Z", "{data}");
-        }
+        assert_eq!(
+            seen.lock().unwrap().requests.len(),
+            before + 1,
+            "{status}: asked once"
+        );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_issue_key_is_not_found_naming_the_key() {
+    let Some(v) = Validator::start() else {
+        return;
+    };
+    let (url, seen) = stand_in(v);
+    seen.lock().unwrap().script = Some(Box::new(|op, vars| {
+        (op == "OcIssue" && vars["id"] == "LIN-99999")
+            .then(|| graphql_error(200, &[], "Entity not found: Issue", "INPUT_ERROR"))
+    }));
+    let client = Client::new(&url, KEY).unwrap().without_backoff();
+    for op in [ops::READ_ISSUE, ops::COMMENT, ops::MOVE, ops::LABEL] {
+        let input = json!({"body": "hi", "state": "Done", "label": "Bug"});
+        let e = ops::run(&client, op, &input, "LIN-99999")
+            .await
+            .unwrap_err();
+        assert!(e.is(Code::NotFound), "{op}: {e:?}");
+        let (agent, linear) = told(&e);
+        assert!(
+            agent.starts_with("Linear has no issue LIN-99999"),
+            "{op}: {agent}"
+        );
+        assert!(agent.contains("Entity not found"), "{op}: {agent}");
+        assert_eq!(linear["message"], "Entity not found: Issue");
+    }
+    // Only the reads were sent: nothing was changed.
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.requests.iter().all(|r| r.0 == "OcIssue"),
+        "{:?}",
+        seen.requests.iter().map(|r| &r.0).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_rate_limit_is_waited_out_and_a_long_one_is_the_error_with_when_to_retry() {
+    let Some(v) = Validator::start() else {
+        return;
+    };
+    let (url, seen) = stand_in(v);
+    let client = Client::new(&url, KEY).unwrap().without_backoff();
+    // Linear's request limit, resetting in a second: waited out, asked again once.
+    seen.lock().unwrap().once.push_back(graphql_error(
+        400,
+        &[("X-RateLimit-Requests-Reset", reset_in(1))],
+        "Rate limit exceeded",
+        "RATELIMITED",
+    ));
+    let issue = ops::run(&client, ops::READ_ISSUE, &json!({}), "LIN-1778")
+        .await
+        .unwrap();
+    assert_eq!(issue["identifier"], "LIN-1778");
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
+
+    // Still limited after the retry: the error, after two requests.
+    let still = graphql_error(
+        400,
+        &[("X-RateLimit-Complexity-Reset", reset_in(1))],
+        "Rate limit exceeded",
+        "RATELIMITED",
+    );
+    seen.lock().unwrap().once.extend([still.clone(), still]);
+    let e = ops::run(&client, ops::READ_ISSUE, &json!({}), "LIN-1778")
+        .await
+        .unwrap_err();
+    assert!(e.is(Code::Unavailable), "{e:?}");
+    assert!(
+        e.message.contains("still rate limited after 1 retry"),
+        "{}",
+        e.message
+    );
+    assert_eq!(seen.lock().unwrap().requests.len(), 4);
+
+    // The complexity limit, resetting in an hour: not waited, the error says when.
+    let reset = protocol::time::now_ms() + 3_600_000;
+    seen.lock().unwrap().answer = Some(graphql_error(
+        400,
+        &[
+            ("X-RateLimit-Requests-Reset", reset_in(5)),
+            ("X-RateLimit-Complexity-Reset", reset.to_string()),
+        ],
+        "Rate limit exceeded",
+        "RATELIMITED",
+    ));
+    let e = ops::run(&client, ops::READ_ISSUE, &json!({}), "LIN-1778")
+        .await
+        .unwrap_err();
+    assert_eq!(seen.lock().unwrap().requests.len(), 5, "not retried");
+    assert!(e.is(Code::Unavailable), "{e:?}");
+    let (agent, linear) = told(&e);
+    let after = api::retry_after_s(&e).unwrap();
+    assert!((3590..=3600).contains(&after), "{after}");
+    assert_eq!(linear["retry_after_s"], after);
+    assert_eq!(linear["code"], "RATELIMITED");
+    let at = protocol::time::format_rfc3339_ms(reset);
+    assert_eq!(linear["reset_at"], at.as_str());
+    assert_eq!(e.data.as_ref().unwrap()["reset_at"], at.as_str());
+    assert!(
+        agent.contains("rate limited (HTTP 400 RATELIMITED: Rate limit exceeded"),
+        "{agent}"
+    );
+    assert!(agent.contains(&format!("retry after {after} s")), "{agent}");
+    assert!(e.message.contains("MAX_RATE_LIMIT_WAIT"), "{}", e.message);
+    assert!(!format!("{e:?}").contains(KEY));
+
+    // The background passes' client (holds honoured) does not ask Linear until the
+    // reset; the agent's still does.
+    let background = Client::new(&url, KEY).unwrap();
+    let e = background
+        .send(
+            "read_issue",
+            api::ISSUE_QUERY,
+            json!({"id": "LIN-1778", "first": 1}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("not asked again for"), "{}", e.message);
+    assert!(e.message.contains("rate limited"), "{}", e.message);
+    assert_eq!(seen.lock().unwrap().requests.len(), 5, "held back");
+    seen.lock().unwrap().answer = None;
+    ops::run(&client, ops::READ_ISSUE, &json!({}), "LIN-1778")
+        .await
+        .unwrap();
+    assert_eq!(seen.lock().unwrap().requests.len(), 6);
+    // A success releases the hold.
+    background
+        .send(
+            "read_issue",
+            api::ISSUE_QUERY,
+            json!({"id": "LIN-1778", "first": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.lock().unwrap().requests.len(), 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_refused_key_the_background_passes_do_not_ask_again() {
+    let Some(v) = Validator::start() else {
+        return;
+    };
+    let (url, seen) = stand_in(v);
+    seen.lock().unwrap().answer = Some(graphql_error(
+        401,
+        &[],
+        "Authentication required, not authenticated",
+        "AUTHENTICATION_ERROR",
+    ));
+    let background = Client::new(&url, KEY).unwrap();
+    for _ in 0..3 {
+        let e = background
+            .send(
+                "comment update",
+                api::ISSUE_QUERY,
+                json!({"id": "LIN-1778", "first": 1}),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.is(Code::Unauthorized), "{e:?}");
+        assert!(
+            e.message.contains("HTTP 401 AUTHENTICATION_ERROR"),
+            "{}",
+            e.message
+        );
+    }
+    assert_eq!(
+        seen.lock().unwrap().requests.len(),
+        1,
+        "one refusal, then held back"
+    );
+    // The doctor's check asks again, and names the 401.
+    let doctor = Client::new(&url, KEY).unwrap().without_backoff();
+    let e = doctor
+        .send("viewer", api::VIEWER_QUERY, json!({}))
+        .await
+        .unwrap_err();
+    let (fail, line) = oc_linear::check::line("lin", Some(Err(e.message)));
+    assert!(fail);
+    assert!(line.starts_with("connection lin: Linear viewer: the connection's api_key was refused (HTTP 401 AUTHENTICATION_ERROR"), "{line}");
+    assert!(!line.contains(KEY));
+    assert_eq!(seen.lock().unwrap().requests.len(), 2);
+    // A working key: the check names its user and workspace.
+    seen.lock().unwrap().answer = Some((
+        200,
+        vec![],
+        json!({"data": {"viewer": {"id": "u1", "name": "Conduit Agent", "email": "agent@example.com"},
+                        "organization": {"name": "Acme", "urlKey": "acme"}}})
+        .to_string(),
+    ));
+    let data = doctor
+        .send("viewer", api::VIEWER_QUERY, json!({}))
+        .await
+        .unwrap();
+    let (fail, line) = oc_linear::check::line("lin", Some(Ok(data)));
+    assert!(!fail);
+    assert_eq!(
+        line,
+        "connection lin: the key is Conduit Agent (agent@example.com) of workspace Acme (acme)"
+    );
+    let r = oc_linear::check::result(vec![(false, line), (true, "connection b: refused".into())]);
+    assert_eq!(r.status, "fail");
+    assert!(
+        r.detail.starts_with("connection b: refused"),
+        "{}",
+        r.detail
+    );
 }

@@ -252,3 +252,165 @@ async fn a_refused_key_and_a_work_without_an_issue_are_clear_errors() {
     assert!(shown.contains("api_key was refused"), "{shown}");
     assert!(!shown.contains(KEY), "the key leaked: {shown}");
 }
+
+const PR_URL: &str = "https://github.com/acme/widgets/pull/2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_is_linked_once_per_request_id_and_fields_are_updated() {
+    let Some(v) = standin::Validator::start() else {
+        return;
+    };
+    let (url, seen) = standin::stand_in(v);
+    let (peer, _child) = start(Arc::default()).await;
+    configure(&peer, &url).await;
+    let input = json!({"url": PR_URL, "title": "Fix the foo (#2)"});
+    let first = call(&peer, "linear.link", "l1", "w1", input.clone())
+        .await
+        .unwrap();
+    assert_eq!(first["issue"], "LIN-1778");
+    assert_eq!(first["attachment_id"], "a1");
+    assert_eq!(first["url"], PR_URL);
+    let again = call(&peer, "linear.link", "l1", "w1", input).await.unwrap();
+    assert_eq!(again, first);
+    let updated = call(
+        &peer,
+        "linear.update",
+        "u1",
+        "w1",
+        json!({"priority": "high", "estimate": 3, "due_date": "2026-12-31", "title": "Foo bar"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(updated["priority"], 2);
+    assert_eq!(updated["due_date"], "2026-12-31");
+    let cleared = call(
+        &peer,
+        "linear.update",
+        "u2",
+        "w1",
+        json!({"due_date": null}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(cleared["issue"], "LIN-1778");
+    let seen = seen.lock().unwrap();
+    let links: Vec<&Value> = seen
+        .requests
+        .iter()
+        .filter(|r| r.0 == "OcLinkUrl")
+        .map(|r| &r.1)
+        .collect();
+    assert_eq!(links.len(), 1, "the retry linked again");
+    assert_eq!(links[0]["issueId"], "LIN-1778");
+    assert_eq!(links[0]["url"], PR_URL);
+    assert_eq!(links[0]["title"], "Fix the foo (#2)");
+    let updates: Vec<&Value> = seen
+        .requests
+        .iter()
+        .filter(|r| r.0 == "OcUpdate")
+        .map(|r| &r.1)
+        .collect();
+    assert_eq!(
+        updates[0]["input"],
+        json!({"priority": 2, "estimate": 3, "dueDate": "2026-12-31", "title": "Foo bar"})
+    );
+    assert_eq!(updates[1]["input"], json!({"dueDate": null}));
+    for r in &seen.requests {
+        assert!(r.3.is_empty(), "{} refused by the schema: {:?}", r.0, r.3);
+        assert_eq!(r.2, KEY);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_and_update_inputs_are_checked_with_clear_errors_before_linear_is_called() {
+    let Some(v) = standin::Validator::start() else {
+        return;
+    };
+    let (url, seen) = standin::stand_in(v);
+    let (peer, _child) = start(Arc::default()).await;
+    configure(&peer, &url).await;
+    let cases = [
+        ("linear.link", json!({}), "url (the http(s) URL"),
+        (
+            "linear.link",
+            json!({"url": "ftp://x/y"}),
+            "is not an http or https URL",
+        ),
+        (
+            "linear.link",
+            json!({"url": "https://"}),
+            "is not an http or https URL",
+        ),
+        (
+            "linear.link",
+            json!({"url": PR_URL, "title": "a\nb"}),
+            "title must be one line",
+        ),
+        ("linear.update", json!({}), "give at least one of"),
+        (
+            "linear.update",
+            json!({"assignee": "me"}),
+            "`assignee` is not a field linear.update sets",
+        ),
+        (
+            "linear.update",
+            json!({"priority": 9}),
+            "priority must be 0 to 4",
+        ),
+        (
+            "linear.update",
+            json!({"priority": "meh"}),
+            "priority must be 0 to 4",
+        ),
+        (
+            "linear.update",
+            json!({"estimate": -1}),
+            "estimate must be a whole number",
+        ),
+        (
+            "linear.update",
+            json!({"due_date": "2026-02-30"}),
+            "due_date must be a date",
+        ),
+        (
+            "linear.update",
+            json!({"title": "  "}),
+            "title must be one line",
+        ),
+    ];
+    for (i, (op, input, want)) in cases.into_iter().enumerate() {
+        let e = call(&peer, op, &format!("bad{i}"), "w1", input.clone())
+            .await
+            .unwrap_err();
+        assert!(e.is(Code::Invalid), "{op} {input}: {e:?}");
+        assert!(format!("{e}").contains(want), "{op} {input}: {e}");
+    }
+    let seen = seen.lock().unwrap();
+    assert!(
+        !seen
+            .requests
+            .iter()
+            .any(|r| r.0 == "OcLinkUrl" || r.0 == "OcUpdate"),
+        "a refused input reached Linear"
+    );
+}
+
+#[test]
+fn the_link_and_update_documents_are_valid_against_linears_schema() {
+    let Some(mut v) = standin::Validator::start() else {
+        return;
+    };
+    for doc in [
+        oc_linear::ops::link::LINK_URL_MUTATION,
+        oc_linear::ops::update::UPDATE_MUTATION,
+    ] {
+        let errors = v.errors(doc);
+        assert!(errors.is_empty(), "{doc}: {errors:?}");
+    }
+    // And the validator does refuse a field Linear has not.
+    assert!(!v
+        .errors(
+            "mutation X($id: String!) { attachmentLinkURL(issueId: $id, href: $id) { success } }"
+        )
+        .is_empty());
+}

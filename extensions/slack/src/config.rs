@@ -21,7 +21,7 @@
 //! field optional); its secrets are `bot_token` (the Web API), `signing_secret`
 //! (Events API and interactivity requests) and `app_token` (Socket Mode).
 
-use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl, WebhookPath};
+use protocol::wire::{ConfigureParams, ConfigureResult, Connection, SourceDecl};
 use protocol::RpcError;
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,6 +29,7 @@ use serde_json::Value;
 use crate::{APP_TOKEN, FAMILY, NAME, SIGNING_SECRET};
 
 pub use sdk::config::ConfigError;
+use sdk::entries;
 
 /// The request path prefix every entry's path stays under.
 pub const PATH_PREFIX: &str = "/slack";
@@ -270,60 +271,32 @@ pub struct Registry {
     pub entries: Vec<EntryConfig>,
 }
 
-fn invalid(entry: &protocol::wire::Entry, field: &str, message: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "scope {}, entry {}: field `{field}` {message}",
-        entry.scope_id, entry.name
-    ))
-}
-
 impl Registry {
     /// Parses the entries of a configure. A broken entry fails it all, naming
     /// its scope, entry and field.
     pub fn from_params(params: &ConfigureParams) -> Result<Registry, RpcError> {
-        let mut entries: Vec<EntryConfig> = Vec::new();
+        let mut kept: Vec<EntryConfig> = Vec::new();
+        let mut paths = entries::Paths::default();
         for entry in &params.entries {
-            if entry.entry_type != NAME {
-                return Err(invalid(
-                    entry,
-                    "type",
-                    &format!("is `{}`, not `{NAME}`", entry.entry_type),
-                ));
-            }
-            if entry.name.is_empty() || entry.scope_id.is_empty() {
-                return Err(invalid(entry, "name", "and the scope must not be empty"));
-            }
-            let parsed = parse_entry(&entry.config).map_err(|e| {
-                let field = e.pointer.strip_prefix('/').unwrap_or("config");
-                invalid(entry, field, &e.reason)
-            })?;
-            if entry.connection.is_empty() {
-                return Err(invalid(
-                    entry,
-                    "connection",
-                    "is required: a slack connection (bot_token, signing_secret)",
-                ));
-            }
+            entries::check_type(entry, NAME)?;
+            entries::check_named(entry)?;
+            let parsed =
+                parse_entry(&entry.config).map_err(|e| entries::invalid_config(entry, &e))?;
+            let conn = entries::connection(
+                entry,
+                &params.connections,
+                NAME,
+                "a slack connection (bot_token, signing_secret)",
+            )?;
             let needed = match parsed.mode {
                 Mode::Events => SIGNING_SECRET,
                 Mode::Socket => APP_TOKEN,
             };
-            let conn = find_connection(&params.connections, &entry.connection);
             let http = parsed.mode == Mode::Events
                 || conn.is_some_and(|c| c.secrets.iter().any(|s| s == SIGNING_SECRET));
             if let Some(conn) = conn {
-                if conn.connection_type != NAME {
-                    return Err(invalid(
-                        entry,
-                        "connection",
-                        &format!(
-                            "names `{}`, of type `{}`, not `{NAME}`",
-                            conn.name, conn.connection_type
-                        ),
-                    ));
-                }
                 if !conn.secrets.is_empty() && !conn.secrets.iter().any(|s| s == needed) {
-                    return Err(invalid(
+                    return Err(entries::invalid(
                         entry,
                         "connection",
                         &format!(
@@ -334,22 +307,12 @@ impl Registry {
                     ));
                 }
             }
-            let path = parsed
-                .path
-                .unwrap_or_else(|| format!("{PATH_PREFIX}/{}/{}", entry.scope_id, entry.name));
-            if let Some(other) = entries.iter().find(|e| e.path == path && e.http) {
-                if http {
-                    return Err(invalid(
-                        entry,
-                        "path",
-                        &format!(
-                            "`{path}` is already the path of scope {}, entry {}",
-                            other.scope_id, other.name
-                        ),
-                    ));
-                }
+            let path = entries::request_path(entry, PATH_PREFIX, parsed.path);
+            // Only the entries that serve their path claim it.
+            if http {
+                paths.claim(entry, &path)?;
             }
-            entries.push(EntryConfig {
+            kept.push(EntryConfig {
                 scope_id: entry.scope_id.clone(),
                 name: entry.name.clone(),
                 connection: entry.connection.clone(),
@@ -357,10 +320,10 @@ impl Registry {
                 channels: parsed.channels,
                 mode: parsed.mode,
                 http,
-                source: format!("{NAME}/{}/{}", entry.scope_id, entry.name),
+                source: entries::source_name(NAME, entry),
             });
         }
-        Ok(Registry { entries })
+        Ok(Registry { entries: kept })
     }
 
     /// The sources the entries register, and the request paths of those that serve
@@ -368,22 +331,18 @@ impl Registry {
     pub fn configure_result(&self) -> ConfigureResult {
         let mut result = ConfigureResult::default();
         for e in &self.entries {
-            result.sources.push(SourceDecl {
+            let source = SourceDecl {
                 name: e.source.clone(),
                 source_type: NAME.to_string(),
                 scope_id: e.scope_id.clone(),
                 entry: e.name.clone(),
                 families: vec![FAMILY.to_string()],
                 reconcile_interval_s: 0,
-            });
+            };
             if e.http {
-                result.webhooks.push(WebhookPath {
-                    path: e.path.clone(),
-                    source: e.source.clone(),
-                    scope_id: e.scope_id.clone(),
-                    entry: e.name.clone(),
-                });
+                result.webhooks.push(entries::webhook(&source, &e.path));
             }
+            result.sources.push(source);
         }
         result
     }
@@ -396,17 +355,8 @@ impl Registry {
     /// The entry serving HTTP ([`EntryConfig::http`]) whose path is the longest that
     /// covers `request_path`.
     pub fn entry_for(&self, request_path: &str) -> Option<&EntryConfig> {
-        self.entries
-            .iter()
-            .filter(|e| e.http)
-            .filter(|e| {
-                WebhookPath {
-                    path: e.path.clone(),
-                    ..Default::default()
-                }
-                .covers(request_path)
-            })
-            .max_by_key(|e| e.path.len())
+        let http = self.entries.iter().filter(|e| e.http);
+        entries::longest_cover(http, |e| &e.path, request_path)
     }
 }
 
@@ -434,7 +384,7 @@ impl Registry {
                 s.entries.push(e.clone());
                 continue;
             }
-            let config = find_connection(connections, &e.connection)
+            let config = entries::find_connection(connections, &e.connection)
                 .map(|c| c.config.clone())
                 .unwrap_or_default();
             out.push(SocketConnection {
@@ -446,8 +396,4 @@ impl Registry {
         }
         out
     }
-}
-
-fn find_connection<'a>(connections: &'a [Connection], name: &str) -> Option<&'a Connection> {
-    connections.iter().find(|c| c.name == name)
 }

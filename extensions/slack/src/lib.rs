@@ -44,8 +44,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, Connection, OperationCallParams, RouteMatchParams, TaskRunParams,
-    ValidateParams, ValidateResult, WebhookHandleParams, WebhookHandleResult,
+    ConfigureResult, OperationCallParams, RouteMatchParams, TaskRunParams, ValidateParams,
+    ValidateResult, WebhookHandleParams, WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -71,8 +71,7 @@ pub const APP_TOKEN: &str = "app_token";
 /// secret cache and the Web API clients.
 #[derive(Default)]
 pub struct State {
-    registry: Mutex<Arc<config::Registry>>,
-    connections: Mutex<HashMap<String, Connection>>,
+    configured: sdk::package::Configured<config::Registry>,
     secrets: sdk::secrets::SecretCache,
     clients: Mutex<HashMap<(String, String), api::Client>>,
     receivers: receiver::Receivers,
@@ -96,7 +95,7 @@ impl State {
 
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
-        lock(&self.registry).clone()
+        self.configured.registry()
     }
 
     /// Serves `configure`: parses the entries, registers their sources and request
@@ -109,11 +108,7 @@ impl State {
         let registry = config::Registry::from_params(params)?;
         let result = registry.configure_result();
         if !params.dry_run {
-            *lock(&self.connections) = params
-                .connections
-                .iter()
-                .map(|c| (c.name.clone(), c.clone()))
-                .collect();
+            self.configured.set_connections(&params.connections);
             eprintln!(
                 "slack: configured {} entries (generation {})",
                 registry.entries.len(),
@@ -121,7 +116,7 @@ impl State {
             );
             self.secrets.clear();
             lock(&self.clients).clear();
-            *lock(&self.registry) = Arc::new(registry);
+            self.configured.set_registry(registry);
         }
         Ok(result)
     }
@@ -152,18 +147,7 @@ impl State {
             return Ok(c.clone());
         }
         let generation = self.secrets.generation();
-        let conn = lock(&self.connections).get(connection).cloned();
-        if let Some(c) = &conn {
-            if c.connection_type != NAME {
-                return Err(RpcError::new(
-                    Code::Invalid,
-                    format!(
-                        "connection {connection} is of type {}, not {NAME}",
-                        c.connection_type
-                    ),
-                ));
-            }
-        }
+        let conn = self.configured.connection_of_type(connection, NAME)?;
         let config = conn.map(|c| c.config).unwrap_or_default();
         config::check_connection_config(&config)
             .map_err(|e| RpcError::new(Code::Invalid, format!("connection {connection}: {e}")))?;
@@ -186,25 +170,17 @@ impl State {
             Ok(entry) => entry,
             Err(answer) => return intake::answer_only(answer),
         };
-        match self
+        let secret = self
             .secret(host, &entry.scope_id, &entry.connection, SIGNING_SECRET)
-            .await
-        {
-            Ok(secret) => intake::process(
-                entry,
-                secret.as_bytes(),
-                params,
-                protocol::time::now_ms() / 1000,
-            ),
-            Err(e) => {
-                // stderr is the extension's log; the answer says no more.
-                eprintln!(
-                    "slack: scope {}, entry {}: {}",
-                    entry.scope_id, entry.name, e.message
-                );
-                intake::answer_only(intake::unavailable())
-            }
-        }
+            .await;
+        sdk::package::signed_webhook(
+            NAME,
+            &entry.scope_id,
+            &entry.name,
+            secret,
+            intake::unavailable,
+            |secret| intake::process(entry, secret, params, protocol::time::now_ms() / 1000),
+        )
     }
 }
 
@@ -212,45 +188,17 @@ impl State {
 /// (`extension`), a route's (`route`) and a connection's (`connection`), each
 /// problem named by a JSON pointer. Other kinds and types are answered valid.
 pub fn validate(params: &ValidateParams) -> ValidateResult {
-    let mut result = ValidateResult::default();
-    if params.type_name != NAME {
-        return result;
-    }
-    let diagnostic = |code: &str, message: String, path: &str| protocol::wire::Diagnostic {
-        code: code.to_string(),
-        message,
-        path: path.to_string(),
-    };
-    match params.kind.as_str() {
-        protocol::wire::validate_kind::EXTENSION => match config::parse_entry(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => {
-                result
-                    .diagnostics
-                    .push(diagnostic("slack_entry_invalid", e.reason, &e.pointer))
-            }
-        },
-        protocol::wire::validate_kind::ROUTE => match route::RouteConfig::check(&params.config) {
-            Ok(parsed) => result.describe.push(parsed.describe()),
-            Err(e) => result.diagnostics.push(diagnostic(
-                "slack_route_invalid",
-                route::RouteConfig::message(&e),
-                &e.pointer,
-            )),
-        },
-        protocol::wire::validate_kind::CONNECTION => {
-            if let Err(e) = config::check_connection_config(&params.config) {
-                result.diagnostics.push(diagnostic(
-                    "slack_connection_invalid",
-                    e.reason,
-                    &e.pointer,
-                ));
-            }
-        }
-        _ => {}
-    }
-    result
+    OWN_TYPES.validate(params)
 }
+
+/// The package's own types (entry, route handler and connection), for [`validate`].
+const OWN_TYPES: sdk::package::OwnTypes = sdk::package::OwnTypes {
+    name: NAME,
+    entry: |c| config::parse_entry(c).map(|p| p.describe()),
+    route: |c| route::RouteConfig::check(c).map(|r| r.describe()),
+    route_message: route::RouteConfig::message,
+    connection: config::check_connection_config,
+};
 
 /// Serves `task.run`: one pass of the named task.
 pub async fn run_task(

@@ -21,167 +21,52 @@ use protocol::wire::{
     MAX_DISPLAY_TITLE_BYTES,
 };
 use protocol::RpcError;
-use sdk::config::ConfigError;
-use serde::Deserialize;
+use sdk::route::{Claim, EventRoute, Handler};
 use serde_json::Value;
 
 use crate::project::truncate;
-use crate::{FAMILY, NAME, SCHEMA};
+use crate::{FAMILY, NAME};
 
-/// A `slack` route's config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RouteConfig {
-    /// Event type prefixes the route takes (all of the family when empty).
-    pub events: Vec<String>,
+/// The handler as `route.match` checks an Event against it.
+const ROUTE: EventRoute<'static> = EventRoute {
+    handler: NAME,
+    families: &[FAMILY],
+    subtypes: true,
+    events_hint: "must be slack.message or one of its types (slack.message.app_mention, \
+                  slack.message.im, slack.message.reply)",
+    takes_all: "takes Slack mentions, direct messages and replies in their threads",
+    key_noun: "thread key",
+};
+
+/// The `slack` route handler, as [`RouteConfig`] names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slack;
+
+impl Handler for Slack {
+    const ROUTE: EventRoute<'static> = ROUTE;
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRoute {
-    #[serde(default)]
-    events: Option<Vec<String>>,
-}
-
-impl RouteConfig {
-    /// Parses a route config (`null` is the empty config), its error naming the
-    /// field as a JSON pointer.
-    pub fn check(config: &Value) -> Result<RouteConfig, ConfigError> {
-        let raw: RawRoute = match config {
-            Value::Null => RawRoute::default(),
-            Value::Object(_) => sdk::config::parse(config)?,
-            _ => return Err(ConfigError::whole("must be an object")),
-        };
-        let events = raw.events.unwrap_or_default();
-        for (i, prefix) in events.iter().enumerate() {
-            let ok = prefix == FAMILY
-                || prefix.strip_prefix(FAMILY).is_some_and(|rest| {
-                    rest.len() > 1
-                        && rest.starts_with('.')
-                        && rest[1..]
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.')
-                });
-            if !ok {
-                return Err(ConfigError::new(
-                    format!("/events/{i}"),
-                    "must be slack.message or one of its types (slack.message.app_mention, \
-                     slack.message.im, slack.message.reply)",
-                ));
-            }
-        }
-        Ok(RouteConfig { events })
-    }
-
-    /// A route config's error in a sentence.
-    pub fn message(e: &ConfigError) -> String {
-        if e.pointer.is_empty() {
-            format!("route config {}", e.reason)
-        } else {
-            format!("route config {}: {}", e.pointer, e.reason)
-        }
-    }
-
-    /// What the route takes, in one line.
-    pub fn describe(&self) -> String {
-        if self.events.is_empty() {
-            "takes Slack mentions, direct messages and replies in their threads".into()
-        } else {
-            format!("takes {}", self.events.join(", "))
-        }
-    }
-
-    /// True when the route's `events` take `event_type`.
-    pub fn takes_type(&self, event_type: &str) -> bool {
-        self.events.is_empty()
-            || self.events.iter().any(|p| {
-                event_type
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-            })
-    }
-}
-
-fn no(reason: String) -> Result<RouteMatchResult, RpcError> {
-    Ok(RouteMatchResult {
-        matched: false,
-        reason,
-        ..Default::default()
-    })
-}
+/// A `slack` route's config: the Event type prefixes it takes (`events`).
+pub type RouteConfig = sdk::route::RouteConfig<Slack>;
 
 /// Serves `route.match`. A route config that does not parse is an invalid params
 /// error.
 pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcError> {
-    if params.handler != NAME {
-        return no(format!("handler `{}` is not served here", params.handler));
+    if let Err(no) = ROUTE.admit(params)? {
+        return Ok(no);
     }
-    let config = RouteConfig::check(&params.route.config)
-        .map_err(|e| RpcError::invalid_params(RouteConfig::message(&e)))?;
     let event = &params.event;
-    let of_family = event
-        .event_type
-        .strip_prefix(FAMILY)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
-    if !of_family {
-        return no(format!(
-            "Event type `{}` is not slack.message",
-            event.event_type
-        ));
-    }
-    if event.payload.schema != SCHEMA {
-        return no(format!(
-            "unreadable payload schema `{}` (this release reads {SCHEMA})",
-            event.payload.schema
-        ));
-    }
-    if !config.takes_type(&event.event_type) {
-        return no(format!(
-            "Event type `{}` is not in the route's events ({})",
-            event.event_type,
-            config.events.join(", ")
-        ));
-    }
-    if event.keys.is_empty() {
-        return no(format!("`{}` has no thread key", event.event_type));
-    }
     let data = &event.payload.data;
     let kind = data.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let open = params.work.is_some();
-    if kind == "reply" && !open {
-        return no(format!(
-            "a reply in thread {} that no open Work follows",
-            event.keys.join(", ")
-        ));
-    }
-    let current = params
-        .work
-        .as_ref()
-        .and_then(|w| w.display.as_ref())
-        .filter(|d| !d.is_empty());
-    let display = match current {
-        Some(_) => None,
-        None => display(data),
-    };
-    let reason = if open {
-        format!(
-            "`{}` joins the Work of thread {}",
-            event.event_type,
-            event.keys.join(", ")
-        )
-    } else {
-        format!(
-            "`{}` starts thread {}",
-            event.event_type,
-            event.keys.join(", ")
-        )
-    };
-    Ok(RouteMatchResult {
-        matched: true,
+    let keys = event.keys.join(", ");
+    // A mention or a direct message starts the thread's Work; a reply only joins it.
+    let claim = Claim {
         keys: event.keys.clone(),
-        reason,
-        display,
-        ..Default::default()
-    })
+        starts: (kind != "reply").then(String::new),
+        neither: format!("a reply in thread {keys} that no open Work follows"),
+        subject: format!("thread {keys}"),
+    };
+    Ok(sdk::route::start_or_join(params, claim, || display(data)))
 }
 
 /// A message's text without Slack's mention tokens: `<@U123>`, `<@U123|name>`,

@@ -506,7 +506,19 @@ impl LogFile {
 
     async fn emit(&mut self, name: &str, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        tracing::info!(OC_EXTENSION = %name, "{}", String::from_utf8_lossy(line));
+        let text = String::from_utf8_lossy(line);
+        // A line logged while the package served a call for a Work names it (the
+        // SDK's span, `sdk::story`): the journal entry carries it as a field too.
+        match (
+            story_field(&text, "OC_WORK_ID"),
+            story_field(&text, "OC_EXECUTION_ID"),
+        ) {
+            (Some(w), Some(x)) => {
+                tracing::info!(OC_EXTENSION = %name, OC_WORK_ID = w, OC_EXECUTION_ID = x, "{text}")
+            }
+            (Some(w), None) => tracing::info!(OC_EXTENSION = %name, OC_WORK_ID = w, "{text}"),
+            _ => tracing::info!(OC_EXTENSION = %name, "{text}"),
+        }
         if self.failed {
             return;
         }
@@ -515,6 +527,20 @@ impl LogFile {
             tracing::warn!(OC_EXTENSION = %name, error = %e, "cannot write the extension's log; its stderr goes to tracing only");
         }
     }
+}
+
+/// The value of `name=` in a package's log line, as the SDK's span prints it
+/// (`call{OC_WORK_ID=w-1 OC_EXECUTION_ID=x-1}: ...`): up to a space, `}` or `:`, and
+/// only an ID's characters, at most 200.
+pub fn story_field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let at = line.find(&format!("{name}="))?;
+    let start = at + name.len() + 1;
+    let rest = &line[start..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(rest.len());
+    let v = &rest[..end];
+    (!v.is_empty() && v.len() <= 200).then_some(v)
 }
 
 async fn copy_stderr(name: String, stderr: ChildStderr, mut log: LogFile) {

@@ -296,6 +296,7 @@ impl Runner {
                 }
                 if let Ok(p) = serde_json::to_value(params).and_then(serde_json::from_value::<Run>)
                 {
+                    tracing::info!(OC_EXTENSION = %name, OC_WORK_ID = %p.run.work.id, OC_EXECUTION_ID = %p.run.execution_id, attempt = p.run.attempt, %method, "the run goes to its executor");
                     self.workspaces.open(name, peer, &p.run);
                 }
             }

@@ -68,6 +68,13 @@ pub(super) fn on_request(inner: &Arc<Inner>, id: Value, method: String, params: 
         },
         cancel: cancel.clone(),
     };
+    let timed = inner.opts.serve_times.as_ref().map(|t| {
+        (
+            t.0.clone(),
+            t.0.slot(&request.method),
+            std::time::Instant::now(),
+        )
+    });
     let fut = inner.handler.call(request);
     tokio::spawn(async move {
         let result = tokio::select! {
@@ -75,6 +82,9 @@ pub(super) fn on_request(inner: &Arc<Inner>, id: Value, method: String, params: 
             _ = cancel.cancelled() => Err(RpcError::cancelled()),
             r = fut => r,
         };
+        if let Some((times, slot, at)) = timed {
+            times.served(slot, at.elapsed());
+        }
         responder.respond(result);
     });
 }

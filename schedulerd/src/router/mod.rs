@@ -479,10 +479,28 @@ fn requested(ev: &UnroutedEvent) -> Decision {
 #[derive(Debug, Default)]
 pub struct Stats {
     inner: std::sync::Mutex<busapi::sched::RouterStats>,
+    /// Events read and not yet routed: the rest of the page being routed (0 when
+    /// the router has routed all it read).
+    queue: std::sync::atomic::AtomicU64,
 }
 
 impl Stats {
+    /// The router's queue: events read and not yet routed.
+    pub fn queue(&self) -> u64 {
+        self.queue.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_queue(&self, n: usize) {
+        self.queue
+            .store(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn note(&self, ev: &UnroutedEvent, answer: &RouteDecideResponse) {
+        let _ = self.queue.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |n| Some(n.saturating_sub(1)),
+        );
         if let Ok(mut s) = self.inner.lock() {
             s.last_seq = ev.seq;
             if answer.work_id.is_some() {

@@ -64,6 +64,7 @@ impl Router {
                 .await
                 .map_err(|e| store_err(UnroutedRequest::METHOD, e))?;
             let (events, more) = (page.events, page.more);
+            stats.set_queue(events.len());
             if events.is_empty() {
                 return Ok(done);
             }
@@ -112,6 +113,7 @@ impl Router {
                 // The store had no more when it answered: an event accepted since
                 // comes with its own nudge, so no read just to find the log empty.
                 if !more {
+                    stats.set_queue(0);
                     return Ok(done);
                 }
             }
@@ -210,8 +212,10 @@ impl Router {
         done: &mut Pass,
     ) {
         done.routed += 1;
-        if answer.work_id.is_some() {
+        if let Some(w) = &answer.work_id {
             done.to_work += 1;
+            // The link between the intake's record (OC_EVENT_ID) and the Work's story.
+            tracing::info!(OC_WORK_ID = %w, OC_EVENT_ID = %ev.id, OC_SCOPE = %ev.scope_id, event_type = %ev.event_type, created = answer.created, "event routed to the Work");
         }
         // An event for a Work whose attempt runs goes to that attempt too.
         if answer.work_state.as_deref() == Some("running") && !answer.created {

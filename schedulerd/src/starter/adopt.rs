@@ -112,7 +112,8 @@ impl Starter {
             })
         };
         let outcome = self.follow(&a, recovery, &mut lost).await;
-        renew.abort();
+        // The lease is kept while the result is settled too (a settle the store
+        // cannot take now is offered again: see `settle`).
         match outcome {
             // The run ended because `sched.cancel` stopped it: the cancel settles the
             // Work (cancelled), not this result (which would retry it).
@@ -127,6 +128,7 @@ impl Starter {
                 self.stop_if_fenced(&a).await;
             }
         }
+        renew.abort();
     }
 
     /// The run's result, adopting it first when `recovery` says so and again each

@@ -114,6 +114,8 @@ pub struct Starter {
     /// Work being cancelled (`sched.cancel`): its attempt's own result, once the stop
     /// ended the run, settles nothing; the cancel does.
     cancelling: Arc<Mutex<HashSet<String>>>,
+    /// Works the last pass found ready and did not start (its queue).
+    waiting: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Where an observed attempt counts: its executor's pool and its Work's scope.
@@ -153,6 +155,7 @@ impl Starter {
             blocked: Arc::default(),
             toolbelt: Arc::default(),
             cancelling: Arc::default(),
+            waiting: Arc::default(),
         }
     }
 
@@ -175,6 +178,11 @@ impl Starter {
                 .unwrap_or_default(),
             self.blocked.lock().map(|b| b.clone()).unwrap_or_default(),
         )
+    }
+
+    /// The starter's queue: Works its last pass found ready and did not start.
+    pub fn queue(&self) -> u64 {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether an attempt of `work_id` is observed now.
@@ -245,6 +253,7 @@ impl Starter {
             .await
             .map_err(|e| format!("{}: {e}", WorksReadyRequest::METHOD))?;
         let mut started = 0;
+        let found = ready.works.len();
         // The start gates that failed in this pass: not asked again until the next.
         let mut gates_down = HashSet::new();
         for work in ready.works {
@@ -315,6 +324,10 @@ impl Starter {
                 }
             });
         }
+        self.waiting.store(
+            found.saturating_sub(started) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(started)
     }
 

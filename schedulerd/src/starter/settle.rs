@@ -9,6 +9,7 @@ use busapi::Call;
 use protocol::time::now_ms;
 use protocol::wire::{self, ExecutorWaitResult, Outcome};
 use serde_json::json;
+use std::time::Duration;
 
 use super::{backoff, epoch_u64, Attempt, Starter, FAILURE_BUDGET};
 use crate::ports::ms;
@@ -91,17 +92,58 @@ impl Starter {
                 .unwrap_or_default()
                 .as_str(),
         );
-        match self.store.call(&req).await {
-            Ok(s) => {
-                tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s.work_state, "attempt settled");
-                self.router.annotate(&a.work_id);
-                if declared.is_some() {
-                    crate::toolbelt::clear(&self.store, &a.execution_id).await;
+        // The result is known here and nowhere else for sure (a run's files may not
+        // have been written: a full disk): while the store cannot take it now, it is
+        // offered again, with backoff, for up to SETTLE_PATIENCE. Meanwhile the Work
+        // counts as running here, so no takeover adopts the run again.
+        let give_up = tokio::time::Instant::now() + SETTLE_PATIENCE;
+        let mut wait = SETTLE_FIRST_WAIT;
+        loop {
+            match self.store.call(&req).await {
+                Ok(s) => {
+                    tracing::info!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, outcome = ?r.outcome, error = %r.error, work_state = %s.work_state, "attempt settled");
+                    self.router.annotate(&a.work_id);
+                    if declared.is_some() {
+                        crate::toolbelt::clear(&self.store, &a.execution_id).await;
+                    }
+                    return;
+                }
+                Err(e) if not_now(&e) && tokio::time::Instant::now() + wait < give_up => {
+                    if wait == SETTLE_FIRST_WAIT {
+                        tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, error = %e, method = AttemptSettleRequest::METHOD, "the attempt could not be settled now; its result is offered again until it is (for up to {SETTLE_PATIENCE:?})");
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(SETTLE_MAX_WAIT);
+                }
+                Err(e) => {
+                    tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, error = %e, method = AttemptSettleRequest::METHOD, "the attempt could not be settled; its lease will run out and recovery settles it");
+                    return;
                 }
             }
-            Err(e) => {
-                tracing::warn!(OC_WORK_ID = %a.work_id, OC_EXECUTION_ID = %a.execution_id, error = %e, method = AttemptSettleRequest::METHOD, "the attempt could not be settled now; its lease will run out and recovery settles it")
-            }
         }
+    }
+}
+
+/// The first wait before a settle the store could not take is offered again.
+const SETTLE_FIRST_WAIT: Duration = Duration::from_millis(250);
+/// The longest wait between two offers.
+const SETTLE_MAX_WAIT: Duration = Duration::from_secs(5);
+/// How long a settle is offered again before the attempt is left to recovery
+/// (which asks the executor, and may run the Work again if the run's own record
+/// of its end was not written).
+pub const SETTLE_PATIENCE: Duration = Duration::from_secs(3600);
+
+/// Whether the store refused a settle for now only (unavailable: a full disk, the
+/// database away; shutting down; overloaded), or did not answer: offered again.
+fn not_now(e: &protocol::CallError) -> bool {
+    use protocol::{CallError, Code};
+    match e {
+        CallError::Rpc(_) => e.code().is_some_and(|c| {
+            [Code::Unavailable, Code::ShuttingDown, Code::Overloaded]
+                .iter()
+                .any(|k| k.as_str() == c)
+        }),
+        CallError::Transport(_) | CallError::Timeout(_) => true,
+        _ => false,
     }
 }

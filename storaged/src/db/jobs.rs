@@ -11,12 +11,17 @@ pub(super) type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
 pub(super) enum GroupFailure {
     /// The database could not be reached (or the connection went mid-way).
     Unavailable(String),
+    /// The disk is full: nothing was written.
+    Full(String),
     /// Anything else.
     Failed(String),
 }
 
 impl GroupFailure {
     pub(super) fn of(e: crate::sql::Error) -> GroupFailure {
+        if let Some(m) = e.full() {
+            return GroupFailure::Full(m);
+        }
         match e {
             crate::sql::Error::ConnectionLost(m) | crate::sql::Error::OverBound(m) => {
                 GroupFailure::Unavailable(m)
@@ -28,6 +33,7 @@ impl GroupFailure {
     pub(super) fn to_error(&self, doing: &str) -> StoreError {
         match self {
             GroupFailure::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            GroupFailure::Full(m) => StoreError::Full(format!("{doing}: {m}")),
             GroupFailure::Failed(m) => StoreError::Internal(format!("{doing}: {m}")),
         }
     }

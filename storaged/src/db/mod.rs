@@ -21,6 +21,7 @@
 
 mod jobs;
 mod wal;
+pub mod walbatch;
 mod writer;
 
 pub use writer::WRITE_LOCK;
@@ -120,12 +121,30 @@ pub enum StorageTarget {
 }
 
 /// What the writer thread has done: groups committed and writes in them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WriterCounters {
     /// Transactions committed (or failed).
     pub groups: AtomicU64,
     /// Writes run in them.
     pub writes: AtomicU64,
+    /// Writes per group.
+    pub group_size: daemon::metrics::Histogram,
+    /// How long a group took, from its transaction's begin to its commit answered.
+    pub group_seconds: daemon::metrics::Histogram,
+}
+
+/// The buckets of [`WriterCounters::group_size`].
+pub const GROUP_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+impl Default for WriterCounters {
+    fn default() -> Self {
+        WriterCounters {
+            groups: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            group_size: daemon::metrics::Histogram::new(GROUP_SIZE_BUCKETS),
+            group_seconds: daemon::metrics::Histogram::new(daemon::metrics::LATENCY_BUCKETS),
+        }
+    }
 }
 
 struct Inner {
@@ -220,7 +239,14 @@ impl Store {
         let mut restarts = None;
         let conn = match target {
             StorageTarget::Sqlite => {
-                let conn = rusqlite::Connection::open(&db_path)?;
+                // The writer gathers a commit's WAL frames into one write
+                // (`walbatch`); readers and the checkpointer only read the WAL.
+                let vfs = walbatch::register().map_err(StoreError::Io)?;
+                let conn = rusqlite::Connection::open_with_flags_and_vfs(
+                    &db_path,
+                    OpenFlags::default(),
+                    vfs,
+                )?;
                 configure(&conn, Some(limits.wal_restart_bytes))?;
                 let conn = Connection::sqlite(conn);
                 schema::migrate(&conn)?;
@@ -310,6 +336,17 @@ impl Store {
             c.groups.load(Ordering::Relaxed),
             c.writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// The writer's counters and histograms (metrics).
+    pub fn writer_stats(&self) -> &WriterCounters {
+        &self.inner.counters
+    }
+
+    /// Writes queued for the writer thread now, and the most it queues.
+    pub fn write_queue(&self) -> (usize, usize) {
+        let w = &self.inner.writer;
+        (w.max_capacity() - w.capacity(), w.max_capacity())
     }
 
     /// The state directory.

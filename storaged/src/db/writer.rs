@@ -125,8 +125,13 @@ pub(super) fn writer_loop(
             counters
                 .writes
                 .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+            counters.group_size.observe(jobs.len() as f64);
+            let started = std::time::Instant::now();
             match conn.get() {
-                Ok(c) => run_group(c, jobs),
+                Ok(c) => {
+                    run_group(c, jobs);
+                    counters.group_seconds.observe_duration(started.elapsed());
+                }
                 Err(why) => {
                     for job in jobs {
                         job.fail(why.to_error("cannot begin a write transaction"));
@@ -160,7 +165,7 @@ fn control(conn: &Connection, sql: &str) -> Result<(), GroupFailure> {
             .prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
             .map(|_| ())
-            .map_err(|e| GroupFailure::Failed(e.to_string())),
+            .map_err(|e| GroupFailure::of(crate::sql::Error::Sqlite(e))),
         None => conn.execute_batch(sql).map_err(GroupFailure::of),
     }
 }
@@ -187,8 +192,29 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
         Some(jobs) => jobs,
         None => return,
     };
-    let mut finishes = Vec::with_capacity(jobs.len());
-    for job in jobs {
+    let mut finishes: Vec<Finish> = Vec::with_capacity(jobs.len());
+    let mut jobs = jobs.into_iter();
+    while let Some(job) = jobs.next() {
+        if lost_transaction(conn) {
+            // A failed job took the whole transaction with it (SQLite rolls it
+            // back itself on SQLITE_FULL or an I/O error): nothing of the group
+            // is written, so nothing of it may be answered as written, and the
+            // jobs left must not run outside a transaction.
+            let why = rolled_back();
+            if due_to_say(&ROLLED_SAID) {
+                tracing::error!("a write failed and the database rolled its group back (said at most once a minute)");
+            } else {
+                tracing::debug!("a write failed and the database rolled its group back");
+            }
+            for finish in finishes {
+                finish(Err(why.clone()));
+            }
+            job.fail(why.to_error("the group was rolled back"));
+            for job in jobs {
+                job.fail(why.to_error("the group was rolled back"));
+            }
+            return;
+        }
         if let Err(e) = control(conn, "SAVEPOINT job") {
             job.fail(e.to_error("cannot open a savepoint"));
             continue;
@@ -217,6 +243,54 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
         }
     }
     commit(conn, finishes);
+}
+
+/// Whether the transaction [`run_group`] began is gone: SQLite rolls a
+/// transaction back by itself on some errors (`SQLITE_FULL`, `SQLITE_IOERR`), and
+/// a savepoint opened after that would start a transaction of its own.
+fn lost_transaction(conn: &Connection) -> bool {
+    conn.as_sqlite()
+        .is_some_and(rusqlite::Connection::is_autocommit)
+}
+
+thread_local! {
+    /// Whether this writer thread's last commit failed for a full disk: said in
+    /// the log when it starts and when it ends (at most once a [`SAY_EVERY`] each,
+    /// a disk that is nearly full lets some commits through), not at every write.
+    static DISK_FULL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// When the log last said the disk is full.
+    static FULL_SAID: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    /// When the log last said there is room again.
+    static ROOM_SAID: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    /// When the log last said SQLite rolled a group back by itself.
+    static ROLLED_SAID: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// How often the log says at most that the disk is full, or that there is room again.
+const SAY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether to say it now (not said within [`SAY_EVERY`]); if so, it counts as said.
+fn due_to_say(
+    when: &'static std::thread::LocalKey<std::cell::Cell<Option<std::time::Instant>>>,
+) -> bool {
+    let now = std::time::Instant::now();
+    let due = when
+        .get()
+        .is_none_or(|t| now.duration_since(t) >= SAY_EVERY);
+    if due {
+        when.set(Some(now));
+    }
+    due
+}
+
+/// How the writes of a group the database rolled back are answered: nothing was
+/// written; try again.
+fn rolled_back() -> GroupFailure {
+    GroupFailure::Unavailable(
+        "the database rolled the write's group back after another write of it failed \
+         (a full disk or an I/O error); nothing was written"
+            .into(),
+    )
 }
 
 /// Run a group without a savepoint per job, inside the transaction just begun,
@@ -326,9 +400,29 @@ fn run_group_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
 
 /// Commit a group and answer each write that ran in it with the outcome.
 fn commit(conn: &Connection, finishes: Vec<Finish>) {
+    if lost_transaction(conn) {
+        for finish in finishes {
+            finish(Err(rolled_back()));
+        }
+        return;
+    }
     let committed = control(conn, "COMMIT");
-    if let Err(e) = &committed {
-        tracing::error!(error = ?e, "commit failed");
+    match &committed {
+        Err(GroupFailure::Full(m)) => {
+            if !DISK_FULL.replace(true) && due_to_say(&FULL_SAID) {
+                tracing::error!(error = %m, "the disk is full: writes are refused (callers are told to retry) until space is freed");
+            } else {
+                tracing::debug!(error = %m, "commit failed: the disk is full");
+            }
+        }
+        Err(e) => tracing::error!(error = ?e, "commit failed"),
+        Ok(()) => {
+            if DISK_FULL.replace(false) && due_to_say(&ROOM_SAID) {
+                tracing::info!("there is room on the disk again: writes are taken");
+            }
+        }
+    }
+    if committed.is_err() {
         let _ = conn.execute_batch("ROLLBACK");
     }
     for finish in finishes {

@@ -83,6 +83,11 @@ pub enum Error {
     /// transaction is rolled back, nothing of it was written; try again.
     #[error("{0}")]
     OverBound(String),
+    /// The database's disk is full (SQLite's `SQLITE_FULL`, PostgreSQL's
+    /// `disk_full`, 53100): nothing of the transaction was written; try again
+    /// once space is freed.
+    #[error("{0}")]
+    Full(String),
     /// `query_row` found no row.
     #[error("query returned no rows")]
     QueryReturnedNoRows,
@@ -132,6 +137,10 @@ impl From<postgres::Error> for Error {
                     db.code().code(),
                 ))
             }
+            // The server's disk is full: it refuses writes until space is freed.
+            Some(db) if db.code().code() == "53100" => {
+                Error::Full(format!("{} ({})", db.message(), db.code().code()))
+            }
             Some(db) => Error::Postgres(match db.detail() {
                 Some(d) => format!("{} ({}; {d})", db.message(), db.code().code()),
                 None => format!("{} ({})", db.message(), db.code().code()),
@@ -146,6 +155,32 @@ impl From<postgres::Error> for Error {
                 }
             }
         }
+    }
+}
+
+impl Error {
+    /// What a disk-full error says, if this is one: [`Error::Full`], or SQLite's
+    /// `SQLITE_FULL` (a write that could not grow the database, its WAL or its
+    /// shared-memory file).
+    pub fn full(&self) -> Option<String> {
+        match self {
+            Error::Full(m) => Some(m.clone()),
+            Error::Sqlite(e) => sqlite_full(e),
+            _ => None,
+        }
+    }
+}
+
+/// What SQLite's disk-full error says, if `e` is one.
+pub fn sqlite_full(e: &rusqlite::Error) -> Option<String> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::DiskFull
+                || f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMSIZE =>
+        {
+            Some(format!("sqlite: {e}"))
+        }
+        _ => None,
     }
 }
 

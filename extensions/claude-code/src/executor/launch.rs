@@ -560,6 +560,7 @@ impl ClaudeCode {
             nonce,
             wrap_arg: rundir::WRAP_ARG,
         };
+        tracing::info!(pid, "the agent's turn started");
         let run = self.insert(&req, Some(launch), stdin, None, false);
         tokio::spawn(follow(run, dir));
         Ok(())

@@ -90,6 +90,26 @@ impl Drop for Validator {
 /// An answer the stand-in gives instead: status, headers, body.
 pub type Answer = (u16, Vec<(String, String)>, String);
 
+/// A scripted answer by the request's operation and variables (`None`: the usual).
+pub type Script = Box<dyn Fn(&str, &Value) -> Option<Answer> + Send>;
+
+/// A GraphQL error answer as Linear gives it: `status`, `headers`, and `errors`
+/// with `message` and `extensions.code`.
+pub fn graphql_error(status: u16, headers: &[(&str, String)], message: &str, code: &str) -> Answer {
+    (
+        status,
+        headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        json!({"errors": [{"message": message,
+                           "extensions": {"code": code, "type": code.to_ascii_lowercase(),
+                                          "userPresentableMessage": message}}],
+               "data": null})
+        .to_string(),
+    )
+}
+
 /// What the stand-in saw: each request's operation, variables, Authorization and
 /// validation errors.
 #[derive(Default)]
@@ -97,6 +117,85 @@ pub struct Seen {
     pub requests: Vec<(String, Value, String, Vec<String>)>,
     /// An answer given instead (status, headers, body).
     pub answer: Option<Answer>,
+    /// Answers given once each, in order, before all others but a validation
+    /// failure.
+    pub once: std::collections::VecDeque<Answer>,
+    /// An answer chosen by the request (operation, variables), before all others
+    /// but a validation failure and `once`.
+    pub script: Option<Script>,
+    /// Bodies given instead of the canned ones, by operation.
+    pub answers: std::collections::HashMap<String, Value>,
+    /// The workspace's webhooks (`OcWebhooks`, `OcWebhookCreate`, `OcWebhookUpdate`
+    /// read and change them; each keeps the `secret` last set, never answered).
+    pub webhooks: Vec<Value>,
+}
+
+/// The answer of a webhook operation over `seen.webhooks`, or `None` for others.
+pub fn webhooks_answer(seen: &mut Seen, op: &str, variables: &Value) -> Option<Value> {
+    let shown = |h: &Value| {
+        let mut h = h.clone();
+        if let Some(o) = h.as_object_mut() {
+            o.remove("secret");
+        }
+        h
+    };
+    let apply = |h: &mut Value, input: &Value| {
+        for k in ["url", "enabled", "resourceTypes", "secret", "label"] {
+            if !input[k].is_null() {
+                h[k] = input[k].clone();
+            }
+        }
+    };
+    match op {
+        "OcWebhooks" => Some(json!({"data": {"webhooks": {
+            "nodes": seen.webhooks.iter().map(shown).collect::<Vec<_>>(),
+            "pageInfo": {"hasNextPage": false, "endCursor": null}}}})),
+        "OcWebhookCreate" => {
+            let input = &variables["input"];
+            let team = input["teamId"].as_str().unwrap_or_default();
+            let mut hook = json!({
+                "id": format!("5e0d0b1c-0000-4000-8000-{:012}", seen.webhooks.len() + 1),
+                "url": null, "enabled": true, "resourceTypes": [],
+                "team": {"id": format!("team-{team}"), "key": team},
+            });
+            apply(&mut hook, input);
+            seen.webhooks.push(hook.clone());
+            Some(json!({"data": {"webhookCreate": {"success": true, "webhook": shown(&hook)}}}))
+        }
+        "OcWebhookUpdate" => {
+            let id = variables["id"].as_str().unwrap_or_default();
+            let Some(hook) = seen.webhooks.iter_mut().find(|h| h["id"] == id) else {
+                return Some(
+                    json!({"data": null, "errors": [{"message": "Entity not found: Webhook",
+                    "extensions": {"code": "INVALID_INPUT"}}]}),
+                );
+            };
+            apply(hook, &variables["input"]);
+            Some(json!({"data": {"webhookUpdate": {"success": true, "webhook": shown(hook)}}}))
+        }
+        _ => None,
+    }
+}
+
+/// `OcCommentsSince`'s answer with `nodes`.
+pub fn comments_since(nodes: Vec<Value>) -> Value {
+    json!({"data": {"comments": {"nodes": nodes,
+        "pageInfo": {"hasNextPage": false, "endCursor": null}}}})
+}
+
+/// A comment as `OcCommentsSince` answers it, on LIN-1778 (the fixtures' issue),
+/// by Ada Lovelace.
+pub fn polled_comment(id: &str, body: &str, created_at: &str) -> Value {
+    json!({
+        "id": id, "body": body, "createdAt": created_at,
+        "url": format!("https://linear.app/issue/LIN-1778/foo-bar#comment-{id}"),
+        "user": {"id": "aacdca22-6266-4c0a-ab3c-8fa70a26765c", "name": "Ada Lovelace",
+                 "email": "ada@example.com"},
+        "issue": {"id": "539068e2-ae88-4d09-bd75-22eb4a59612f", "identifier": "LIN-1778",
+                  "title": "Foo bar", "url": "https://linear.app/acme/issue/LIN-1778/foo-bar",
+                  "team": {"id": "72b2a2dc-6f4f-4423-9d34-24b5bd10634a", "key": "LIN",
+                           "name": "Linear"}}
+    })
 }
 
 pub fn canned(operation: &str) -> Value {
@@ -130,6 +229,13 @@ pub fn canned(operation: &str) -> Value {
         "OcIssuesSince" => issues_since(),
         "OcCommentUpdate" => json!({"data": {"commentUpdate": {"success": true,
             "comment": {"id": "c2"}}}}),
+        "OcCommentsSince" => comments_since(Vec::new()),
+        "OcLinkUrl" => json!({"data": {"attachmentLinkURL": {"success": true,
+            "attachment": {"id": "a1", "url": "https://github.com/acme/widgets/pull/2",
+                           "title": "Pull request"}}}}),
+        "OcUpdate" => json!({"data": {"issueUpdate": {"success": true,
+            "issue": {"id": "539068e2-ae88-4d09-bd75-22eb4a59612f", "identifier": "LIN-1778",
+                      "title": "Foo bar", "priority": 2, "estimate": 3, "dueDate": "2026-12-31"}}}}),
         _ => json!({"data": {}}),
     }
 }
@@ -241,8 +347,16 @@ pub fn stand_in(validator: Validator) -> (String, Arc<Mutex<Seen>>) {
                                        "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]})
                     .to_string(),
                 )
+            } else if let Some(a) = seen.once.pop_front() {
+                a
+            } else if let Some(a) = seen.script.as_ref().and_then(|f| f(&op, &req["variables"])) {
+                a
             } else if let Some(a) = seen.answer.clone() {
                 a
+            } else if let Some(v) = webhooks_answer(&mut seen, &op, &req["variables"]) {
+                (200, Vec::new(), v.to_string())
+            } else if let Some(v) = seen.answers.get(&op).cloned() {
+                (200, Vec::new(), v.to_string())
             } else {
                 (200, Vec::new(), canned(&op).to_string())
             };

@@ -78,6 +78,7 @@ impl Shell {
             .await
         {
             Ok(launch) => {
+                tracing::info!(pid = launch.pid, "the run's command started");
                 self.insert(id, &req.work.id, req.epoch, Some(launch), None, false);
                 Ok(ExecutorRunResult {})
             }

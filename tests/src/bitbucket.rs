@@ -1,0 +1,423 @@
+//! A scripted Bitbucket Cloud behind Prism's validation proxy over Atlassian's
+//! published API 2.0 description (tests/bitbucket-api, a Swagger 2.0 document): every
+//! request the bitbucket package sends is checked against the description (a
+//! violation is answered 422 and shows in Prism's log), and the scripted Bitbucket
+//! answers what the operations need, in the description's shapes: a pull request,
+//! its comments, its diffstat and diff (each behind the 302 to the repository's, as
+//! Bitbucket answers them), a made comment, a made pull request, an approval and a
+//! change request. Each request it serves is recorded. Without Prism ([`Scripted`]) it
+//! can be told to answer every request with one error, for 401, 403, 404, 429.
+//!
+//! The file stands alone (std and serde_json): the system tests use it as
+//! `oc_systest::bitbucket`, and the package's own tests include it by path.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// The largest request body the scripted Bitbucket reads.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// The repository root (the directory holding tests/bitbucket-api).
+fn root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .find(|a| a.join("tests/bitbucket-api").is_dir())
+        .unwrap_or(here)
+        .to_path_buf()
+}
+
+/// Atlassian's Bitbucket Cloud API 2.0 description in tests/bitbucket-api.
+pub fn description_path() -> PathBuf {
+    root().join("tests/bitbucket-api/swagger.json")
+}
+
+/// True when the peers (node, Prism) must be there: `OC_REQUIRE_PEERS=1`.
+pub fn required() -> bool {
+    std::env::var("OC_REQUIRE_PEERS").is_ok_and(|v| v == "1")
+}
+
+/// One request the scripted Bitbucket served.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The path with its query.
+    pub target: String,
+    /// The `Authorization` header.
+    pub authorization: String,
+    /// The body, as JSON (null when empty or not JSON).
+    pub body: Value,
+}
+
+/// An error every request is answered with: status, extra header lines, body.
+type Failure = (u16, String, String);
+
+#[derive(Default)]
+struct Shared {
+    seen: Vec<Seen>,
+    failure: Option<Failure>,
+}
+
+/// A running Prism (validation proxy), killed when dropped.
+pub struct Prism {
+    /// Its base URL.
+    pub url: String,
+    log: Arc<Mutex<Vec<String>>>,
+    child: Child,
+}
+
+impl Drop for Prism {
+    fn drop(&mut self) {
+        // The wrapper kills Prism when its stdin closes.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Prism {
+    /// Its output so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// Prism (from tests/github-api/node_modules) as a validation proxy over `spec` in
+/// front of `upstream`; `Err` says why it cannot run.
+pub fn start_prism_proxy(spec: &Path, upstream: &str) -> Result<Prism, String> {
+    let bin = root().join("tests/github-api/node_modules/.bin/prism");
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        return Err("node is not installed".into());
+    }
+    if !bin.exists() {
+        return Err(
+            "tests/github-api has no node_modules (run npm ci --prefix tests/github-api)".into(),
+        );
+    }
+    if !spec.exists() {
+        return Err(format!("{} is missing", spec.display()));
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let script = format!(
+        "'{}' proxy --errors -h 127.0.0.1 -p {port} '{}' '{upstream}' 2>&1 & pid=$!; cat >/dev/null; kill $pid",
+        bin.display(),
+        spec.display()
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting prism: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        let mut ready = Some(tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("Prism is listening") {
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(true);
+                }
+            }
+            if let Ok(mut l) = lines.lock() {
+                l.push(line);
+            }
+        }
+        if let Some(tx) = ready.take() {
+            let _ = tx.send(false);
+        }
+    });
+    let prism = Prism {
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+        child,
+    };
+    // A bound on a hang only: loading the description takes Prism some seconds.
+    match rx.recv_timeout(Duration::from_secs(300)) {
+        Ok(true) => Ok(prism),
+        _ => Err(format!(
+            "prism did not start listening: {}",
+            prism.lines().join("\n")
+        )),
+    }
+}
+
+/// The scripted Bitbucket alone (no Prism): for answers the description does not
+/// declare, as [`Scripted::fail_with`] makes them.
+pub struct Scripted {
+    /// Its URL.
+    pub url: String,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl Scripted {
+    /// Start it on a free loopback port.
+    pub fn start() -> Result<Scripted, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let url = format!(
+            "http://{}",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        let shared: Arc<Mutex<Shared>> = Arc::default();
+        let record = shared.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { break };
+                let record = record.clone();
+                std::thread::spawn(move || serve(stream, &record));
+            }
+        });
+        Ok(Scripted { url, shared })
+    }
+
+    /// The requests served so far.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.shared
+            .lock()
+            .map(|s| s.seen.clone())
+            .unwrap_or_default()
+    }
+
+    /// The requests served so far with `method` whose path ends with `suffix`.
+    pub fn requests_to(&self, method: &str, suffix: &str) -> Vec<Seen> {
+        self.requests()
+            .into_iter()
+            .filter(|s| {
+                s.method == method && s.target.split('?').next().unwrap_or("").ends_with(suffix)
+            })
+            .collect()
+    }
+
+    /// Answer every request from now on with `status`, the extra header lines
+    /// `headers` (each ending `\r\n`) and `body`; `None` goes back to the script.
+    pub fn fail_with(&self, failure: Option<(u16, &str, &str)>) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.failure = failure.map(|(st, h, b)| (st, h.to_string(), b.to_string()));
+        }
+    }
+}
+
+/// The scripted Bitbucket and Prism in front of it.
+pub struct Bitbucket {
+    /// Prism's URL: the connection's `api_url`.
+    pub url: String,
+    /// The scripted Bitbucket behind Prism.
+    pub scripted: Scripted,
+    /// Prism.
+    pub prism: Prism,
+}
+
+impl Bitbucket {
+    /// Start the scripted Bitbucket and Prism over the description in front of it;
+    /// `Err` says why Prism cannot run.
+    pub fn start() -> Result<Bitbucket, String> {
+        let scripted = Scripted::start()?;
+        let prism = start_prism_proxy(&description_path(), &scripted.url)?;
+        Ok(Bitbucket {
+            url: prism.url.clone(),
+            scripted,
+            prism,
+        })
+    }
+
+    /// The requests served so far.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.scripted.requests()
+    }
+
+    /// The requests served so far with `method` whose path ends with `suffix`.
+    pub fn requests_to(&self, method: &str, suffix: &str) -> Vec<Seen> {
+        self.scripted.requests_to(method, suffix)
+    }
+
+    /// Prism's lines reporting a violation of the description.
+    pub fn violations(&self) -> Vec<String> {
+        self.prism
+            .lines()
+            .into_iter()
+            .filter(|l| l.contains("violation") || l.contains("did not pass the validation"))
+            .collect()
+    }
+}
+
+fn serve(stream: TcpStream, shared: &Mutex<Shared>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let Ok(mut out) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut first = String::new();
+        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0usize;
+        let mut authorization = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            if lower.starts_with("authorization:") {
+                authorization = line["authorization:".len()..].trim().to_string();
+            }
+        }
+        let mut body = vec![0u8; length.min(MAX_BODY)];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let mut parts = first.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_string();
+        let target = parts.next().unwrap_or_default().to_string();
+        let failure = shared.lock().ok().and_then(|s| s.failure.clone());
+        let (status, headers, content_type, text) = match failure {
+            Some((status, headers, body)) => (status, headers, "application/json", body),
+            None => answer(&method, &target),
+        };
+        if let Ok(mut s) = shared.lock() {
+            s.seen.push(Seen {
+                method,
+                target,
+                authorization,
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            });
+        }
+        let content_type = if content_type.is_empty() {
+            String::new()
+        } else {
+            format!("Content-Type: {content_type}\r\n")
+        };
+        let head = format!(
+            "HTTP/1.1 {status} X\r\n{content_type}{headers}Content-Length: {}\r\n\r\n",
+            text.len()
+        );
+        if out.write_all(head.as_bytes()).is_err() || out.write_all(text.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// The scripted pull request's source and destination commits.
+pub const SOURCE_COMMIT: &str = "d3022fc0ca3d";
+/// The destination commit.
+pub const DESTINATION_COMMIT: &str = "ce5965ddd289";
+
+fn user(name: &str, account_id: &str) -> Value {
+    json!({"type": "user", "display_name": name, "account_id": account_id,
+           "uuid": "{a54f16da-24e9-4d7f-a3a7-b1ba2cd98aa3}", "nickname": name.to_lowercase()})
+}
+
+fn pull_request(repo: &str, id: u64, source: &str, destination: &str) -> Value {
+    json!({
+        "type": "pullrequest", "id": id, "title": "Fix the login page",
+        "description": "The login page loops. PROJ-12", "state": "OPEN",
+        "author": user("Ann", "557058:ann"),
+        "source": {"branch": {"name": source}, "commit": {"hash": SOURCE_COMMIT}},
+        "destination": {"branch": {"name": destination}, "commit": {"hash": DESTINATION_COMMIT}},
+        "links": {"html": {"href": format!("https://bitbucket.org/{repo}/pull-requests/{id}")}},
+        "comment_count": 1, "task_count": 0, "close_source_branch": false,
+        "created_on": "2026-01-05T10:00:00.000000+00:00", "updated_on": "2026-01-05T10:00:00.000000+00:00",
+    })
+}
+
+fn comment(repo: &str, pr: u64, id: u64, text: &str, inline: Option<&Value>) -> Value {
+    let mut c = json!({
+        "type": "pullrequest_comment", "id": id,
+        "content": {"raw": text, "markup": "markdown", "html": format!("<p>{text}</p>")},
+        "user": user("Ann", "557058:ann"), "deleted": false,
+        "created_on": "2026-01-05T10:05:00.000000+00:00", "updated_on": "2026-01-05T10:05:00.000000+00:00",
+        "links": {"html": {"href": format!("https://bitbucket.org/{repo}/pull-requests/{pr}#comment-{id}")}},
+    });
+    if let Some(i) = inline {
+        c["inline"] = i.clone();
+    }
+    c
+}
+
+/// The scripted answer: status, extra header lines, content type, body.
+fn answer(method: &str, target: &str) -> (u16, String, &'static str, String) {
+    let path = target.split('?').next().unwrap_or_default();
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let json_ok =
+        |status: u16, v: Value| (status, String::new(), "application/json", v.to_string());
+    // /repositories/{w}/{r}/...
+    if segs.len() < 3 || segs[0] != "repositories" {
+        return json_ok(
+            404,
+            json!({"type": "error", "error": {"message": "not scripted"}}),
+        );
+    }
+    let repo = format!("{}/{}", segs[1], segs[2]);
+    let rest = &segs[3..];
+    match (method, rest) {
+        ("POST", ["pullrequests"]) => json_ok(201, pull_request(&repo, 7, "PROJ-12-fix", "main")),
+        ("GET", ["pullrequests", id]) => json_ok(
+            200,
+            pull_request(&repo, id.parse().unwrap_or(1), "feature/PROJ-12-login", "main"),
+        ),
+        ("GET", ["pullrequests", id, "comments"]) => json_ok(
+            200,
+            json!({"pagelen": 50, "size": 2, "page": 1, "values": [
+                comment(&repo, id.parse().unwrap_or(1), 101, "@conduit please look at the redirect", None),
+                comment(&repo, id.parse().unwrap_or(1), 102, "This line loops.", Some(&json!({"path": "src/login.rs", "to": 12}))),
+            ]}),
+        ),
+        ("POST", ["pullrequests", id, "comments"]) => json_ok(
+            201,
+            comment(&repo, id.parse().unwrap_or(1), 103, "made", None),
+        ),
+        ("GET", ["pullrequests", _, kind @ ("diff" | "diffstat")]) => (
+            302,
+            format!(
+                "Location: /repositories/{repo}/{kind}/{SOURCE_COMMIT}..{DESTINATION_COMMIT}?topic=true\r\n"
+            ),
+            "",
+            String::new(),
+        ),
+        ("GET", ["diffstat", _]) => json_ok(
+            200,
+            json!({"pagelen": 500, "size": 1, "page": 1, "values": [{
+                "type": "diffstat", "status": "modified", "lines_added": 2, "lines_removed": 1,
+                "old": {"type": "commit_file", "path": "src/login.rs", "escaped_path": "src/login.rs"},
+                "new": {"type": "commit_file", "path": "src/login.rs", "escaped_path": "src/login.rs"}}]}),
+        ),
+        ("GET", ["diff", _]) => (
+            200,
+            String::new(),
+            "text/plain",
+            "diff --git a/src/login.rs b/src/login.rs\n--- a/src/login.rs\n+++ b/src/login.rs\n@@ -10,3 +10,4 @@\n-    redirect(login)\n+    if !logged_in {\n+        redirect(login)\n+    }\n".to_string(),
+        ),
+        ("POST", ["pullrequests", _, "approve"]) => json_ok(
+            200,
+            json!({"type": "participant", "user": user("Conduit", "557058:agent"), "role": "PARTICIPANT",
+                   "approved": true, "state": "approved", "participated_on": "2026-01-05T11:00:00.000000+00:00"}),
+        ),
+        ("POST", ["pullrequests", _, "request-changes"]) => json_ok(
+            200,
+            json!({"type": "participant", "user": user("Conduit", "557058:agent"), "role": "PARTICIPANT",
+                   "approved": false, "state": "changes_requested", "participated_on": "2026-01-05T11:00:00.000000+00:00"}),
+        ),
+        _ => json_ok(
+            404,
+            json!({"type": "error", "error": {"message": "not scripted"}}),
+        ),
+    }
+}
