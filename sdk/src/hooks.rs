@@ -1,6 +1,7 @@
-//! What the packages that keep a tracker's webhook as configured share (github's
-//! `github.webhooks` task, linear's `linear.webhooks`): the record KV keeps of a
-//! managed hook, and the doctor check's summary.
+//! What the packages that keep a service's webhook as configured share (github's
+//! `github.webhooks` task, linear's `linear.webhooks`, bitbucket's
+//! `bitbucket.webhooks`): the record KV keeps of a managed hook, and the doctor
+//! check's summary.
 //!
 //! A tracker never shows (or should not be asked for) a hook's secret, so the
 //! record is the hook's ID and a SHA-256 digest of the secret last set on it

@@ -62,6 +62,10 @@ type Failure = (u16, String, String);
 struct Shared {
     seen: Vec<Seen>,
     failure: Option<Failure>,
+    /// The repository webhooks (`/repositories/{w}/{r}/hooks`): repository and hook.
+    hooks: Vec<(String, Value)>,
+    /// Webhooks created so far (for their uuids).
+    hooks_made: u64,
 }
 
 /// A running Prism (validation proxy), killed when dropped.
@@ -202,6 +206,36 @@ impl Scripted {
             .collect()
     }
 
+    /// The repository webhooks of `repository` (`workspace/repo_slug`), as stored.
+    pub fn hooks(&self, repository: &str) -> Vec<Value> {
+        self.shared
+            .lock()
+            .map(|s| {
+                s.hooks
+                    .iter()
+                    .filter(|(r, _)| r == repository)
+                    .map(|(_, h)| h.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Changes the stored webhooks of `repository` as a person would at Bitbucket.
+    pub fn edit_hooks(&self, repository: &str, edit: impl FnOnce(&mut Vec<Value>)) {
+        if let Ok(mut s) = self.shared.lock() {
+            let mut mine: Vec<Value> = s
+                .hooks
+                .iter()
+                .filter(|(r, _)| r == repository)
+                .map(|(_, h)| h.clone())
+                .collect();
+            edit(&mut mine);
+            s.hooks.retain(|(r, _)| r != repository);
+            s.hooks
+                .extend(mine.into_iter().map(|h| (repository.to_string(), h)));
+        }
+    }
+
     /// Answer every request from now on with `status`, the extra header lines
     /// `headers` (each ending `\r\n`) and `body`; `None` goes back to the script.
     pub fn fail_with(&self, failure: Option<(u16, &str, &str)>) {
@@ -288,9 +322,17 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) {
         let method = parts.next().unwrap_or_default().to_string();
         let target = parts.next().unwrap_or_default().to_string();
         let failure = shared.lock().ok().and_then(|s| s.failure.clone());
+        let json_body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let (status, headers, content_type, text) = match failure {
             Some((status, headers, body)) => (status, headers, "application/json", body),
-            None => answer(&method, &target),
+            None => match shared
+                .lock()
+                .ok()
+                .and_then(|mut s| hook_answer(&mut s, &method, &target, &json_body))
+            {
+                Some(a) => a,
+                None => answer(&method, &target),
+            },
         };
         if let Ok(mut s) = shared.lock() {
             s.seen.push(Seen {
@@ -312,6 +354,106 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) {
         if out.write_all(head.as_bytes()).is_err() || out.write_all(text.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// The answer to a repository webhook request (list, create, read, update), kept
+/// in `shared`; none for any other request. The secret is kept as `secret_set`
+/// (Bitbucket never shows it) and, for tests, under `_secret`, never answered.
+fn hook_answer(
+    shared: &mut Shared,
+    method: &str,
+    target: &str,
+    body: &Value,
+) -> Option<(u16, String, &'static str, String)> {
+    let path = target.split('?').next().unwrap_or_default();
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (repo, uid) = match segs.as_slice() {
+        ["repositories", w, r, "hooks"] => (format!("{w}/{r}"), None),
+        ["repositories", w, r, "hooks", uid] => (
+            format!("{w}/{r}"),
+            Some(
+                uid.replace("%7B", "{")
+                    .replace("%7D", "}")
+                    .replace("%7b", "{")
+                    .replace("%7d", "}"),
+            ),
+        ),
+        _ => return None,
+    };
+    let shown = |h: &Value| {
+        let mut h = h.clone();
+        if let Some(o) = h.as_object_mut() {
+            o.remove("_secret");
+        }
+        h
+    };
+    let ok =
+        |status: u16, v: Value| Some((status, String::new(), "application/json", v.to_string()));
+    let not_found = || {
+        ok(
+            404,
+            json!({"type": "error", "error": {"message": "no such webhook"}}),
+        )
+    };
+    let apply = |hook: &mut Value, body: &Value| {
+        for key in ["url", "description", "active", "events"] {
+            if let Some(v) = body.get(key) {
+                hook[key] = v.clone();
+            }
+        }
+        if let Some(secret) = body.get("secret") {
+            let set = secret.as_str().is_some_and(|s| !s.is_empty());
+            hook["secret_set"] = json!(set);
+            hook["_secret"] = secret.clone();
+        }
+    };
+    match (method, uid) {
+        ("GET", None) => {
+            let values: Vec<Value> = shared
+                .hooks
+                .iter()
+                .filter(|(r, _)| *r == repo)
+                .map(|(_, h)| shown(h))
+                .collect();
+            ok(
+                200,
+                json!({"pagelen": 100, "page": 1, "size": values.len(), "values": values}),
+            )
+        }
+        ("POST", None) => {
+            shared.hooks_made += 1;
+            let uuid = format!("{{5f6e8a2c-0000-4000-8000-{:012}}}", shared.hooks_made);
+            let mut hook = json!({
+                "type": "webhook_subscription", "uuid": uuid, "subject_type": "repository",
+                "subject": {"type": "repository", "full_name": repo},
+                "active": false, "events": [], "url": "", "secret_set": false,
+                "created_at": "2026-01-05T10:00:00.000000+00:00",
+            });
+            apply(&mut hook, body);
+            shared.hooks.push((repo, hook.clone()));
+            ok(201, shown(&hook))
+        }
+        ("GET", Some(uid)) => match shared
+            .hooks
+            .iter()
+            .find(|(r, h)| *r == repo && h["uuid"] == json!(uid))
+        {
+            Some((_, h)) => ok(200, shown(h)),
+            None => not_found(),
+        },
+        ("PUT", Some(uid)) => match shared
+            .hooks
+            .iter_mut()
+            .find(|(r, h)| *r == repo && h["uuid"] == json!(uid))
+        {
+            Some((_, h)) => {
+                apply(h, body);
+                ok(200, shown(h))
+            }
+            None => not_found(),
+        },
+        _ => None,
     }
 }
 

@@ -12,7 +12,9 @@
 //! `agent_account_id` is the agent's own account (its comments and reviews wake
 //! nothing; `@{account_id}` mentions it too); `jira_projects` makes a pull request
 //! whose source branch names an issue of one of them (`PROJ-123`) start Work; `path`
-//! defaults to `/bitbucket/<scope>/<entry>` and stays under `/bitbucket`.
+//! defaults to `/bitbucket/<scope>/<entry>` and stays under `/bitbucket`;
+//! `manage_webhook` (default false) keeps a webhook on each repository
+//! ([`crate::hooks`]).
 //!
 //! A `bitbucket` connection's config is `{"api_url": "https://api.bitbucket.org/2.0",
 //! "username": "bot"}` (both optional); its secrets are `token` (a workspace or
@@ -51,6 +53,8 @@ struct RawEntry {
     jira_projects: Vec<String>,
     #[serde(default)]
     path: Option<String>,
+    #[serde(default)]
+    manage_webhook: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +87,9 @@ pub struct ParsedConfig {
     pub jira_projects: Vec<String>,
     /// The request path, when one is written.
     pub path: Option<String>,
+    /// Keep a webhook on each repository pointing at `public_url` + path (the
+    /// `bitbucket.webhooks` task).
+    pub manage_webhook: bool,
 }
 
 impl ParsedConfig {
@@ -102,6 +109,9 @@ impl ParsedConfig {
                 ", and pull requests from branches naming an issue of {}",
                 self.jira_projects.join(", ")
             ));
+        }
+        if self.manage_webhook {
+            line.push_str("; keeps each repository's webhook (manage_webhook)");
         }
         line
     }
@@ -224,6 +234,7 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
         agent_account_id,
         jira_projects,
         path,
+        manage_webhook: raw.manage_webhook,
     })
 }
 

@@ -13,22 +13,27 @@
 //! - [`ops`] serves the toolbelt operations on `operation.call`.
 //! - [`render`] serves `event.render`: the Event as markdown for the prompt.
 //! - [`wait`] plans `bitbucket.wait_reply` (`operation.wait`): a person's comment.
+//! - [`hooks`] is the `bitbucket.webhooks` task (an entry's managed webhooks, one
+//!   per repository) and the `webhooks` doctor check.
 
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod config;
+pub mod hooks;
 pub mod intake;
 pub mod ops;
 pub mod render;
 pub mod route;
 pub mod wait;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use protocol::wire::{
-    ConfigureResult, OperationCallParams, RouteMatchParams, ValidateParams, ValidateResult,
-    WebhookHandleParams, WebhookHandleResult,
+    CheckRunParams, CheckRunResult, ConfigureResult, OperationCallParams, RouteMatchParams,
+    TaskRunParams, TaskRunResult, ValidateParams, ValidateResult, WebhookHandleParams,
+    WebhookHandleResult,
 };
 use protocol::{Code, RpcError};
 
@@ -57,12 +62,56 @@ pub const APP_PASSWORD: &str = "app_password";
 pub struct State {
     configured: sdk::package::Configured<config::Registry>,
     secrets: sdk::secrets::SecretCache,
+    /// The configure's `public_url` (trimmed; empty when there is none).
+    public_url: Mutex<String>,
+    /// The last failure of each source's webhooks pass, for doctor.
+    notes: Mutex<BTreeMap<String, String>>,
+    /// Held by a webhooks pass: passes never overlap.
+    webhook_pass: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl State {
     /// The entries in force.
     pub fn registry(&self) -> Arc<config::Registry> {
         self.configured.registry()
+    }
+
+    /// The `public_url` of the last configure (empty: none).
+    pub fn public_url(&self) -> String {
+        lock(&self.public_url).clone()
+    }
+
+    /// Keeps (or, with `None`, clears) the last webhooks pass failure of `source`.
+    pub fn note(&self, source: &str, why: Option<String>) {
+        let mut notes = lock(&self.notes);
+        match why {
+            Some(why) => notes.insert(source.to_string(), why),
+            None => notes.remove(source),
+        };
+    }
+
+    /// The kept webhooks pass failure of `source`.
+    pub fn note_of(&self, source: &str) -> Option<String> {
+        lock(&self.notes).get(source).cloned()
+    }
+
+    /// A secret of `connection` in `scope_id`, through the cache.
+    pub async fn secret(
+        &self,
+        host: &sdk::Host,
+        scope_id: &str,
+        connection: &str,
+        name: &'static str,
+    ) -> Result<String, RpcError> {
+        Ok(self
+            .secrets
+            .get(host, scope_id, connection, name)
+            .await?
+            .to_string())
     }
 
     /// Serves `configure`.
@@ -73,6 +122,9 @@ impl State {
         let registry = config::Registry::from_params(params)?;
         let result = registry.configure_result();
         if !params.dry_run {
+            *lock(&self.public_url) = params.public_url.trim().to_string();
+            lock(&self.notes)
+                .retain(|source, _| registry.entries.iter().any(|e| &e.source == source));
             self.configured.put(registry, &params.connections);
             self.secrets.clear();
         }
@@ -161,16 +213,72 @@ const OWN_TYPES: sdk::package::OwnTypes = sdk::package::OwnTypes {
     connection: |c| config::check_connection_config(c).map(|_| ()),
 };
 
+/// Serves `task.run`: one pass of the named task.
+pub async fn run_task(
+    state: &State,
+    host: &sdk::Host,
+    params: &TaskRunParams,
+) -> Result<TaskRunResult, RpcError> {
+    match params.task.as_str() {
+        hooks::TASK => hooks::pass(state, host).await,
+        other => Err(RpcError::new(
+            Code::Invalid,
+            format!("no task `{other}` (this package runs `{}`)", hooks::TASK),
+        )),
+    }
+}
+
+/// Serves `check.run`: the named doctor check.
+pub async fn run_check(state: &State, host: &sdk::Host, params: &CheckRunParams) -> CheckRunResult {
+    match params.check.as_str() {
+        hooks::CHECK => hooks::check(state, host).await,
+        other => CheckRunResult {
+            status: "warn".into(),
+            code: "extension_check_invalid".into(),
+            detail: format!("no check `{other}` (this package runs `{}`)", hooks::CHECK),
+            ..CheckRunResult::default()
+        },
+    }
+}
+
 /// The package, ready for [`sdk::run`].
 pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let state = Arc::new(State::default());
     let configure_state = state.clone();
     let webhook_state = state.clone();
+    let task_state = state.clone();
+    let check_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
-        .on_configure(move |_ctx, params| {
+        .on_configure(move |ctx, params| {
             let state = configure_state.clone();
-            async move { state.configure(&params) }
+            async move {
+                let result = state.configure(&params)?;
+                if !params.dry_run
+                    && state
+                        .registry()
+                        .entries
+                        .iter()
+                        .any(|e| e.config.manage_webhook)
+                {
+                    // The first pass soon after a configure (a new entry or public
+                    // URL), besides the task's own interval.
+                    tokio::spawn(async move {
+                        if let Err(e) = hooks::pass(&state, &ctx.host).await {
+                            eprintln!("bitbucket: webhooks pass after configure: {}", e.message);
+                        }
+                    });
+                }
+                Ok(result)
+            }
+        })
+        .on::<TaskRunParams, _, _>(move |ctx, params| {
+            let state = task_state.clone();
+            async move { run_task(&state, &ctx.host, &params).await }
+        })
+        .on::<CheckRunParams, _, _>(move |ctx, params| {
+            let state = check_state.clone();
+            async move { Ok(run_check(&state, &ctx.host, &params).await) }
         })
         .on::<WebhookHandleParams, _, _>(move |ctx, params| {
             let state = webhook_state.clone();
