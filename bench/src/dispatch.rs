@@ -16,13 +16,13 @@
 //! the bench waits (bounded) until every delivery answered 2xx has its stamp.
 //! The suite's settings are the defaults (`job_concurrency` 8).
 
-use crate::{loadavg, machine, millis, percentile, Load, Res};
+use crate::{hookpost, loadavg, machine, millis, percentile, Load, Res};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// The argument that makes this binary the stamping command.
@@ -71,54 +71,7 @@ fn body(n: u64) -> Vec<u8> {
 }
 
 fn request(addr: SocketAddr, n: u64) -> Vec<u8> {
-    let body = body(n);
-    let sig = oc_systest::sign_sha256(SECRET.as_bytes(), &body);
-    let mut req = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         X-Delivery-Id: dispatch-{n}\r\nX-Signature-256: {sig}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
-    req
-}
-
-/// One answer's status off a keep-alive connection.
-async fn read_status(s: &mut TcpStream, buf: &mut Vec<u8>) -> Res<u16> {
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let status: u16 = head
-                .split(' ')
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .ok_or("bad status line")?;
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (n, v) = l.split_once(':')?;
-                    n.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let mut chunk = [0u8; 4096];
-                let n = s.read(&mut chunk).await?;
-                if n == 0 {
-                    return Err("connection closed mid-answer".into());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            buf.drain(..end + 4 + len);
-            return Ok(status);
-        }
-        let mut chunk = [0u8; 4096];
-        let n = s.read(&mut chunk).await?;
-        if n == 0 {
-            return Err("connection closed".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
+    hookpost::signed_post(addr, PATH, &format!("dispatch-{n}"), SECRET, &body(n))
 }
 
 /// Send at `rate` a second for `run_for`, numbering deliveries from `first`:
@@ -146,7 +99,7 @@ async fn send(
                 let n = first + k * CONNS + c;
                 tokio::time::sleep_until((start + offset + gap * k as u32).into()).await;
                 s.write_all(&request(addr, n)).await?;
-                let status = read_status(&mut s, &mut buf)
+                let status = hookpost::read_status(&mut s, &mut buf)
                     .await
                     .map_err(|e| e.to_string())?;
                 let at = now_ns();

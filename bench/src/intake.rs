@@ -21,7 +21,7 @@
 //! `/bin/true` as its command: a server that checks the signature and keeps nothing.
 
 use crate::syscalls::{self, Counts};
-use crate::{loadavg, machine, millis, percentile, Load, Res};
+use crate::{hookpost, loadavg, machine, millis, percentile, Load, Res};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -30,7 +30,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const SECRET: &str = "bench-secret";
@@ -61,54 +61,7 @@ fn body(n: u64) -> Vec<u8> {
 }
 
 fn request(addr: SocketAddr, path: &str, tag: &str, n: u64) -> Vec<u8> {
-    let body = body(n);
-    let sig = oc_systest::sign_sha256(SECRET.as_bytes(), &body);
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         X-Delivery-Id: {tag}-{n}\r\nX-Signature-256: {sig}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
-    req
-}
-
-/// Reads one answer off a keep-alive connection: its status.
-async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Res<u16> {
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let status: u16 = head
-                .split(' ')
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .ok_or("bad status line")?;
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (n, v) = l.split_once(':')?;
-                    n.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let mut chunk = [0u8; 8192];
-                let n = s.read(&mut chunk).await?;
-                if n == 0 {
-                    return Err("connection closed mid-answer".into());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            buf.drain(..end + 4 + len);
-            return Ok(status);
-        }
-        let mut chunk = [0u8; 8192];
-        let n = s.read(&mut chunk).await?;
-        if n == 0 {
-            return Err("connection closed".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
+    hookpost::signed_post(addr, path, &format!("{tag}-{n}"), SECRET, &body(n))
 }
 
 /// Deliveries per second answered 2xx with `SENDERS` senders, the non-2xx answers,
@@ -138,7 +91,7 @@ async fn throughput(addr: SocketAddr, path: &str, tag: &str) -> Res<(f64, u64, u
                 }
                 let n = counter.fetch_add(1, Ordering::Relaxed);
                 s.write_all(&request(addr, &path, &tag, n)).await?;
-                let status = read_answer(&mut s, &mut buf)
+                let status = hookpost::read_status(&mut s, &mut buf)
                     .await
                     .map_err(|e| e.to_string())?;
                 if !(200..300).contains(&status) {
@@ -174,7 +127,7 @@ async fn burst(addr: SocketAddr, path: &str, tag: &str) -> Res<u64> {
             let mut s = s.ok()?;
             s.write_all(&request(addr, &path, &tag, n)).await.ok()?;
             let mut buf = Vec::new();
-            read_answer(&mut s, &mut buf).await.ok()
+            hookpost::read_status(&mut s, &mut buf).await.ok()
         }));
     }
     let mut ok = 0;
@@ -210,7 +163,7 @@ async fn at_rate(addr: SocketAddr, path: &str, tag: &str) -> Res<(Duration, Dura
                 let due = start + offset + gap * k as u32;
                 tokio::time::sleep_until(due.into()).await;
                 s.write_all(&request(addr, &path, &tag, k)).await?;
-                let status = read_answer(&mut s, &mut buf)
+                let status = hookpost::read_status(&mut s, &mut buf)
                     .await
                     .map_err(|e| e.to_string())?;
                 if !(200..300).contains(&status) {

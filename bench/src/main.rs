@@ -125,6 +125,7 @@ fn main() {
 
 mod bus;
 mod dispatch;
+mod hookpost;
 mod intake;
 mod store;
 mod syscalls;

@@ -2,14 +2,17 @@
 //! HMAC-SHA256 hex signature check with a timestamp window, the display of an issue's
 //! Work (title, issue key, author: the spec's display for a tracker issue), the
 //! results of changing operations kept in KV by request ID (so a retry answers the
-//! first result instead of acting twice), bounded markdown clipping for the
-//! prompt, and the back-off of a tracker's API client ([`backoff`]: rate limits
+//! first result instead of acting twice), the opening of `operation.call` (its
+//! checks, the replay, the refusal as the agent sees it), the doctor's credential
+//! check (one sentence a connection), bounded markdown clipping for the prompt,
+//! and the back-off of a tracker's API client ([`backoff`]: rate limits
 //! waited out or not, and the credential held back after a refusal).
 
 use hmac::{Hmac, Mac};
 use protocol::wire::{
-    Delivery, DisplayLink, HttpAnswer, WebhookHandleResult, WorkDisplay, MAX_DISPLAY_REF_BYTES,
-    MAX_DISPLAY_REQUESTER_BYTES, MAX_DISPLAY_TITLE_BYTES,
+    CheckRunResult, Delivery, DisplayLink, HttpAnswer, OperationCallParams, OperationCallResult,
+    WebhookHandleResult, WorkDisplay, MAX_DISPLAY_REF_BYTES, MAX_DISPLAY_REQUESTER_BYTES,
+    MAX_DISPLAY_TITLE_BYTES,
 };
 use protocol::{Code, RpcError};
 use serde_json::{json, Value};
@@ -235,6 +238,163 @@ pub fn clip_markdown(text: &str, max: usize) -> String {
 
 pub use crate::replay::{keep_result, kept_result, replay_key};
 
+// ---- the opening of `operation.call` ----
+
+/// The checks that open a tracker's `operation.call`, in order: the operation is one of
+/// `all` (else not found), the binding names a connection (else unauthorized, naming
+/// `package`'s connection), and the input is an object (`null` reads as `{}`). Returns
+/// the input.
+pub fn operation_input(
+    params: &OperationCallParams,
+    all: &[&str],
+    package: &str,
+) -> Result<Value, RpcError> {
+    let op = params.operation.as_str();
+    if !all.contains(&op) {
+        return Err(RpcError::new(
+            Code::NotFound,
+            format!("`{op}` is not an operation of this package"),
+        ));
+    }
+    if params.authority.connection.is_empty() {
+        return Err(RpcError::new(
+            Code::Unauthorized,
+            format!(
+                "the binding names no connection: a {package} operation acts as the binding's {package} connection"
+            ),
+        ));
+    }
+    match &params.input {
+        Value::Null => Ok(json!({})),
+        v if v.is_object() => Ok(v.clone()),
+        _ => Err(RpcError::new(Code::Invalid, "the input must be an object")),
+    }
+}
+
+/// Runs `act` for `params` with request-ID replay: when `changes` (the operation
+/// changes something) and the call has a request ID, a kept result for it is answered
+/// without running `act`, and `act`'s output is kept under it. `act` is not polled
+/// when the kept result answers.
+pub async fn replayed(
+    host: &crate::Host,
+    params: &OperationCallParams,
+    changes: bool,
+    act: impl std::future::Future<Output = Result<Value, RpcError>>,
+) -> Result<OperationCallResult, RpcError> {
+    let op = params.operation.as_str();
+    let authority = &params.authority;
+    let replay = changes && !params.request_id.is_empty();
+    if replay {
+        if let Some(output) = kept_result(host, authority, &params.request_id, op).await? {
+            tracing::info!(operation = op, "replaying the kept result of a request_id");
+            return Ok(OperationCallResult { output });
+        }
+    }
+    let output = act.await?;
+    if !replay {
+        return Ok(OperationCallResult { output });
+    }
+    let output = keep_result(host, authority, &params.request_id, op, output).await?;
+    Ok(OperationCallResult { output })
+}
+
+/// `e` with its message as `data.agent_message`, unless it carries one.
+pub fn for_agent(mut e: RpcError) -> RpcError {
+    let message = json!(protocol::toolbelt::agent_message(&e.message));
+    match e.data.as_mut() {
+        Some(Value::Object(data)) => {
+            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
+                .or_insert(message);
+        }
+        Some(_) => {}
+        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
+    }
+    e
+}
+
+// ---- the doctor's credential check ----
+
+/// The connections `pairs` (`(connection, scope_id)`) name, each once (the first
+/// scope that names it), in order.
+pub fn distinct_connections<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(&'a str, &'a str)> {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (connection, scope_id) in pairs {
+        if !seen.iter().any(|(c, _)| *c == connection) {
+            seen.push((connection, scope_id));
+        }
+    }
+    seen
+}
+
+/// What a credential check says of its calls: the product asked, the connection's
+/// address field, the bound of one call, and where the operator makes credentials.
+#[derive(Debug, Clone, Copy)]
+pub struct CredentialCheck<'a> {
+    /// The product, as the sentences name it (`Jira`).
+    pub product: &'a str,
+    /// The connection's field naming where the product is (`base_url`).
+    pub address_field: &'a str,
+    /// The bound of one connection's call.
+    pub timeout: std::time::Duration,
+    /// Where the operator makes credentials.
+    pub remedy: &'a str,
+}
+
+impl CredentialCheck<'_> {
+    /// One connection's sentence: `(failed, line)`; `outcome` is `None` when the call
+    /// timed out, and `ok` words an answer.
+    pub fn line(
+        &self,
+        connection: &str,
+        outcome: Option<Result<Value, String>>,
+        ok: impl FnOnce(&Value) -> String,
+    ) -> (bool, String) {
+        match outcome {
+            None => (
+                true,
+                format!(
+                    "connection {connection}: {} gave no answer within {}s (CHECK_TIMEOUT); \
+                     check the connection's {} and the network",
+                    self.product,
+                    self.timeout.as_secs(),
+                    self.address_field
+                ),
+            ),
+            Some(Err(message)) => (
+                true,
+                format!("connection {connection}: {message}; {}", self.remedy),
+            ),
+            Some(Ok(answer)) => (false, format!("connection {connection}: {}", ok(&answer))),
+        }
+    }
+}
+
+/// A credential check's result from its lines (`(failed, line)`): ok with no lines
+/// (`no {package} entries`), else failed with `code` when a line failed; the
+/// problems first.
+pub fn credential_result(lines: Vec<(bool, String)>, package: &str, code: &str) -> CheckRunResult {
+    if lines.is_empty() {
+        return CheckRunResult {
+            status: "ok".into(),
+            detail: format!("no {package} entries"),
+            ..CheckRunResult::default()
+        };
+    }
+    let failed = lines.iter().any(|(f, _)| *f);
+    let mut sorted = lines;
+    sorted.sort_by_key(|(f, _)| !*f);
+    let items: Vec<String> = sorted.into_iter().map(|(_, l)| l).collect();
+    CheckRunResult {
+        status: if failed { "fail" } else { "ok" }.into(),
+        code: if failed { code.into() } else { String::new() },
+        detail: items.join("; "),
+        items,
+        ..CheckRunResult::default()
+    }
+}
+
 // ---- the reply wait ----
 
 /// How long a tracker's reply wait lasts without `timeout_s` (a day).
@@ -343,6 +503,101 @@ pub mod backoff;
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn call(op: &str, connection: &str, input: Value) -> OperationCallParams {
+        let mut p = OperationCallParams {
+            operation: op.into(),
+            input,
+            ..Default::default()
+        };
+        p.authority.connection = connection.into();
+        p
+    }
+
+    #[test]
+    fn operation_input_checks_in_order() {
+        let all = ["a.read", "a.write"];
+        let e = operation_input(&call("a.nope", "", json!(1)), &all, "jira").unwrap_err();
+        assert!(e.is(Code::NotFound));
+        assert_eq!(e.message, "`a.nope` is not an operation of this package");
+        let e = operation_input(&call("a.read", "", json!(1)), &all, "jira").unwrap_err();
+        assert!(e.is(Code::Unauthorized));
+        assert_eq!(
+            e.message,
+            "the binding names no connection: a jira operation acts as the binding's jira connection"
+        );
+        let e = operation_input(&call("a.read", "c", json!(1)), &all, "jira").unwrap_err();
+        assert!(e.is(Code::Invalid));
+        assert_eq!(e.message, "the input must be an object");
+        let p = call("a.write", "c", Value::Null);
+        assert_eq!(operation_input(&p, &all, "jira").unwrap(), json!({}));
+        let p = call("a.write", "c", json!({"k": 1}));
+        assert_eq!(operation_input(&p, &all, "jira").unwrap(), json!({"k": 1}));
+    }
+
+    #[test]
+    fn credential_check_lines_and_result() {
+        let pairs = [("a", "s1"), ("b", "s1"), ("a", "s2")];
+        assert_eq!(distinct_connections(pairs), vec![("a", "s1"), ("b", "s1")]);
+        let check = CredentialCheck {
+            product: "Jira",
+            address_field: "base_url",
+            timeout: std::time::Duration::from_secs(15),
+            remedy: "make one",
+        };
+        let word = |v: &Value| format!("account {}", v["id"]);
+        assert_eq!(
+            check.line("a", None, word),
+            (
+                true,
+                "connection a: Jira gave no answer within 15s (CHECK_TIMEOUT); \
+                 check the connection's base_url and the network"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check.line("a", Some(Err("401".into())), word),
+            (true, "connection a: 401; make one".into())
+        );
+        assert_eq!(
+            check.line("a", Some(Ok(json!({"id": 7}))), word),
+            (false, "connection a: account 7".into())
+        );
+        let r = credential_result(Vec::new(), "jira", "jira_bad");
+        assert_eq!(
+            (r.status.as_str(), r.detail.as_str()),
+            ("ok", "no jira entries")
+        );
+        let r = credential_result(
+            vec![(false, "x".into()), (true, "y".into())],
+            "jira",
+            "jira_bad",
+        );
+        assert_eq!((r.status.as_str(), r.code.as_str()), ("fail", "jira_bad"));
+        assert_eq!(r.detail, "y; x");
+        assert_eq!(r.items, vec!["y".to_string(), "x".to_string()]);
+        let r = credential_result(vec![(false, "x".into())], "jira", "jira_bad");
+        assert_eq!((r.status.as_str(), r.code.as_str()), ("ok", ""));
+    }
+
+    #[test]
+    fn for_agent_keeps_a_carried_message() {
+        let field = protocol::toolbelt::AGENT_MESSAGE_FIELD;
+        let said = json!(protocol::toolbelt::agent_message("bad"));
+        let e = for_agent(RpcError::new(Code::Invalid, "bad"));
+        assert!(e.is(Code::Invalid));
+        assert_eq!(e.data.as_ref().unwrap()[field], said);
+        let mut bare = RpcError::new(Code::Invalid, "bad");
+        bare.data = None;
+        assert_eq!(for_agent(bare).data.unwrap(), json!({ field: said }));
+        let mut carried = RpcError::new(Code::Invalid, "bad");
+        carried.data = Some(json!({ field: "mine", "other": 1 }));
+        let e = for_agent(carried);
+        assert_eq!(e.data.unwrap(), json!({ field: "mine", "other": 1 }));
+        let mut odd = RpcError::new(Code::Invalid, "bad");
+        odd.data = Some(json!([1]));
+        assert_eq!(for_agent(odd).data.unwrap(), json!([1]));
+    }
 
     #[test]
     fn hmac_hex_good_bad_malformed() {

@@ -403,21 +403,9 @@ pub async fn call(
     host: &sdk::Host,
     params: &OperationCallParams,
 ) -> Result<OperationCallResult, RpcError> {
-    call_inner(state, host, params).await.map_err(for_agent)
-}
-
-/// `e` with its message as `data.agent_message`, unless it carries one.
-fn for_agent(mut e: RpcError) -> RpcError {
-    let message = json!(protocol::toolbelt::agent_message(&e.message));
-    match e.data.as_mut() {
-        Some(Value::Object(data)) => {
-            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
-                .or_insert(message);
-        }
-        Some(_) => {}
-        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
-    }
-    e
+    call_inner(state, host, params)
+        .await
+        .map_err(sdk::tracker::for_agent)
 }
 
 async fn call_inner(
@@ -425,48 +413,22 @@ async fn call_inner(
     host: &sdk::Host,
     params: &OperationCallParams,
 ) -> Result<OperationCallResult, RpcError> {
+    let input = sdk::tracker::operation_input(params, &ALL, "bitbucket")?;
     let op = params.operation.as_str();
-    if !ALL.contains(&op) {
-        return Err(RpcError::new(
-            Code::NotFound,
-            format!("`{op}` is not an operation of this package"),
-        ));
-    }
     let authority = &params.authority;
-    if authority.connection.is_empty() {
-        return Err(RpcError::new(
-            Code::Unauthorized,
-            "the binding names no connection: a bitbucket operation acts as the binding's bitbucket connection",
-        ));
-    }
-    let input = match &params.input {
-        Value::Null => json!({}),
-        v if v.is_object() => v.clone(),
-        _ => return Err(invalid("the input must be an object")),
-    };
-    let replay = op != READ_PULL_REQUEST && !params.request_id.is_empty();
-    if replay {
-        if let Some(output) =
-            sdk::tracker::kept_result(host, authority, &params.request_id, op).await?
-        {
-            tracing::info!(operation = op, "replaying the kept result of a request_id");
-            return Ok(OperationCallResult { output });
-        }
-    }
-    let target = work_target(host, &authority.work_id).await?;
-    let client = state
-        .client(host, &authority.scope_id, &authority.connection)
-        .await?;
-    let output = match op {
-        READ_PULL_REQUEST => read_pull_request(&client, &target).await?,
-        COMMENT => comment(&client, &target, &input).await?,
-        OPEN_PULL_REQUEST => open_pull_request(&client, &target, &input).await?,
-        APPROVE => approve(&client, &target).await?,
-        _ => request_changes(&client, &target, &input).await?,
-    };
-    if !replay {
-        return Ok(OperationCallResult { output });
-    }
-    let output = sdk::tracker::keep_result(host, authority, &params.request_id, op, output).await?;
-    Ok(OperationCallResult { output })
+    sdk::tracker::replayed(host, params, op != READ_PULL_REQUEST, async {
+        let target = work_target(host, &authority.work_id).await?;
+        let client = state
+            .client(host, &authority.scope_id, &authority.connection)
+            .await?;
+        let output = match op {
+            READ_PULL_REQUEST => read_pull_request(&client, &target).await?,
+            COMMENT => comment(&client, &target, &input).await?,
+            OPEN_PULL_REQUEST => open_pull_request(&client, &target, &input).await?,
+            APPROVE => approve(&client, &target).await?,
+            _ => request_changes(&client, &target, &input).await?,
+        };
+        Ok(output)
+    })
+    .await
 }

@@ -244,22 +244,8 @@ pub async fn call(
             "jira operation refused: {}",
             e.message
         );
-        for_agent(e)
+        sdk::tracker::for_agent(e)
     })
-}
-
-/// `e` with its message as `data.agent_message`, unless it carries one.
-fn for_agent(mut e: RpcError) -> RpcError {
-    let message = json!(protocol::toolbelt::agent_message(&e.message));
-    match e.data.as_mut() {
-        Some(Value::Object(data)) => {
-            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
-                .or_insert(message);
-        }
-        Some(_) => {}
-        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
-    }
-    e
 }
 
 async fn call_inner(
@@ -267,57 +253,31 @@ async fn call_inner(
     host: &sdk::Host,
     params: &OperationCallParams,
 ) -> Result<OperationCallResult, RpcError> {
+    let input = sdk::tracker::operation_input(params, &ALL, "jira")?;
     let op = params.operation.as_str();
-    if !ALL.contains(&op) {
-        return Err(RpcError::new(
-            Code::NotFound,
-            format!("`{op}` is not an operation of this package"),
-        ));
-    }
     let authority = &params.authority;
-    if authority.connection.is_empty() {
-        return Err(RpcError::new(
-            Code::Unauthorized,
-            "the binding names no connection: a jira operation acts as the binding's jira connection",
-        ));
-    }
-    let input = match &params.input {
-        Value::Null => json!({}),
-        v if v.is_object() => v.clone(),
-        _ => return Err(invalid("the input must be an object")),
-    };
-    let replay = op != READ_ISSUE && !params.request_id.is_empty();
-    if replay {
-        if let Some(output) =
-            sdk::tracker::kept_result(host, authority, &params.request_id, op).await?
-        {
-            tracing::info!(operation = op, "replaying the kept result of a request_id");
-            return Ok(OperationCallResult { output });
-        }
-    }
-    let issue = work_issue(host, &authority.work_id).await?;
-    let client = state
-        .client(host, &authority.scope_id, &authority.connection)
-        .await?
-        .without_backoff();
-    let output = match op {
-        READ_ISSUE => read_issue(&client, &issue).await?,
-        COMMENT => comment(&client, &issue, string(&input, "text")?).await?,
-        link::LINK => link::link(&client, &issue, &input).await?,
-        fields::LABELS => fields::labels(&client, &issue, &input).await?,
-        fields::SET_FIELDS => {
-            let allowed = fields::settable(
-                &state.registry(),
-                &authority.scope_id,
-                &authority.connection,
-            );
-            fields::set_fields(&client, &issue, &input, &allowed).await?
-        }
-        _ => transition(&client, &issue, string(&input, "to")?).await?,
-    };
-    if !replay {
-        return Ok(OperationCallResult { output });
-    }
-    let output = sdk::tracker::keep_result(host, authority, &params.request_id, op, output).await?;
-    Ok(OperationCallResult { output })
+    sdk::tracker::replayed(host, params, op != READ_ISSUE, async {
+        let issue = work_issue(host, &authority.work_id).await?;
+        let client = state
+            .client(host, &authority.scope_id, &authority.connection)
+            .await?
+            .without_backoff();
+        let output = match op {
+            READ_ISSUE => read_issue(&client, &issue).await?,
+            COMMENT => comment(&client, &issue, string(&input, "text")?).await?,
+            link::LINK => link::link(&client, &issue, &input).await?,
+            fields::LABELS => fields::labels(&client, &issue, &input).await?,
+            fields::SET_FIELDS => {
+                let allowed = fields::settable(
+                    &state.registry(),
+                    &authority.scope_id,
+                    &authority.connection,
+                );
+                fields::set_fields(&client, &issue, &input, &allowed).await?
+            }
+            _ => transition(&client, &issue, string(&input, "to")?).await?,
+        };
+        Ok(output)
+    })
+    .await
 }

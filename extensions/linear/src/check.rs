@@ -41,12 +41,12 @@ pub async fn run(state: &State, host: &sdk::Host, params: &CheckRunParams) -> Ch
 /// `viewer` for each connection the entries name.
 async fn api_key(state: &State, host: &sdk::Host) -> CheckRunResult {
     let registry = state.registry();
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    for e in &registry.entries {
-        if !seen.iter().any(|(c, _)| *c == e.connection) {
-            seen.push((&e.connection, &e.scope_id));
-        }
-    }
+    let seen = sdk::tracker::distinct_connections(
+        registry
+            .entries
+            .iter()
+            .map(|e| (e.connection.as_str(), e.scope_id.as_str())),
+    );
     let mut lines = Vec::new();
     for (connection, scope_id) in seen {
         let outcome = tokio::time::timeout(CHECK_TIMEOUT, async {
@@ -66,59 +66,29 @@ async fn api_key(state: &State, host: &sdk::Host) -> CheckRunResult {
     result(lines)
 }
 
+/// What the check says of its calls.
+const CHECK: sdk::tracker::CredentialCheck<'static> = sdk::tracker::CredentialCheck {
+    product: "Linear",
+    address_field: "api_url",
+    timeout: CHECK_TIMEOUT,
+    remedy: REMEDY,
+};
+
 /// One connection's sentence: `(failed, line)`; `None` when it timed out.
 pub fn line(connection: &str, outcome: Option<Result<Value, String>>) -> (bool, String) {
-    match outcome {
-        None => (
-            true,
-            format!(
-                "connection {connection}: Linear gave no answer within {}s (CHECK_TIMEOUT); \
-                 check the connection's api_url and the network",
-                CHECK_TIMEOUT.as_secs()
-            ),
-        ),
-        Some(Err(message)) => (
-            true,
-            format!("connection {connection}: {message}; {REMEDY}"),
-        ),
-        Some(Ok(data)) => {
-            let s = |p: &str| data.pointer(p).and_then(Value::as_str).unwrap_or("?");
-            (
-                false,
-                format!(
-                    "connection {connection}: the key is {} ({}) of workspace {} ({})",
-                    s("/viewer/name"),
-                    s("/viewer/email"),
-                    s("/organization/name"),
-                    s("/organization/urlKey")
-                ),
-            )
-        }
-    }
+    CHECK.line(connection, outcome, |data| {
+        let s = |p: &str| data.pointer(p).and_then(Value::as_str).unwrap_or("?");
+        format!(
+            "the key is {} ({}) of workspace {} ({})",
+            s("/viewer/name"),
+            s("/viewer/email"),
+            s("/organization/name"),
+            s("/organization/urlKey")
+        )
+    })
 }
 
 /// The check's result from its lines.
 pub fn result(lines: Vec<(bool, String)>) -> CheckRunResult {
-    if lines.is_empty() {
-        return CheckRunResult {
-            status: "ok".into(),
-            detail: "no linear entries".into(),
-            ..CheckRunResult::default()
-        };
-    }
-    let failed = lines.iter().any(|(f, _)| *f);
-    let mut sorted = lines;
-    sorted.sort_by_key(|(f, _)| !*f);
-    let items: Vec<String> = sorted.into_iter().map(|(_, l)| l).collect();
-    CheckRunResult {
-        status: if failed { "fail" } else { "ok" }.into(),
-        code: if failed {
-            "linear_api_key_invalid".into()
-        } else {
-            String::new()
-        },
-        detail: items.join("; "),
-        items,
-        ..CheckRunResult::default()
-    }
+    sdk::tracker::credential_result(lines, "linear", "linear_api_key_invalid")
 }

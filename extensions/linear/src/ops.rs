@@ -310,18 +310,7 @@ async fn add_label(client: &Client, input: &Value, identifier: &str) -> Result<V
 
 /// A refusal as the agent sees it (its message as `data.agent_message`, unless it
 /// carries one: Linear's refusals carry what Linear said, and when to retry).
-pub fn for_agent(mut e: RpcError) -> RpcError {
-    let message = json!(protocol::toolbelt::agent_message(&e.message));
-    match e.data.as_mut() {
-        Some(Value::Object(data)) => {
-            data.entry(protocol::toolbelt::AGENT_MESSAGE_FIELD)
-                .or_insert(message);
-        }
-        Some(_) => {}
-        None => e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: message })),
-    }
-    e
-}
+pub use sdk::tracker::for_agent;
 
 /// Serves `operation.call`: the replay, the Work's issue, the call, the kept result.
 pub async fn call(
@@ -329,55 +318,28 @@ pub async fn call(
     host: &sdk::Host,
     params: &OperationCallParams,
 ) -> Result<OperationCallResult, RpcError> {
+    let input = sdk::tracker::operation_input(params, &ALL, "linear")?;
     let op = params.operation.as_str();
-    if !ALL.contains(&op) {
-        return Err(RpcError::new(
-            Code::NotFound,
-            format!("`{op}` is not an operation of this package"),
-        ));
-    }
     let authority = &params.authority;
-    if authority.connection.is_empty() {
-        return Err(RpcError::new(
-            Code::Unauthorized,
-            "the binding names no connection: a linear operation acts as the binding's linear connection",
-        ));
-    }
-    let input = match &params.input {
-        Value::Null => json!({}),
-        v if v.is_object() => v.clone(),
-        _ => return Err(invalid("the input must be an object")),
-    };
-    let replay = changes_linear(op);
-    if replay {
-        if let Some(output) =
-            sdk::tracker::kept_result(host, authority, &params.request_id, op).await?
-        {
-            return Ok(OperationCallResult { output });
-        }
-    }
-    let identifier = work_issue(host, &authority.work_id).await?;
-    let client = state
-        .client(host, &authority.scope_id, &authority.connection)
-        .await?
-        .without_backoff();
-    let output = run(&client, op, &input, &identifier)
-        .await
-        .inspect_err(|e| {
-            // The operator's line: the connection, the operation and Linear's answer.
-            tracing::warn!(
-                connection = %authority.connection,
-                operation = op,
-                issue = %identifier,
-                code = e.app_code().unwrap_or("internal"),
-                "linear operation refused: {}",
-                e.message
-            );
-        })?;
-    let output = if replay {
-        sdk::tracker::keep_result(host, authority, &params.request_id, op, output).await?
-    } else {
-        output
-    };
-    Ok(OperationCallResult { output })
+    sdk::tracker::replayed(host, params, changes_linear(op), async {
+        let identifier = work_issue(host, &authority.work_id).await?;
+        let client = state
+            .client(host, &authority.scope_id, &authority.connection)
+            .await?
+            .without_backoff();
+        run(&client, op, &input, &identifier)
+            .await
+            .inspect_err(|e| {
+                // The operator's line: the connection, the operation and Linear's answer.
+                tracing::warn!(
+                    connection = %authority.connection,
+                    operation = op,
+                    issue = %identifier,
+                    code = e.app_code().unwrap_or("internal"),
+                    "linear operation refused: {}",
+                    e.message
+                );
+            })
+    })
+    .await
 }
