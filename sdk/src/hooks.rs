@@ -15,7 +15,7 @@
 //! differs from its entry, `ok` else, with the codes `<package>_webhook_missing`
 //! and `<package>_webhook_drift`.
 
-use protocol::wire::{CheckRunResult, KvCheck, KvCommitParams, KvPut};
+use protocol::wire::{CheckRunResult, KvCheck, KvCommitParams, KvPut, TaskRunResult};
 use protocol::{Code, RpcError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -169,6 +169,47 @@ impl Findings {
     }
 }
 
+/// What a pass of a package's webhooks task reports: a line per hook kept, and
+/// each entry's failure (said on stderr, kept by the package for doctor). A pass
+/// with any failure fails with every entry's lines.
+#[derive(Debug, Default)]
+pub struct PassReport {
+    lines: Vec<String>,
+    failed: bool,
+}
+
+impl PassReport {
+    /// Adds one entry's outcome; answers its failure (for the package to keep for
+    /// doctor), `None` when it went well.
+    pub fn add(&mut self, package: &str, outcome: Result<Vec<String>, RpcError>) -> Option<String> {
+        match outcome {
+            Ok(more) => {
+                self.lines.extend(more);
+                None
+            }
+            Err(e) => {
+                self.failed = true;
+                eprintln!("{package}: webhooks task: {}", e.message);
+                self.lines.push(e.message.clone());
+                Some(e.message)
+            }
+        }
+    }
+
+    /// The task's answer.
+    pub fn finish(mut self) -> Result<TaskRunResult, RpcError> {
+        if self.lines.is_empty() {
+            self.lines.push("no entry sets manage_webhook".into());
+        }
+        let detail = self.lines.join("\n");
+        if self.failed {
+            Err(RpcError::new(Code::Unavailable, detail))
+        } else {
+            Ok(TaskRunResult { detail })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +245,17 @@ mod tests {
         f.push(Level::Fail, "c: missing");
         assert_eq!(f.result("linear", 3, 3).code, "linear_webhook_missing");
         assert_eq!(Findings::default().result("x", 0, 0).detail, "no x entries");
+    }
+
+    #[test]
+    fn a_pass_with_a_failed_entry_fails_with_every_entrys_lines() {
+        let mut r = PassReport::default();
+        assert_eq!(r.add("x", Ok(vec!["a: ok".into()])), None);
+        let failure = r.add("x", Err(RpcError::new(Code::Unavailable, "b: refused")));
+        assert_eq!(failure.as_deref(), Some("b: refused"));
+        let e = r.finish().err();
+        assert!(e.is_some_and(|e| e.message == "a: ok\nb: refused"));
+        let none = PassReport::default().finish().ok().map(|t| t.detail);
+        assert_eq!(none.as_deref(), Some("no entry sets manage_webhook"));
     }
 }

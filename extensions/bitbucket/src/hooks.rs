@@ -307,31 +307,12 @@ pub async fn pass(state: &State, host: &sdk::Host) -> Result<TaskRunResult, RpcE
     let _one = state.webhook_pass.lock().await;
     let registry = state.registry();
     let public_url = state.public_url();
-    let mut lines = Vec::new();
-    let mut failed = false;
+    let mut report = sdk::hooks::PassReport::default();
     for entry in registry.entries.iter().filter(|e| e.config.manage_webhook) {
-        match ensure(state, host, entry, &public_url).await {
-            Ok(more) => {
-                state.note(&entry.source, None);
-                lines.extend(more);
-            }
-            Err(e) => {
-                failed = true;
-                eprintln!("bitbucket: webhooks task: {}", e.message);
-                state.note(&entry.source, Some(e.message.clone()));
-                lines.push(e.message);
-            }
-        }
+        let failure = report.add("bitbucket", ensure(state, host, entry, &public_url).await);
+        state.note(&entry.source, failure);
     }
-    if lines.is_empty() {
-        lines.push("no entry sets manage_webhook".into());
-    }
-    let detail = lines.join("\n");
-    if failed {
-        Err(RpcError::new(Code::Unavailable, detail))
-    } else {
-        Ok(TaskRunResult { detail })
-    }
+    report.finish()
 }
 
 /// One managed entry's findings, a line per repository.
