@@ -28,7 +28,7 @@ use common::repo::{have_git, make_repo};
 use common::sandbox::*;
 use common::*;
 
-use oc_systest::{Daemon, Package, RunAs, Suite};
+use oc_systest::{Daemon, Package, RunAs, Suite, HANG};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -425,13 +425,60 @@ fn shell_interrupt_attack(h: &mut Hostile, victim: &mut Victim) {
     );
 }
 
+/// Every path under `dir` (depth first, at most 200), for a failure's message.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p);
+            if out.len() >= 200 {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// Item 6: `work cancel` of a running sandboxed run leaves nothing of it.
 fn cancel_attack(h: &mut Hostile, run: Value, held: impl Fn(&Hostile, &str) -> PathBuf) {
     h.apply(run);
     let work = h.new_work();
     let exec = h.running(&work);
     let held = held(h, &exec);
-    wait_for("the run to hold", || held.exists().then_some(()));
+    let deadline = Instant::now() + HANG;
+    while !held.exists() {
+        if Instant::now() > deadline {
+            // What the test would need to tell why: the Work's executions, what
+            // the run's folder holds and what the extensions said.
+            let run_dir = held.parent().and_then(Path::parent).map(Path::to_path_buf);
+            let listing: Vec<String> = run_dir
+                .iter()
+                .flat_map(|d| walk(d))
+                .map(|p| p.display().to_string())
+                .collect();
+            panic!(
+                "the run did not hold within {HANG:?} ({} not made)\nexecutions: {:#}\n\
+                 the run's folder: {listing:?}\nprocesses of the run: {:?}\n\
+                 extrunner's log:\n{}",
+                held.display(),
+                json!(executions(&h.suite, &work)),
+                processes_naming(&exec),
+                tail(&h.suite.log(Daemon::Extrunner), 60),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
         !processes_naming(&exec).is_empty(),
         "the run's srt is running"
@@ -673,6 +720,8 @@ fn cancel_and_bomb(as_root: bool) {
     let Some(mut h) = hostile("cancel", as_root) else {
         return;
     };
+    // The holds share the machine with the other tests; the bomb runs alone.
+    let shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let shell_hold = h.shell(json!({"ATTACK_MODES": "hold"}), json!({}));
     cancel_attack(&mut h, shell_hold, |h, exec| {
         h.shell_run_dir(exec).join("tmp/held")
@@ -686,6 +735,7 @@ fn cancel_and_bomb(as_root: bool) {
             .join(exec)
             .join("1.tmp/held")
     });
+    drop(shared);
     let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     bomb_attack(&mut h);
 }
