@@ -123,6 +123,7 @@ pub fn prepare(
                 keys: e.keys.clone(),
                 schema: some(&e.payload.schema),
                 occurred_at: some(&e.occurred_at),
+                snapshot: e.snapshot,
                 ..EventInput::default()
             });
         }

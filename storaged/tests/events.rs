@@ -998,9 +998,47 @@ async fn a_page_of_events_is_bounded_in_bytes_but_carries_at_least_one(b: Backen
     f.close();
 }
 
+/// A snapshot (`EventInput::snapshot`): its delivery ID alone is its identity, so a
+/// later snapshot of the same change with another payload (a poll reading a title
+/// edited since the webhook) is the kept Event again, and the first payload stands;
+/// without the flag the same pair is still a conflict.
+async fn a_snapshot_under_a_kept_delivery_is_that_event(b: Backend) {
+    let f = Fixture::new(b, "snapshot", Limits::default());
+    let mut hooked = ev("s1", Some("comment/5"));
+    hooked.snapshot = true;
+    hooked.payload = json!({"title": "before"});
+    let first = f.accept(vec![hooked.clone()]).await.unwrap();
+    assert!(first.added_any);
+    // The poll's snapshot, an observation naming the delivery, read after an edit.
+    let mut polled = hooked.clone();
+    polled.payload = json!({"title": "after"});
+    polled.item = Some("pr/1/comment/5".into());
+    polled.item_version = Some("1".into());
+    let again = f.accept(vec![polled.clone()]).await.unwrap();
+    assert!(!again.added_any, "{again:?}");
+    assert_eq!(again.events[0].id, first.events[0].id);
+    assert_eq!(
+        f.get(&first.events[0].id).await.payload,
+        json!({"title": "before"})
+    );
+    // The webhook's redelivery after the poll: the same Event, nothing added.
+    let mut late = hooked.clone();
+    late.payload = json!({"title": "late"});
+    assert!(!f.accept(vec![late]).await.unwrap().added_any);
+    assert_eq!(f.count("events").await, 1);
+    // Not a snapshot: a changed envelope under the ID is a conflict, as ever.
+    let mut plain = hooked.clone();
+    plain.snapshot = false;
+    plain.payload = json!({"title": "other"});
+    let e = f.accept(vec![plain]).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Conflict(_)), "{e:?}");
+    f.close();
+}
+
 on_both!(
     a_batch_is_accepted_with_ids_roots_and_keys,
     a_redelivery_is_the_same_event_and_a_changed_envelope_conflicts,
+    a_snapshot_under_a_kept_delivery_is_that_event,
     refusals_name_their_limit_and_write_nothing,
     an_owner_accepts_only_its_families_and_sources,
     derived_events_take_the_parents_scope_root_and_depth,

@@ -469,6 +469,7 @@ pub fn project(family: Family, delivery_id: &str, payload: &Value) -> Result<Ing
         },
         keys,
         occurred_at: occurred_at.unwrap_or_default().to_string(),
+        snapshot: false,
     })
 }
 

@@ -23,6 +23,13 @@ pub struct IngressEvent {
     /// When it happened at the source.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub occurred_at: String,
+    /// The payload is a snapshot of the change its delivery ID names, read when the
+    /// change was delivered or polled: the delivery ID alone is the Event's identity,
+    /// so another snapshot under it (a poll of a change a webhook brought, with a
+    /// title edited since) is that Event again, not a conflict. The first one kept
+    /// stands.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub snapshot: bool,
 }
 
 /// A pushed delivery of one registered source: its identity, the raw body as evidence,

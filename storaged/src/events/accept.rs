@@ -151,6 +151,7 @@ fn check(
         occurred_at: nonempty(&input.occurred_at),
         parent_id: nonempty(&input.parent_id),
         execution_id: nonempty(&input.execution_id),
+        snapshot: input.snapshot,
     };
     // Bounds.
     if ev.event_type.is_empty() {
@@ -353,7 +354,8 @@ fn prepare_derived(
 }
 
 /// The event already kept under `p`'s identity (its delivery, or its
-/// observation), if any; `conflict` when that event's envelope differs.
+/// observation), if any; `conflict` when that event's envelope differs, unless
+/// `p` is a snapshot (`EventInput::snapshot`), whose delivery ID alone is its identity.
 fn kept_under(conn: &Connection, p: &Prepared) -> Result<Option<AcceptedEvent>, StoreError> {
     let (ev, signature) = (&p.ev, &p.signature);
     let mut existing: Option<AcceptedEvent> = None;
@@ -370,7 +372,8 @@ fn kept_under(conn: &Connection, p: &Prepared) -> Result<Option<AcceptedEvent>, 
             })
             .optional()?;
         if let Some((id, seq, sig)) = row {
-            if sig != *signature {
+            // A snapshot's delivery ID alone is its identity: the first kept stands.
+            if sig != *signature && !ev.snapshot {
                 return Err(StoreError::conflict(format!(
                     "delivery ({}, {d}) was accepted as {id} with a different envelope",
                     ev.source
@@ -398,7 +401,8 @@ fn kept_under(conn: &Connection, p: &Prepared) -> Result<Option<AcceptedEvent>, 
             })
             .optional()?;
         if let Some((id, seq, sig)) = row {
-            if sig != *signature || existing.as_ref().is_some_and(|e| e.id != id) {
+            if (sig != *signature && !ev.snapshot) || existing.as_ref().is_some_and(|e| e.id != id)
+            {
                 return Err(StoreError::conflict(format!(
                     "observation ({}, {item}, {version}) was accepted as {id} with a different envelope",
                     ev.source

@@ -44,6 +44,11 @@ pub struct EventInput {
     /// The execution that caused it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,
+    /// The payload is a snapshot of the change `delivery_id` names
+    /// (`IngressEvent::snapshot`): another envelope under that delivery ID is this
+    /// event again (`added: false`), not a conflict.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot: bool,
 }
 
 /// `store.events_accept`: a batch of events as one atomic unit.

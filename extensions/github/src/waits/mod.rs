@@ -409,6 +409,7 @@ pub fn waking_event(plan: &Plan, found: Map<String, Value>) -> IngressEvent {
         },
         keys: vec![plan.key()],
         occurred_at: protocol::time::format_rfc3339_ms(protocol::time::now_ms()),
+        snapshot: false,
     }
 }
 
