@@ -188,6 +188,7 @@ fn delivery() -> Delivery {
             payload: payload(),
             keys: vec!["notes:1".into()],
             occurred_at: "2026-10-25T09:00:00Z".into(),
+            snapshot: true,
         }],
     }
 }

@@ -90,6 +90,7 @@ fn page(cfg: &EntryConfig, p: &IngressReconcileParams) -> Result<IngressReconcil
                 },
                 keys: vec![format!("feed:{}", it.item)],
                 occurred_at: String::new(),
+                snapshot: false,
             }],
         });
     }

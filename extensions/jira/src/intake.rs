@@ -345,5 +345,6 @@ pub fn project(entry: &EntryConfig, payload: &Value) -> Result<Option<IngressEve
         },
         keys: vec![key(issue_key)],
         occurred_at,
+        snapshot: false,
     }))
 }

@@ -316,6 +316,7 @@ fn deliver(
             } else {
                 String::new()
             },
+            snapshot: false,
         }],
     })
 }

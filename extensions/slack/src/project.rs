@@ -200,6 +200,7 @@ pub fn event_callback(entry: &EntryConfig, payload: &Value) -> Result<Verdict, S
             },
             keys: vec![key(team_id, channel, root)],
             occurred_at,
+            snapshot: false,
         }],
     }))
 }

@@ -206,6 +206,7 @@ pub fn build_event(
         // Left to the host: a time taken here would differ on a redelivery, and
         // the host binds a delivery ID to the exact envelope it first accepted.
         occurred_at: String::new(),
+        snapshot: false,
     }
 }
 
