@@ -37,6 +37,36 @@ pub fn description_path() -> PathBuf {
     root().join("tests/bitbucket-api/swagger.json")
 }
 
+/// The published description with the one thing it leaves out for webhooks: it
+/// declares no request body for `POST .../hooks` and `PUT .../hooks/{uid}` (so
+/// Prism refuses any body), though Bitbucket takes a `webhook_subscription` there
+/// (the operation's own example). The copy (in the temporary directory) declares
+/// that body (JSON, the description's `webhook_subscription` schema), so Prism
+/// checks what is sent against it; nothing else changes (docs/decisions.md, issue 44).
+pub fn described_with_hook_bodies() -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(description_path()).map_err(|e| e.to_string())?;
+    let mut d: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    for (path, method) in [
+        ("/repositories/{workspace}/{repo_slug}/hooks", "post"),
+        ("/repositories/{workspace}/{repo_slug}/hooks/{uid}", "put"),
+    ] {
+        let op = d
+            .get_mut("paths")
+            .and_then(|p| p.get_mut(path))
+            .and_then(|p| p.get_mut(method))
+            .ok_or_else(|| format!("the description has no {method} {path}"))?;
+        op["consumes"] = json!(["application/json"]);
+        op["parameters"] = json!([{"in": "body", "name": "_body", "required": true,
+            "schema": {"$ref": "#/definitions/webhook_subscription"}}]);
+    }
+    let out = std::env::temp_dir().join(format!(
+        "oc-bitbucket-hooks-{}-swagger.json",
+        std::process::id()
+    ));
+    std::fs::write(&out, d.to_string()).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// True when the peers (node, Prism) must be there: `OC_REQUIRE_PEERS=1`.
 pub fn required() -> bool {
     std::env::var("OC_REQUIRE_PEERS").is_ok_and(|v| v == "1")
@@ -58,6 +88,9 @@ pub struct Seen {
 /// An error every request is answered with: status, extra header lines, body.
 type Failure = (u16, String, String);
 
+/// A stored repository's pull requests, and each one's comments by pull request ID.
+type Listed = (Vec<Value>, std::collections::BTreeMap<u64, Vec<Value>>);
+
 #[derive(Default)]
 struct Shared {
     seen: Vec<Seen>,
@@ -66,6 +99,11 @@ struct Shared {
     hooks: Vec<(String, Value)>,
     /// Webhooks created so far (for their uuids).
     hooks_made: u64,
+    /// Repositories whose pull request list and comments are stored ([`Scripted::list`]):
+    /// their pull requests, and each one's comments by pull request ID.
+    listed: std::collections::BTreeMap<String, Listed>,
+    /// The base URL of `next` links (Prism's, set by the test).
+    next_base: String,
 }
 
 /// A running Prism (validation proxy), killed when dropped.
@@ -243,6 +281,27 @@ impl Scripted {
             s.failure = failure.map(|(st, h, b)| (st, h.to_string(), b.to_string()));
         }
     }
+
+    /// Stores `repository`'s pull requests and each one's comments (by ID): from now
+    /// on its pull request list and comment lists answer them, filtered by `q`
+    /// (`updated_on>"…"`, `created_on>"…"`) and `state`, sorted by `sort`, paged by
+    /// `pagelen` and `page` with `next` links under [`Scripted::set_next_base`].
+    pub fn list(&self, repository: &str, prs: Vec<Value>, comments: Vec<(u64, Vec<Value>)>) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.listed.insert(
+                repository.to_string(),
+                (prs, comments.into_iter().collect()),
+            );
+        }
+    }
+
+    /// The base URL of the `next` links of stored lists (the API's URL as the
+    /// package sees it: Prism's).
+    pub fn set_next_base(&self, url: &str) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.next_base = url.trim_end_matches('/').to_string();
+        }
+    }
 }
 
 /// The scripted Bitbucket and Prism in front of it.
@@ -261,6 +320,19 @@ impl Bitbucket {
     pub fn start() -> Result<Bitbucket, String> {
         let scripted = Scripted::start()?;
         let prism = start_prism_proxy(&description_path(), &scripted.url)?;
+        Ok(Bitbucket {
+            url: prism.url.clone(),
+            scripted,
+            prism,
+        })
+    }
+
+    /// [`Bitbucket::start`] over [`described_with_hook_bodies`], for the managed
+    /// webhooks' requests.
+    pub fn start_with_hook_bodies() -> Result<Bitbucket, String> {
+        let spec = described_with_hook_bodies()?;
+        let scripted = Scripted::start()?;
+        let prism = start_prism_proxy(&spec, &scripted.url)?;
         Ok(Bitbucket {
             url: prism.url.clone(),
             scripted,
@@ -325,11 +397,10 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) {
         let json_body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let (status, headers, content_type, text) = match failure {
             Some((status, headers, body)) => (status, headers, "application/json", body),
-            None => match shared
-                .lock()
-                .ok()
-                .and_then(|mut s| hook_answer(&mut s, &method, &target, &json_body))
-            {
+            None => match shared.lock().ok().and_then(|mut s| {
+                hook_answer(&mut s, &method, &target, &json_body)
+                    .or_else(|| list_answer(&s, &method, &target))
+            }) {
                 Some(a) => a,
                 None => answer(&method, &target),
             },
@@ -461,6 +532,51 @@ fn hook_answer(
 pub const SOURCE_COMMIT: &str = "d3022fc0ca3d";
 /// The destination commit.
 pub const DESTINATION_COMMIT: &str = "ce5965ddd289";
+/// The full hash of [`SOURCE_COMMIT`]: one build passed, one in progress.
+pub const SOURCE_COMMIT_FULL: &str = "d3022fc0ca3d4a8e9b1c2d3e4f5061728394a5b6";
+/// The head commit of pull request 8, whose builds have all finished (one failed).
+pub const BUILT_COMMIT: &str = "5b1e0a7c9d21";
+/// Its full hash.
+pub const BUILT_COMMIT_FULL: &str = "5b1e0a7c9d21e3f405162738495a6b7c8d9e0f1a";
+/// The head commit of pull request 9, which no build has reported on.
+pub const UNBUILT_COMMIT: &str = "7a3c4e5f6b70";
+/// Its full hash.
+pub const UNBUILT_COMMIT_FULL: &str = "7a3c4e5f6b708192a3b4c5d6e7f8091a2b3c4d5e";
+
+/// The full hash of a scripted commit given by a prefix of it.
+fn full_commit(hash: &str) -> Option<&'static str> {
+    [SOURCE_COMMIT_FULL, BUILT_COMMIT_FULL, UNBUILT_COMMIT_FULL]
+        .into_iter()
+        .find(|f| hash.len() >= 7 && f.starts_with(&hash.to_ascii_lowercase()))
+}
+
+/// A commit status (a build) of `commit` in `repo`.
+fn commit_status(repo: &str, commit: &str, key: &str, name: &str, state: &str) -> Value {
+    json!({
+        "type": "build", "key": key, "name": name, "state": state,
+        "description": format!("{name}: {state}"), "refname": "feature/PROJ-12-login",
+        "url": format!("https://ci.example.test/{repo}/{key}"),
+        "created_on": "2026-01-05T10:10:00.000000+00:00", "updated_on": "2026-01-05T10:20:00.000000+00:00",
+        "links": {"commit": {"href": format!("https://api.bitbucket.org/2.0/repositories/{repo}/commit/{commit}")}},
+    })
+}
+
+/// The builds of a scripted commit (its full hash): [`SOURCE_COMMIT_FULL`] has one
+/// passed and one in progress, [`BUILT_COMMIT_FULL`] one passed and one failed,
+/// any other none.
+pub fn builds_of(repo: &str, commit: &str) -> Vec<Value> {
+    match commit {
+        SOURCE_COMMIT_FULL => vec![
+            commit_status(repo, commit, "lint", "Lint", "SUCCESSFUL"),
+            commit_status(repo, commit, "unit", "Unit tests", "INPROGRESS"),
+        ],
+        BUILT_COMMIT_FULL => vec![
+            commit_status(repo, commit, "lint", "Lint", "FAILED"),
+            commit_status(repo, commit, "unit", "Unit tests", "SUCCESSFUL"),
+        ],
+        _ => Vec::new(),
+    }
+}
 
 fn user(name: &str, account_id: &str) -> Value {
     json!({"type": "user", "display_name": name, "account_id": account_id,
@@ -511,6 +627,12 @@ fn answer(method: &str, target: &str) -> (u16, String, &'static str, String) {
     let rest = &segs[3..];
     match (method, rest) {
         ("POST", ["pullrequests"]) => json_ok(201, pull_request(&repo, 7, "PROJ-12-fix", "main")),
+        ("GET", ["pullrequests", id @ ("8" | "9")]) => {
+            let mut pr = pull_request(&repo, id.parse().unwrap_or(8), "feature/PROJ-12-login", "main");
+            let head = if *id == "8" { BUILT_COMMIT } else { UNBUILT_COMMIT };
+            pr["source"]["commit"]["hash"] = json!(head);
+            json_ok(200, pr)
+        }
         ("GET", ["pullrequests", id]) => json_ok(
             200,
             pull_request(&repo, id.parse().unwrap_or(1), "feature/PROJ-12-login", "main"),
@@ -547,6 +669,24 @@ fn answer(method: &str, target: &str) -> (u16, String, &'static str, String) {
             "text/plain",
             "diff --git a/src/login.rs b/src/login.rs\n--- a/src/login.rs\n+++ b/src/login.rs\n@@ -10,3 +10,4 @@\n-    redirect(login)\n+    if !logged_in {\n+        redirect(login)\n+    }\n".to_string(),
         ),
+        ("GET", ["commit", hash]) => match full_commit(hash) {
+            Some(full) => json_ok(
+                200,
+                json!({"type": "commit", "hash": full, "message": "Fix the login loop",
+                       "date": "2026-01-05T09:55:00+00:00"}),
+            ),
+            None => json_ok(
+                404,
+                json!({"type": "error", "error": {"message": "no such commit"}}),
+            ),
+        },
+        ("GET", ["commit", hash, "statuses"]) => {
+            let values = builds_of(&repo, full_commit(hash).unwrap_or_default());
+            json_ok(
+                200,
+                json!({"pagelen": 100, "size": values.len(), "page": 1, "values": values}),
+            )
+        }
         ("POST", ["pullrequests", _, "approve"]) => json_ok(
             200,
             json!({"type": "participant", "user": user("Conduit", "557058:agent"), "role": "PARTICIPANT",
@@ -562,4 +702,125 @@ fn answer(method: &str, target: &str) -> (u16, String, &'static str, String) {
             json!({"type": "error", "error": {"message": "not scripted"}}),
         ),
     }
+}
+
+/// `s` percent-decoded (`+` kept: Bitbucket's `q` sends `%2B`).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| char::from(c).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A UTC time of the scripted data or a query (`2026-01-05T10:00:00.000+00:00`),
+/// comparable as text: seconds and a six-digit fraction.
+fn time_key(t: &str) -> String {
+    let t = t.trim_end_matches("+00:00").trim_end_matches('Z');
+    let (secs, frac) = t.split_once('.').unwrap_or((t, ""));
+    format!("{secs}.{frac:0<6}")
+}
+
+/// The answer to a stored repository's pull request list or comment list (see
+/// [`Scripted::list`]); none for any other request.
+fn list_answer(
+    shared: &Shared,
+    method: &str,
+    target: &str,
+) -> Option<(u16, String, &'static str, String)> {
+    if method != "GET" {
+        return None;
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (repo, pr) = match segs.as_slice() {
+        ["repositories", w, r, "pullrequests"] => (format!("{w}/{r}"), None),
+        ["repositories", w, r, "pullrequests", id, "comments"] => {
+            (format!("{w}/{r}"), Some(id.parse::<u64>().ok()?))
+        }
+        _ => return None,
+    };
+    let (prs, comments) = shared.listed.get(&repo)?;
+    let params: Vec<(String, String)> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_string(), percent_decode(v))
+        })
+        .collect();
+    let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let mut values: Vec<Value> = match pr {
+        None => {
+            let states: Vec<&str> = params
+                .iter()
+                .filter(|(n, _)| n == "state")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            prs.iter()
+                .filter(|p| {
+                    let state = p["state"].as_str().unwrap_or_default();
+                    if states.is_empty() {
+                        state == "OPEN"
+                    } else {
+                        states.contains(&state)
+                    }
+                })
+                .cloned()
+                .collect()
+        }
+        Some(id) => comments.get(&id).cloned().unwrap_or_default(),
+    };
+    // q: one `field>"time"` comparison.
+    if let Some(q) = param("q") {
+        let (field, rest) = q.split_once('>')?;
+        let since = time_key(rest.trim().trim_matches('"'));
+        let field = field.trim().to_string();
+        values.retain(|v| time_key(v[&field].as_str().unwrap_or_default()) > since);
+    }
+    if let Some(sort) = param("sort") {
+        let (desc, field) = match sort.strip_prefix('-') {
+            Some(f) => (true, f.to_string()),
+            None => (false, sort.clone()),
+        };
+        values.sort_by_key(|v| time_key(v[&field].as_str().unwrap_or_default()));
+        if desc {
+            values.reverse();
+        }
+    }
+    let pagelen: usize = param("pagelen").and_then(|p| p.parse().ok()).unwrap_or(10);
+    let page: usize = param("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    let size = values.len();
+    let shown: Vec<Value> = values
+        .into_iter()
+        .skip((page.max(1) - 1) * pagelen)
+        .take(pagelen)
+        .collect();
+    let mut body = json!({"pagelen": pagelen.max(1), "size": size, "page": page, "values": shown});
+    if page * pagelen < size {
+        let mut rest: Vec<String> = query
+            .split('&')
+            .filter(|p| !p.is_empty() && !p.starts_with("page="))
+            .map(str::to_string)
+            .collect();
+        rest.push(format!("page={}", page + 1));
+        body["next"] = json!(format!("{}{path}?{}", shared.next_base, rest.join("&")));
+    }
+    Some((200, String::new(), "application/json", body.to_string()))
 }

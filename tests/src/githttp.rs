@@ -11,7 +11,8 @@
 //! GitHub asks of an installation token:
 //! - no `Authorization`, or one that is not well-formed Basic: 401 with
 //!   `WWW-Authenticate: Basic realm="GitHub"` (so git asks its credential helper);
-//! - a user other than `x-access-token`, or a token not accepted now: 401 as well;
+//! - a user other than `x-access-token` (or the one [`GitHttp::allow_user`] named for
+//!   the token), or a token not accepted now: 401 as well;
 //! - a token accepted only for other repositories ([`GitHttp::allow`]): 404, as GitHub
 //!   hides a repository from a token that may not see it;
 //! - else `git http-backend` answers, with the repositories under [`GitHttp::root`].
@@ -81,12 +82,13 @@ enum Grant {
 struct Shared {
     root: PathBuf,
     backend: PathBuf,
-    grants: Mutex<HashMap<String, Grant>>,
+    /// By token: the Basic user it must come with, and what it may see.
+    grants: Mutex<HashMap<String, (String, Grant)>>,
     requests: Mutex<Vec<GitRequest>>,
 }
 
 impl Shared {
-    fn grants(&self) -> MutexGuard<'_, HashMap<String, Grant>> {
+    fn grants(&self) -> MutexGuard<'_, HashMap<String, (String, Grant)>> {
         self.grants.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -330,15 +332,27 @@ impl GitHttp {
     /// Accepts `token` for exactly these repositories (`o/r`) from now on, replacing
     /// what it was accepted for; asked for another repository, it gets 404.
     pub fn allow(&self, token: &str, repos: &[&str]) {
+        self.allow_user(TOKEN_USER, token, repos);
+    }
+
+    /// [`GitHttp::allow`] with the Basic user `user` instead of [`TOKEN_USER`]
+    /// (Bitbucket takes an access token as `x-token-auth`); another user with the
+    /// token is 401.
+    pub fn allow_user(&self, user: &str, token: &str, repos: &[&str]) {
         self.shared.grants().insert(
             token.to_owned(),
-            Grant::Repos(repos.iter().map(|r| (*r).to_owned()).collect()),
+            (
+                user.to_owned(),
+                Grant::Repos(repos.iter().map(|r| (*r).to_owned()).collect()),
+            ),
         );
     }
 
     /// Accepts `token` for every repository from now on.
     pub fn allow_all(&self, token: &str) {
-        self.shared.grants().insert(token.to_owned(), Grant::All);
+        self.shared
+            .grants()
+            .insert(token.to_owned(), (TOKEN_USER.to_owned(), Grant::All));
     }
 
     /// Refuses `token` (401) from now on, until it is allowed again.
@@ -655,9 +669,12 @@ fn serve(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
     // Who may see what, decided on the head alone.
     let denied: Option<(u16, &str)> = match &auth {
         None => Some((401, "authentication required")),
-        Some((user, _)) if user != TOKEN_USER => Some((401, "bad credentials")),
-        Some((_, token)) => {
-            let grant = shared.grants().get(token).cloned();
+        Some((user, token)) => {
+            let grant = shared
+                .grants()
+                .get(token)
+                .filter(|(u, _)| u == user)
+                .map(|(_, g)| g.clone());
             match (grant, repo_of(&path)) {
                 (None, _) => Some((401, "bad credentials")),
                 (Some(_), None) => Some((404, "repository not found")),

@@ -8,11 +8,11 @@
 //! comments on it (twice with one request ID: posted once), every request through
 //! Prism's validation proxy over Atlassian's published API 2.0 description in front
 //! of the scripted Bitbucket (tests/src/bitbucket.rs); the delivery again (the same
-//! `X-Request-UUID`) adds nothing; a bad signature is 401 and nothing is kept. The
-//! agent then calls `bitbucket.wait_reply`: the Work waits, keyed by the pull
-//! request; a person's comment wakes it and the next turn's prompt carries it. The
-//! pull request's merge (`pullrequest:fulfilled`) joins the same Work. The secrets
-//! are in no log.
+//! comment, identified by itself) adds nothing; a bad signature is 401 and nothing
+//! is kept. The agent then calls `bitbucket.wait_reply`: the Work waits, keyed by
+//! the pull request; a person's comment wakes it and the next turn's prompt carries
+//! it. The pull request's merge (`pullrequest:fulfilled`) reaches the same Work and completes
+//! it. The secrets are in no log.
 //!
 //! Without node or tests/github-api's Prism the test prints SKIPPED and passes, unless
 //! OC_REQUIRE_PEERS=1.
@@ -200,14 +200,18 @@ fn a_comment_mentioning_the_agent_starts_a_work_whose_agent_comments_once() {
         .all(|r| r.authorization == format!("Bearer {TOKEN}")));
     assert!(bb.violations().is_empty(), "{:#?}", bb.violations());
 
-    // The delivery again (Bitbucket's redelivery keeps its X-Request-UUID): nothing new.
+    // The delivery again (Bitbucket's redelivery names the same comment, its
+    // identity since issue 44's reconcile): nothing new.
     let r = send(&suite, EVENT, &body, WEBHOOK_SECRET, "u-comment-1");
     assert_eq!(r.status, 200, "{}", r.text());
     let r = send(&suite, EVENT, &body, "not the webhook secret", "u-forged-2");
     assert_eq!(r.status, 401, "{}", r.text());
     let events = bitbucket_events(&suite);
     assert_eq!(events.len(), 1, "{events:#?}");
-    assert_eq!(events[0]["delivery_id"], "u-comment-1");
+    assert_eq!(
+        events[0]["delivery_id"],
+        "pullrequest/team_name/repo_name/1/comment/17"
+    );
     assert_eq!(works(&suite).len(), 1);
 
     // The agent waits for a comment: the Work waits, keyed by the pull request.
@@ -248,7 +252,7 @@ fn a_comment_mentioning_the_agent_starts_a_work_whose_agent_comments_once() {
     );
     assert_eq!(works(&suite).len(), 1, "the reply made no Work of its own");
 
-    // The merge joins the same Work.
+    // The merge reaches the same Work and completes it.
     let merged = serde_json::to_vec(&fixture("pull-request-merged.json")).unwrap();
     let r = send(
         &suite,
@@ -269,6 +273,12 @@ fn a_comment_mentioning_the_agent_starts_a_work_whose_agent_comments_once() {
             .then_some(())
     });
     assert_eq!(works(&suite).len(), 1);
+    wait_for("the merge to complete the Work", || {
+        works(&suite)
+            .iter()
+            .any(|w| w["id"] == json!(work) && w["state"] == "completed")
+            .then_some(())
+    });
 
     // No daemon's log holds the token or the webhook secret.
     for d in [

@@ -340,3 +340,12 @@ fn error_detail(body: &[u8]) -> Option<String> {
     let line = parts.join(": ").replace(['\n', '\r'], " ");
     (!line.is_empty()).then(|| sdk::tracker::clip(&line, 500).0.to_string())
 }
+
+impl Client {
+    /// The path (with its query, under the base) that `url` names when it is in the
+    /// API: a page's `next` link (Bitbucket answers it absolute), so a scan follows it
+    /// without the credential leaving the API.
+    pub fn path_in_api(&self, url: &str) -> Option<String> {
+        self.same_api(url)
+    }
+}

@@ -14,10 +14,14 @@
 //! whose source branch names an issue of one of them (`PROJ-123`) start Work; `path`
 //! defaults to `/bitbucket/<scope>/<entry>` and stays under `/bitbucket`;
 //! `manage_webhook` (default false) keeps a webhook on each repository
-//! ([`crate::hooks`]).
+//! ([`crate::hooks`]); `reconcile_interval_s` (seconds between reconcile scans,
+//! default [`DEFAULT_RECONCILE_INTERVAL_S`], 0 off, at most a day) sets how often
+//! the repositories' pull requests are polled for changes a webhook did not bring
+//! ([`crate::reconcile`]).
 //!
 //! A `bitbucket` connection's config is `{"api_url": "https://api.bitbucket.org/2.0",
-//! "username": "bot"}` (both optional); its secrets are `token` (a workspace or
+//! "username": "bot", "git_url": "https://bitbucket.org"}` (all optional; `git_url`
+//! is where repositories are cloned from, for runs' own git credential); its secrets are `token` (a workspace or
 //! repository access token, Bearer) or `app_password` (Basic with the username), and
 //! `webhook_secret`.
 
@@ -39,6 +43,10 @@ pub const DEFAULT_API_URL: &str = "https://api.bitbucket.org/2.0";
 pub const MAX_LIST: usize = 100;
 /// The longest mention, in bytes.
 pub const MAX_MENTION_BYTES: usize = 100;
+/// Seconds between reconcile scans when the entry does not say.
+pub const DEFAULT_RECONCILE_INTERVAL_S: u64 = 300;
+/// The longest `reconcile_interval_s` (a day).
+pub const MAX_RECONCILE_INTERVAL_S: u64 = 86_400;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,6 +63,8 @@ struct RawEntry {
     path: Option<String>,
     #[serde(default)]
     manage_webhook: bool,
+    #[serde(default)]
+    reconcile_interval_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -64,6 +74,8 @@ struct RawConnection {
     api_url: Option<String>,
     #[serde(default)]
     username: Option<String>,
+    #[serde(default)]
+    git_url: Option<String>,
 }
 
 fn read<T: Default + serde::de::DeserializeOwned>(config: &Value) -> Result<T, ConfigError> {
@@ -90,6 +102,8 @@ pub struct ParsedConfig {
     /// Keep a webhook on each repository pointing at `public_url` + path (the
     /// `bitbucket.webhooks` task).
     pub manage_webhook: bool,
+    /// Seconds between reconcile scans (0: off).
+    pub reconcile_interval_s: u64,
 }
 
 impl ParsedConfig {
@@ -228,6 +242,17 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
             entries::normalize_path(&p, PATH_PREFIX).map_err(|m| ConfigError::new("/path", m))?,
         ),
     };
+    let reconcile_interval_s = raw
+        .reconcile_interval_s
+        .unwrap_or(DEFAULT_RECONCILE_INTERVAL_S);
+    if reconcile_interval_s > MAX_RECONCILE_INTERVAL_S {
+        return Err(ConfigError::new(
+            "/reconcile_interval_s",
+            format!(
+                "must be 0 (off) to {MAX_RECONCILE_INTERVAL_S} seconds (MAX_RECONCILE_INTERVAL_S)"
+            ),
+        ));
+    }
     Ok(ParsedConfig {
         repositories,
         mention: mention.to_string(),
@@ -235,6 +260,7 @@ pub fn parse_entry(config: &Value) -> Result<ParsedConfig, ConfigError> {
         jira_projects,
         path,
         manage_webhook: raw.manage_webhook,
+        reconcile_interval_s,
     })
 }
 
@@ -245,10 +271,14 @@ pub struct ConnectionConfig {
     pub api_url: String,
     /// The username for Basic auth (with `app_password`).
     pub username: Option<String>,
+    /// The base URL repositories are cloned from, when given (else derived from
+    /// `api_url`: [`crate::credential::git_base`]), without a trailing `/`.
+    pub git_url: Option<String>,
 }
 
 /// Checks a `bitbucket` connection's config: `api_url` (default
-/// [`DEFAULT_API_URL`]) is an http or https URL; `username`, when given, is a slug.
+/// [`DEFAULT_API_URL`]) is an http or https URL; `username`, when given, is a slug;
+/// `git_url`, when given, is an http or https URL without a user or query.
 pub fn check_connection_config(config: &Value) -> Result<ConnectionConfig, ConfigError> {
     let raw: RawConnection = read(config)?;
     let url = raw.api_url.unwrap_or_default();
@@ -276,9 +306,29 @@ pub fn check_connection_config(config: &Value) -> Result<ConnectionConfig, Confi
             ))
         }
     };
+    let git_url = match raw
+        .git_url
+        .as_deref()
+        .map(|u| u.trim().trim_end_matches('/'))
+    {
+        None | Some("") => None,
+        Some(u) => {
+            let ok = protocol::wire::check_display_url("git_url", u).is_ok()
+                && (u.starts_with("https://") || u.starts_with("http://"))
+                && !u.contains(['?', '#', '@']);
+            if !ok {
+                return Err(ConfigError::new(
+                    "/git_url",
+                    format!("`{u}` is not an http or https URL without a user or query"),
+                ));
+            }
+            Some(u.to_string())
+        }
+    };
     Ok(ConnectionConfig {
         api_url: url.to_string(),
         username,
+        git_url,
     })
 }
 
@@ -310,7 +360,7 @@ impl Registry {
 
     /// The sources and request paths the entries register.
     pub fn configure_result(&self) -> ConfigureResult {
-        entries::declare(&self.entries, NAME, &FAMILIES, |_| 0)
+        entries::declare(&self.entries, NAME, &FAMILIES, |c| c.reconcile_interval_s)
     }
 
     /// The entry whose path is the longest that covers `request_path`.

@@ -9,9 +9,17 @@
 //! lacks what its `X-Event-Key` needs, is 400. Then one Event, or 200 and nothing
 //! (Bitbucket retries a failed delivery, so an ignored one is still a 200).
 //!
-//! The delivery's identity is its `X-Request-UUID` (the same on Bitbucket's
-//! redeliveries), or, when a delivery lacks it, a digest of the body: the host keeps
-//! a delivery once, so a redelivery adds nothing.
+//! The delivery's identity is the change the payload reports ([`change_id`]: a pull
+//! request's creation, a comment, a merge or decline, an approval or change request,
+//! a commit status's state, an issue's creation or comment), which reconcile
+//! (reconcile.rs) derives the same way from a polled pull request, so a
+//! change is one Event whichever way it comes (docs/decisions.md, issue 44). Such an
+//! Event is a `snapshot`: its delivery ID alone is its identity, so a poll reading
+//! the pull request as it is now (a title edited since) is the same Event again.
+//! Only a delivery naming no change (`pullrequest:updated`, `issue:updated`) keeps
+//! its `X-Request-UUID` (the same on Bitbucket's redeliveries), or, when it lacks
+//! one, a digest of the body: the host keeps a delivery once, so a redelivery adds
+//! nothing.
 //!
 //! Taken ([`project`]), for a repository of the entry's:
 //! - `pullrequest:created|updated|comment_created|approved|changes_request_created|
@@ -142,24 +150,30 @@ pub fn process(
         return answer_only(HttpAnswer::text(400, "the body is not a JSON object"));
     };
     let event_key = params.header(EVENT_HEADER).unwrap_or_default().trim();
-    let delivery_id = match params.header(DELIVERY_HEADER).map(str::trim) {
-        Some(id)
+    let change = change_id(event_key, &payload);
+    let snapshot = change.is_some();
+    let delivery_id = match (change, params.header(DELIVERY_HEADER).map(str::trim)) {
+        (Some(change), _) => change,
+        (None, Some(id))
             if !id.is_empty() && id.len() <= 200 && id.bytes().all(|b| b.is_ascii_graphic()) =>
         {
             id.to_string()
         }
-        _ => format!(
+        (None, _) => format!(
             "sha256:{}",
             protocol::hex::encode(&Sha256::digest(&params.body))
         ),
     };
     match project(&entry.config, event_key, &payload) {
-        Ok(Some(event)) => sdk::tracker::deliver(Delivery {
-            source: entry.source.clone(),
-            delivery_id,
-            body: None,
-            events: vec![event],
-        }),
+        Ok(Some(mut event)) => {
+            event.snapshot = snapshot;
+            sdk::tracker::deliver(Delivery {
+                source: entry.source.clone(),
+                delivery_id,
+                body: None,
+                events: vec![event],
+            })
+        }
         Ok(None) => answer_only(ignored(
             "not an event this entry takes (its repositories' pull requests, commit statuses and issues, not by the agent)",
         )),
@@ -167,6 +181,84 @@ pub fn process(
             400,
             &format!("unreadable Bitbucket webhook: {why}"),
         )),
+    }
+}
+
+/// The longest part of a change's identity (an ID, a commit, a key, a time), in
+/// bytes.
+const MAX_ID_BYTES: usize = 64;
+
+/// A part of a change's identity: 1 to [`MAX_ID_BYTES`] printable ASCII bytes, no
+/// `/` (numbers are written in decimal).
+fn id_part(v: Option<&Value>) -> Option<String> {
+    let text = match v? {
+        Value::Number(n) => n.as_u64()?.to_string(),
+        Value::String(t) => t.trim().to_string(),
+        _ => return None,
+    };
+    (!text.is_empty()
+        && text.len() <= MAX_ID_BYTES
+        && text.bytes().all(|b| b.is_ascii_graphic() && b != b'/'))
+    .then_some(text)
+}
+
+/// The identity of the change a payload of `event_key` reports, the same for a
+/// webhook delivery and for a poll of the change (repository lower case):
+///
+/// - `pullrequest/<workspace>/<slug>/<id>/created`, `…/<id>/comment/<comment id>`,
+///   `…/<id>/fulfilled`, `…/<id>/rejected` (a pull request is merged or declined
+///   once);
+/// - `…/<id>/approved/<account>/<approval.date>` and
+///   `…/<id>/changes_requested/<account>/<changes_request.date>` (the reviewer's
+///   account ID, else UUID);
+/// - `status/<workspace>/<slug>/<commit>/<key>/<state>/<updated_on>` (a commit
+///   status's key in a state, as of its update);
+/// - `issue/<workspace>/<slug>/<id>/created`, `…/<id>/comment/<comment id>`.
+///
+/// None for a payload naming no change (`pullrequest:updated`, `issue:updated`,
+/// an event the package does not take) or one without the parts.
+pub fn change_id(event_key: &str, payload: &Value) -> Option<String> {
+    let repo = repository(payload).ok()?;
+    let p = |pointer: &str| id_part(payload.pointer(pointer));
+    let account =
+        |at: &str| p(&format!("{at}/user/account_id")).or_else(|| p(&format!("{at}/user/uuid")));
+    let pr = || Some(format!("pullrequest/{repo}/{}", p("/pullrequest/id")?));
+    let issue = || Some(format!("issue/{repo}/{}", p("/issue/id")?));
+    match event_key {
+        "pullrequest:created" => Some(format!("{}/created", pr()?)),
+        "pullrequest:comment_created" => Some(format!("{}/comment/{}", pr()?, p("/comment/id")?)),
+        "pullrequest:fulfilled" => Some(format!("{}/fulfilled", pr()?)),
+        "pullrequest:rejected" => Some(format!("{}/rejected", pr()?)),
+        "pullrequest:approved" => Some(format!(
+            "{}/approved/{}/{}",
+            pr()?,
+            account("/approval")?,
+            p("/approval/date")?
+        )),
+        "pullrequest:changes_request_created" => Some(format!(
+            "{}/changes_requested/{}/{}",
+            pr()?,
+            account("/changes_request")?,
+            p("/changes_request/date")?
+        )),
+        "repo:commit_status_created" | "repo:commit_status_updated" => {
+            let hash = s(payload, "/commit_status/links/commit/href")
+                .rsplit('/')
+                .next()
+                .map(str::to_ascii_lowercase)
+                .filter(|h| {
+                    (7..=64).contains(&h.len()) && h.bytes().all(|b| b.is_ascii_hexdigit())
+                })?;
+            Some(format!(
+                "status/{repo}/{hash}/{}/{}/{}",
+                p("/commit_status/key")?,
+                p("/commit_status/state")?,
+                p("/commit_status/updated_on")?
+            ))
+        }
+        "issue:created" => Some(format!("{}/created", issue()?)),
+        "issue:comment_created" => Some(format!("{}/comment/{}", issue()?, p("/comment/id")?)),
+        _ => None,
     }
 }
 
@@ -425,5 +517,6 @@ pub fn project(
         },
         keys,
         occurred_at: String::new(),
+        snapshot: false,
     }))
 }

@@ -7,22 +7,37 @@
 //!
 //! - [`config`] parses the `configure` entries and the `bitbucket` connection's config.
 //! - [`intake`] serves `webhook.handle`: a delivery verified by `X-Hub-Signature`,
-//!   identified by `X-Request-UUID`, to at most one Event.
+//!   identified by the change it reports (else `X-Request-UUID`), to at most one
+//!   Event.
 //! - [`route`] serves `route.match`: one Work per pull request, with the spec's display.
 //! - [`api`] is a client of the Bitbucket Cloud REST API 2.0.
 //! - [`ops`] serves the toolbelt operations on `operation.call`.
 //! - [`render`] serves `event.render`: the Event as markdown for the prompt.
-//! - [`wait`] plans `bitbucket.wait_reply` (`operation.wait`): a person's comment.
+//! - [`wait`] plans `bitbucket.wait_reply` (`operation.wait`): a person's comment or
+//!   change request; and serves `dependency.filter` for the package's waits.
+//! - [`build`] plans `bitbucket.wait_build`: the builds of the pull request's head
+//!   commit finished.
+//! - [`link`] links a pull request the agent opens to its Work.
 //! - [`hooks`] is the `bitbucket.webhooks` task (an entry's managed webhooks, one
 //!   per repository) and the `webhooks` doctor check.
+//! - [`reconcile`] serves `ingress.reconcile`: pull requests updated and comments
+//!   made since the checkpoint, polled, each change under the identity a webhook of
+//!   it carries.
+//! - [`credential`] serves `run.environment` and `run.credential`: a run's own git
+//!   credential (the connection's token or app password) through
+//!   `open-conduit git-credential bitbucket`.
 
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod build;
 pub mod config;
+pub mod credential;
 pub mod hooks;
 pub mod intake;
+pub mod link;
 pub mod ops;
+pub mod reconcile;
 pub mod render;
 pub mod route;
 pub mod wait;
@@ -248,6 +263,10 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
     let webhook_state = state.clone();
     let task_state = state.clone();
     let check_state = state.clone();
+    let reconcile_state = state.clone();
+    let env_state = state.clone();
+    let cred_state = state.clone();
+    let wait_state = state.clone();
     let op_state = state;
     Ok(sdk::Extension::new(MANIFEST)?
         .on_configure(move |ctx, params| {
@@ -292,8 +311,24 @@ pub fn extension() -> Result<sdk::Extension, sdk::SdkError> {
         .on::<protocol::wire::EventRenderParams, _, _>(|_ctx, params| async move {
             render::serve(&params)
         })
-        .on::<protocol::wire::OperationWaitParams, _, _>(|ctx, params| async move {
-            wait::plan(&ctx.host, &params).await
+        .on::<protocol::wire::OperationWaitParams, _, _>(move |ctx, params| {
+            let state = wait_state.clone();
+            async move { wait::plan(&state, &ctx.host, &params).await }
+        })
+        .on::<protocol::wire::DependencyFilterParams, _, _>(|_ctx, params| async move {
+            wait::filter(&params)
+        })
+        .on::<protocol::wire::RunEnvironmentParams, _, _>(move |_ctx, params| {
+            let state = env_state.clone();
+            async move { credential::environment(&state, &params) }
+        })
+        .on::<protocol::wire::RunCredentialParams, _, _>(move |ctx, params| {
+            let state = cred_state.clone();
+            async move { credential::credential(&state, &ctx.host, &params).await }
+        })
+        .on::<protocol::wire::IngressReconcileParams, _, _>(move |ctx, params| {
+            let state = reconcile_state.clone();
+            async move { reconcile::page(&state, &ctx.host, &params).await }
         })
         .on::<ValidateParams, _, _>(|_ctx, params| async move { Ok(validate(&params)) }))
 }

@@ -7,7 +7,8 @@
 //!   [`MAX_COMMENTS`]), the files changed (at most [`MAX_DIFFSTAT_FILES`]) and the diff
 //!   (at most [`MAX_DIFF_BYTES`]);
 //! - `bitbucket.comment`: a comment, inline (`inline.path`, `inline.to`) or not;
-//! - `bitbucket.open_pull_request`: a pull request from the Work's branch (`branch`);
+//! - `bitbucket.open_pull_request`: a pull request from the Work's branch (`branch`),
+//!   linked to the Work ([`crate::link`]);
 //! - `bitbucket.approve`, `bitbucket.request_changes`.
 //!
 //! The calls that change Bitbucket are idempotent on the request ID through the SDK's
@@ -300,6 +301,16 @@ pub async fn open_pull_request(
     target: &Target,
     input: &Value,
 ) -> Result<Value, RpcError> {
+    Ok(open_pull_request_made(client, target, input).await?.0)
+}
+
+/// [`open_pull_request`], with the API's answer (the pull request made), which
+/// [`crate::link`] links to the Work.
+pub async fn open_pull_request_made(
+    client: &Client,
+    target: &Target,
+    input: &Value,
+) -> Result<(Value, Value), RpcError> {
     let title = required(input, "title", MAX_NAME_BYTES)?;
     let branch = required(input, "branch", MAX_NAME_BYTES)?;
     check_branch("branch", branch)?;
@@ -320,13 +331,14 @@ pub async fn open_pull_request(
         )
         .await?;
     let id = made.get("id").and_then(Value::as_u64).unwrap_or_default();
-    Ok(json!({
+    let output = json!({
         "id": id,
         "key": format!("{}#{id}", target.repository),
         "url": s(&made, "/links/html/href"),
         "source_branch": s(&made, "/source/branch/name"),
         "destination_branch": s(&made, "/destination/branch/name"),
-    }))
+    });
+    Ok((output, made))
 }
 
 /// `bitbucket.approve`.
@@ -424,7 +436,24 @@ async fn call_inner(
         let output = match op {
             READ_PULL_REQUEST => read_pull_request(&client, &target).await?,
             COMMENT => comment(&client, &target, &input).await?,
-            OPEN_PULL_REQUEST => open_pull_request(&client, &target, &input).await?,
+            OPEN_PULL_REQUEST => {
+                let (output, made) = open_pull_request_made(&client, &target, &input).await?;
+                // Best effort: the pull request is open whether or not it is linked.
+                if let Err(e) = crate::link::link(
+                    state,
+                    host,
+                    &authority.scope_id,
+                    &authority.work_id,
+                    &target.repository,
+                    &made,
+                )
+                .await
+                {
+                    tracing::warn!(repository = %target.repository, error = %e.message,
+                        "the pull request could not be linked to its Work");
+                }
+                output
+            }
             APPROVE => approve(&client, &target).await?,
             _ => request_changes(&client, &target, &input).await?,
         };

@@ -36,6 +36,16 @@ pub fn markdown(family: &str, event_type: &str, data: &Value) -> String {
             },
             f("/state")
         );
+        let word = match f("/state") {
+            "SUCCESSFUL" => "passed",
+            "FAILED" => "failed",
+            "STOPPED" => "was stopped before it finished",
+            "INPROGRESS" => "is still running",
+            _ => "",
+        };
+        if !word.is_empty() {
+            out.push_str(&format!(": the build {word}"));
+        }
         if !f("/status_description").is_empty() {
             out.push_str(&format!(" ({})", f("/status_description")));
         }
@@ -68,6 +78,9 @@ pub fn markdown(family: &str, event_type: &str, data: &Value) -> String {
         facts.push(format!("Jira issue: {}", f("/jira_key")));
     }
     let why = match f("/kind") {
+        "created" if data.get("linked").and_then(Value::as_bool) == Some(true) => {
+            "opened by the agent from this Work (linked)".to_string()
+        }
         "created" => "opened".to_string(),
         "updated" => "updated".to_string(),
         "comment_created" => "a new comment".to_string(),
@@ -136,4 +149,42 @@ pub fn serve(params: &EventRenderParams) -> Result<EventRenderResult, RpcError> 
         text
     };
     Ok(EventRenderResult { text, truncated })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_build_status_says_whether_it_passed_or_failed() {
+        let status = |state: &str| {
+            markdown(
+                COMMIT_STATUS,
+                "bitbucket.commit_status.updated",
+                &json!({"repository": "acme/widgets", "commit": "9fec8477", "name": "Unit tests",
+                        "state": state, "url": "https://ci.example.test/1"}),
+            )
+        };
+        assert_eq!(
+            status("FAILED"),
+            "**Bitbucket build status** on acme/widgets commit 9fec8477: Unit tests is FAILED: the build failed\n\nhttps://ci.example.test/1"
+        );
+        assert!(status("SUCCESSFUL").contains("is SUCCESSFUL: the build passed"));
+        assert!(status("STOPPED").contains("the build was stopped before it finished"));
+        assert!(status("INPROGRESS").contains("the build is still running"));
+    }
+
+    #[test]
+    fn a_linked_pull_request_says_the_agent_opened_it() {
+        let md = markdown(
+            crate::PULLREQUEST,
+            "bitbucket.pullrequest.created",
+            &json!({"repository": "acme/widgets", "id": 7, "title": "Fix", "kind": "created", "linked": true}),
+        );
+        assert!(
+            md.contains("Event: opened by the agent from this Work (linked)"),
+            "{md}"
+        );
+    }
 }

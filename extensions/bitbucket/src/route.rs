@@ -11,10 +11,13 @@
 //!   entry's `jira_projects` (`jira_key`), unless the agent's own account did it;
 //! - an issue created mentioning the agent.
 //!
-//! Anything else of the key (other comments, approvals, change requests, fulfilment
-//! and rejection, commit statuses) joins the open Work and creates none.
-//! `fulfilled` and `rejected` join with the Event the Work's completion will read
-//! (not in this step: see the README).
+//! Anything else of the key (other comments, approvals, change requests, commit
+//! statuses) joins the open Work and creates none.
+//!
+//! A pull request merged (`bitbucket.pullrequest.fulfilled`) completes the open Work
+//! it reaches, and one declined (`rejected`) cancels it (`close`, as GitHub's route
+//! closes on `github.pull_request.closed`), without a turn; reaching no open Work,
+//! either makes none.
 //!
 //! The display is the spec's for a pull request or issue: its title, its key as the
 //! ref (`workspace/repo#id`), its author as the requester, and a link to its page.
@@ -84,7 +87,28 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
         ),
         subject: keys,
     };
-    Ok(sdk::route::start_or_join(params, claim, || display(data)))
+    let mut result = sdk::route::start_or_join(params, claim, || display(data));
+    let close = closes(&event.event_type);
+    if result.matched && !close.is_empty() {
+        let what = if close == "completed" {
+            "merged: completes its Work"
+        } else {
+            "declined: cancels its Work"
+        };
+        result.reason = format!("`{}`: {} {what}", event.event_type, event.keys.join(", "));
+        result.close = close.to_string();
+    }
+    Ok(result)
+}
+
+/// How an Event of `event_type` closes the open Work it reaches: `completed` for a
+/// merged pull request, `cancelled` for a declined one, else `""` (it does not).
+pub fn closes(event_type: &str) -> &'static str {
+    match event_type.strip_prefix(crate::PULLREQUEST) {
+        Some(".fulfilled") => "completed",
+        Some(".rejected") => "cancelled",
+        _ => "",
+    }
 }
 
 /// The display an Event gives its Work: the title, `workspace/repo#id` as ref, the
@@ -109,4 +133,84 @@ pub fn display(data: &Value) -> Option<WorkDisplay> {
         url: field("url"),
     }
     .work_display()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use protocol::wire::{Event, Payload, Route, Work};
+    use serde_json::json;
+
+    fn params(kind: &str, work: bool) -> RouteMatchParams {
+        RouteMatchParams {
+            handler: NAME.into(),
+            route: Route {
+                handler: NAME.into(),
+                ..Default::default()
+            },
+            event: Event {
+                id: "ev-1".into(),
+                event_type: format!("bitbucket.pullrequest.{kind}"),
+                keys: vec!["bitbucket:acme/widgets#5".into()],
+                payload: Payload {
+                    schema: "bitbucket.pullrequest.v1".into(),
+                    data: json!({"kind": kind, "id": 5, "repository": "acme/widgets",
+                                 "title": "Fix", "source_branch": "fix", "mentioned": false}),
+                },
+                ..Default::default()
+            },
+            work: work.then(|| Work {
+                id: "w1".into(),
+                keys: vec!["bitbucket:acme/widgets#5".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_merge_completes_and_a_decline_cancels_the_open_work() {
+        let merged = match_route(&params("fulfilled", true)).unwrap();
+        assert!(merged.matched);
+        assert_eq!(merged.close, "completed");
+        assert_eq!(merged.keys, ["bitbucket:acme/widgets#5"]);
+        assert!(
+            merged.reason.contains("merged: completes its Work"),
+            "{}",
+            merged.reason
+        );
+        let declined = match_route(&params("rejected", true)).unwrap();
+        assert!(declined.matched);
+        assert_eq!(declined.close, "cancelled");
+        assert!(
+            declined.reason.contains("declined: cancels its Work"),
+            "{}",
+            declined.reason
+        );
+        // Other Events of the pull request join without closing.
+        for kind in [
+            "approved",
+            "changes_requested",
+            "updated",
+            "comment_created",
+        ] {
+            let joined = match_route(&params(kind, true)).unwrap();
+            assert!(joined.matched, "{kind}");
+            assert_eq!(joined.close, "", "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_merge_or_decline_reaching_no_work_makes_none() {
+        for kind in ["fulfilled", "rejected"] {
+            let r = match_route(&params(kind, false)).unwrap();
+            assert!(!r.matched, "{kind}");
+            assert_eq!(r.close, "", "{kind}");
+        }
+        assert_eq!(closes("bitbucket.pullrequest.fulfilled"), "completed");
+        assert_eq!(closes("bitbucket.pullrequest.rejected"), "cancelled");
+        assert_eq!(closes("bitbucket.issue.rejected"), "");
+        assert_eq!(closes("bitbucket.pullrequest.fulfilled_x"), "");
+    }
 }

@@ -514,7 +514,12 @@ mod process {
         let r: WebhookHandleResult = within(peer.call_typed(&params)).await.unwrap();
         assert_eq!(r.response.status, 200);
         let delivery = r.deliveries[0].clone();
-        assert_eq!(delivery.delivery_id, "uuid-1");
+        // The comment's own identity (issue 44), not the request's UUID.
+        assert_eq!(
+            delivery.delivery_id,
+            "pullrequest/team_name/repo_name/1/comment/17"
+        );
+        assert!(delivery.events[0].snapshot);
         params.headers.insert(
             "X-Hub-Signature".to_string(),
             vec![oc_bitbucket::intake::sign(b"wrong", &params.body)],

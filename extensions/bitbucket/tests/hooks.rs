@@ -35,50 +35,11 @@ const EXE: &str = env!("CARGO_BIN_EXE_oc-bitbucket-extension");
 const HANG: Duration = Duration::from_secs(60);
 const TOKEN: &str = "bbtok-HOOKS-SECRET-31c";
 
-/// The published description with the one thing it leaves out for webhooks: it
-/// declares no request body for `POST .../hooks` and `PUT .../hooks/{uid}` (so
-/// Prism refuses any body), though Bitbucket takes a `webhook_subscription` there
-/// (the operation's own example). The copy declares that body (JSON, the
-/// description's `webhook_subscription` schema), so Prism checks what is sent
-/// against it; nothing else changes (docs/decisions.md, issue 44).
-fn described_with_hook_bodies() -> Result<std::path::PathBuf, String> {
-    let text = std::fs::read_to_string(bitbucket::description_path()).map_err(|e| e.to_string())?;
-    let mut d: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    for (path, method) in [
-        ("/repositories/{workspace}/{repo_slug}/hooks", "post"),
-        ("/repositories/{workspace}/{repo_slug}/hooks/{uid}", "put"),
-    ] {
-        let op = d
-            .get_mut("paths")
-            .and_then(|p| p.get_mut(path))
-            .and_then(|p| p.get_mut(method))
-            .ok_or_else(|| format!("the description has no {method} {path}"))?;
-        op["consumes"] = json!(["application/json"]);
-        op["parameters"] = json!([{"in": "body", "name": "_body", "required": true,
-            "schema": {"$ref": "#/definitions/webhook_subscription"}}]);
-    }
-    let out = std::env::temp_dir().join(format!(
-        "oc-bitbucket-hooks-{}-swagger.json",
-        std::process::id()
-    ));
-    std::fs::write(&out, d.to_string()).map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
 fn shared() -> Result<&'static Bitbucket, String> {
     static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(|| {
-        let spec = described_with_hook_bodies()?;
-        let scripted = bitbucket::Scripted::start()?;
-        let prism = bitbucket::start_prism_proxy(&spec, &scripted.url)?;
-        Ok(Bitbucket {
-            url: prism.url.clone(),
-            scripted,
-            prism,
-        })
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    BB.get_or_init(Bitbucket::start_with_hook_bodies)
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 fn prism_or_skip() -> Option<&'static Bitbucket> {

@@ -1,14 +1,15 @@
 //! Intake and routing on Atlassian's own webhook payloads (tests/fixtures, see its
 //! README): the signature (good, bad, missing → 401 and nothing kept), the delivery's
-//! identity (`X-Request-UUID`, the same on a redelivery), a payload to at most one
-//! Event, and `route.match`'s decisions with the spec's display.
+//! identity (the change it reports, else `X-Request-UUID`, else the body's digest:
+//! the same on a redelivery), a payload to at most one Event, and `route.match`'s
+//! decisions with the spec's display.
 
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 
 use oc_bitbucket::config::{parse_entry, Registry};
-use oc_bitbucket::intake::{precheck, process, project, sign};
+use oc_bitbucket::intake::{change_id, precheck, process, project, sign};
 use oc_bitbucket::route::match_route;
 use protocol::wire::{
     ConfigureParams, Connection, Entry, Event, Route, RouteMatchParams, RouteMatchResult,
@@ -119,9 +120,15 @@ fn a_signed_mentioning_comment_is_one_event_and_a_redelivery_has_the_same_identi
     assert_eq!(first.response.status, 200);
     assert_eq!(first.deliveries.len(), 1);
     let d = &first.deliveries[0];
-    assert_eq!(d.delivery_id, "3cd1e1a3-6a2a-4a3b-b5f6-0d9c2f1b2e77");
+    // The comment's own identity, which reconcile derives alike from a polled
+    // pull request, not the request's UUID; the Event is a snapshot of it.
+    assert_eq!(
+        d.delivery_id,
+        "pullrequest/team_name/repo_name/1/comment/17"
+    );
     assert_eq!(d.source, "bitbucket/s1/code");
     let e = &d.events[0];
+    assert!(e.snapshot);
     assert_eq!(e.event_type, "bitbucket.pullrequest.comment_created");
     assert_eq!(e.keys, vec!["bitbucket:team_name/repo_name#1".to_string()]);
     assert_eq!(e.payload.schema, "bitbucket.pullrequest.v1");
@@ -129,11 +136,31 @@ fn a_signed_mentioning_comment_is_one_event_and_a_redelivery_has_the_same_identi
     assert_eq!(e.payload.data["comment"]["id"], 17);
     assert_eq!(e.payload.data["comment"]["inline"]["path"], "path/to/file");
     assert_eq!(e.payload.data["title"], "Title of pull request");
-    // Bitbucket's redelivery carries the same X-Request-UUID: the same delivery,
-    // which the host keeps once.
+    // Bitbucket's redelivery (another attempt, even under another X-Request-UUID, or
+    // none) names the same comment: the same delivery, which the host keeps once.
     let again = process(entry, SECRET, &params);
     assert_eq!(again.deliveries[0].delivery_id, d.delivery_id);
     assert_eq!(again.deliveries[0].events, d.events);
+    let mut bare = params.clone();
+    bare.headers.remove("X-Request-UUID");
+    let a = process(entry, SECRET, &bare);
+    assert_eq!(a.deliveries[0].delivery_id, d.delivery_id);
+}
+
+#[test]
+fn a_delivery_naming_no_change_keeps_its_request_uuid_or_digest() {
+    let reg = default_registry();
+    let params = request(
+        "pullrequest:updated",
+        UPDATED,
+        Some(sign(SECRET, UPDATED)),
+        "3cd1e1a3-6a2a-4a3b-b5f6-0d9c2f1b2e77",
+    );
+    let entry = precheck(&reg, &params).unwrap();
+    let first = process(entry, SECRET, &params);
+    let d = &first.deliveries[0];
+    assert_eq!(d.delivery_id, "3cd1e1a3-6a2a-4a3b-b5f6-0d9c2f1b2e77");
+    assert!(!d.events[0].snapshot);
     // Without the header, the identity is the body's digest: the same for the same body.
     let mut bare = params.clone();
     bare.headers.remove("X-Request-UUID");
@@ -141,6 +168,76 @@ fn a_signed_mentioning_comment_is_one_event_and_a_redelivery_has_the_same_identi
     let b = process(entry, SECRET, &bare);
     assert!(a.deliveries[0].delivery_id.starts_with("sha256:"));
     assert_eq!(a.deliveries[0].delivery_id, b.deliveries[0].delivery_id);
+    assert!(!a.deliveries[0].events[0].snapshot);
+}
+
+#[test]
+fn every_fixture_s_change_has_its_identity() {
+    let p = "pullrequest/team_name/repo_name/1";
+    for (event_key, body, id) in [
+        ("pullrequest:created", CREATED, Some(format!("{p}/created"))),
+        ("pullrequest:updated", UPDATED, None),
+        (
+            "pullrequest:comment_created",
+            COMMENT,
+            Some(format!("{p}/comment/17")),
+        ),
+        (
+            "pullrequest:approved",
+            APPROVED,
+            Some(format!(
+                "{p}/approved/{EMMA}/2015-04-06T16:34:59.195330+00:00"
+            )),
+        ),
+        ("pullrequest:fulfilled", MERGED, Some(format!("{p}/fulfilled"))),
+        ("pullrequest:rejected", DECLINED, Some(format!("{p}/rejected"))),
+        (
+            "repo:commit_status_created",
+            STATUS_CREATED,
+            Some(
+                "status/team_name/repo_name/9fec847784abb10b2fa567ee63b85bd238955d0e/mybuildtool/INPROGRESS/2015-11-19T20:37:35.547563+00:00"
+                    .to_string(),
+            ),
+        ),
+        (
+            "issue:created",
+            ISSUE_CREATED,
+            Some("issue/team_name/repo_name/1/created".to_string()),
+        ),
+        (
+            "issue:comment_created",
+            ISSUE_COMMENT,
+            Some("issue/team_name/repo_name/1/comment/17".to_string()),
+        ),
+        ("issue:updated", ISSUE_CREATED, None),
+        ("repo:push", CREATED, None),
+    ] {
+        assert_eq!(change_id(event_key, &json_of(body)), id, "{event_key}");
+    }
+    // A change request names its reviewer and time like an approval; the fixture
+    // (the approval's body) has no `changes_request`, so it names no change.
+    let mut changes = json_of(APPROVED);
+    assert_eq!(
+        change_id("pullrequest:changes_request_created", &changes),
+        None
+    );
+    changes["changes_request"] = changes["approval"].clone();
+    assert_eq!(
+        change_id("pullrequest:changes_request_created", &changes),
+        Some(format!(
+            "{p}/changes_requested/{EMMA}/2015-04-06T16:34:59.195330+00:00"
+        ))
+    );
+    // The repository is lower case in the identity; an ID that cannot be one (a
+    // `/` in it) names no change.
+    let mut upper = json_of(COMMENT);
+    upper["repository"]["full_name"] = json!("Team_Name/Repo_Name");
+    assert_eq!(
+        change_id("pullrequest:comment_created", &upper),
+        Some(format!("{p}/comment/17"))
+    );
+    upper["comment"]["id"] = json!("1/2");
+    assert_eq!(change_id("pullrequest:comment_created", &upper), None);
 }
 
 #[test]

@@ -121,6 +121,9 @@ pub struct Credential {
     /// installation token is minted only when it did not
     /// ([`crate::github_app`]).
     pub explicit_secret: bool,
+    /// Whether the config named `username` itself: a `bitbucket` connection's user
+    /// name is chosen by its secrets only when it did not ([`crate::bitbucket`]).
+    pub explicit_username: bool,
 }
 
 /// Where the repository is, as git is given it and as messages show it.
@@ -249,6 +252,7 @@ impl Config {
                     ));
                 }
                 let explicit_secret = raw.secret.is_some();
+                let explicit_username = raw.username.is_some();
                 let secret = raw.secret.unwrap_or_else(|| DEFAULT_SECRET.to_string());
                 let username = raw.username.unwrap_or_else(|| DEFAULT_USERNAME.to_string());
                 for (field, v) in [
@@ -268,6 +272,7 @@ impl Config {
                     secret,
                     username,
                     explicit_secret,
+                    explicit_username,
                 })
             }
         };

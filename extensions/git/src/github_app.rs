@@ -285,6 +285,7 @@ mod tests {
             secret: "token".into(),
             username: "x-access-token".into(),
             explicit_secret,
+            explicit_username: false,
         }
     }
 

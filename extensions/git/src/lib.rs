@@ -21,7 +21,9 @@
 //!
 //! An `https://` repository's credential is its `connection`'s secret (`token`), or,
 //! for a `github` GitHub App connection, an installation token the provider mints
-//! for that one repository, read-only, kept in memory ([`github_app`]).
+//! for that one repository, read-only, kept in memory ([`github_app`]). A `bitbucket`
+//! connection's `token` goes with the user `x-token-auth`, else its `app_password`
+//! with its `username` ([`bitbucket`]).
 //!
 //! The doctor check `repositories` ([`check`]) asks every repository a binding's `git`
 //! resource names for its branches and holds the free disk space against
@@ -29,11 +31,13 @@
 //!
 //! Modules: [`config`] the resource config, [`git`] running git, [`neutral`] what
 //! keeps a command a run planted in its workspace from running, [`provider`] the
-//! methods, [`github_app`] a GitHub App connection's tokens, [`spare`] the spare worktrees a new Work's workspace is made from,
+//! methods, [`github_app`] a GitHub App connection's tokens, [`bitbucket`] a Bitbucket
+//! connection's credential, [`spare`] the spare worktrees a new Work's workspace is made from,
 //! [`check`] the doctor check.
 
 #![warn(missing_docs)]
 
+pub mod bitbucket;
 pub mod check;
 pub mod config;
 pub mod fault;

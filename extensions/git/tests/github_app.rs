@@ -5,8 +5,10 @@
 //! here with a key `openssl genrsa` made). A stand-in GitHub on 127.0.0.1 mints the
 //! installation tokens; the origin is an HTTP server that records the Basic
 //! credential git sends and refuses it (the authenticated origin, real
-//! `git http-backend`, is the system test tests/tests/git_app.rs). Nothing here
-//! measures time: the timeouts only guard against hangs.
+//! `git http-backend`, is the system test tests/tests/git_app.rs). A `bitbucket`
+//! connection, which mints nothing, is here too: its token goes as `x-token-auth`,
+//! else its app password with its username. Nothing here measures time: the
+//! timeouts only guard against hangs.
 
 use protocol::{connect, CallError, FnHandler, Options, Peer, Request, RpcError};
 use serde_json::{json, Value};
@@ -182,7 +184,13 @@ fn refusing_origin() -> (u16, Arc<Mutex<Vec<Seen>>>) {
     })
 }
 
-/// The host: `secret.resolve` of connection `app`'s `private_key`, recorded.
+/// A `bb*` connection's `token`.
+const BB_TOKEN: &str = "bbtok-GIT-SECRET-5a0";
+/// A `bb*` connection's `app_password`.
+const BB_APP_PASSWORD: &str = "bbapp-GIT-SECRET-c37";
+
+/// The host: `secret.resolve` of an App connection's `private_key`, and of a `bb*`
+/// connection's `token` and `app_password`, recorded.
 struct HostState {
     key: String,
     asked: Mutex<Vec<Value>>,
@@ -195,9 +203,19 @@ async fn serve_host(state: Arc<HostState>, request: Request) -> Result<Value, Rp
             state.asked.lock().unwrap().push(p.clone());
             let names: Vec<String> = serde_json::from_value(p["names"].clone()).unwrap();
             let mut values = serde_json::Map::new();
+            let bitbucket = p["connection"].as_str().unwrap_or("").starts_with("bb");
             for n in names {
-                if n == "private_key" {
-                    values.insert(n, json!(state.key));
+                match n.as_str() {
+                    "private_key" => {
+                        values.insert(n, json!(state.key));
+                    }
+                    "token" if bitbucket => {
+                        values.insert(n, json!(BB_TOKEN));
+                    }
+                    "app_password" if bitbucket => {
+                        values.insert(n, json!(BB_APP_PASSWORD));
+                    }
+                    _ => {}
                 }
             }
             Ok(json!({ "values": values }))
@@ -435,6 +453,108 @@ async fn an_app_connection_mints_one_read_only_token_per_repository_and_reuses_i
     let log = ext.stderr.lock().unwrap().clone();
     assert!(
         !log.contains("ghs_minted") && !log.contains(&body_line),
+        "the log: {log}"
+    );
+}
+
+#[tokio::test]
+async fn a_bitbucket_connection_signs_git_in_with_its_token_else_its_app_password() {
+    if !have_tools() {
+        return;
+    }
+    let s = Scratch::new("bitbucket");
+    let (origin, fetched) = refusing_origin();
+    let host = Arc::new(HostState {
+        key: String::new(),
+        asked: Mutex::new(Vec::new()),
+    });
+    let ext = Ext::start(&s, &host).await;
+    let bitbucket = |name: &str, config: Value, secrets: &[&str]| json!({"name": name, "type": "bitbucket", "config": config, "secrets": secrets});
+    ext.call(
+        "configure",
+        json!({"generation": "g1", "connections": [
+            bitbucket("bb", json!({}), &["token", "webhook_secret"]),
+            bitbucket("bbapp", json!({"username": "conduit-bot"}),
+                      &["app_password", "webhook_secret"]),
+            bitbucket("bbnone", json!({}), &["webhook_secret"]),
+        ]}),
+    )
+    .await
+    .unwrap();
+    let repo = format!("http://127.0.0.1:{origin}/acme/widgets.git");
+    let sent = || -> Vec<String> { fetched.lock().unwrap().iter().filter_map(basic).collect() };
+
+    // Only the connection named: its token, as x-token-auth (the origin refuses it).
+    let e = ext
+        .acquire("w-1", json!({"repository": repo, "connection": "bb"}))
+        .await
+        .unwrap_err();
+    let (code, what_failed, _) = what(&e);
+    assert_eq!(
+        (code.as_str(), what_failed.as_str()),
+        ("resource_setup_failed", "credential"),
+        "{e}"
+    );
+    assert!(
+        sent().contains(&format!("x-token-auth:{BB_TOKEN}")),
+        "{:?}",
+        sent()
+    );
+    let asked = host.asked.lock().unwrap().clone();
+    assert_eq!(asked[0]["connection"], "bb");
+    assert_eq!(asked[0]["names"], json!(["token"]));
+
+    // An app-password connection: its username and app password.
+    ext.acquire("w-2", json!({"repository": repo, "connection": "bbapp"}))
+        .await
+        .unwrap_err();
+    assert!(
+        sent().contains(&format!("conduit-bot:{BB_APP_PASSWORD}")),
+        "{:?}",
+        sent()
+    );
+
+    // What the resource names wins.
+    let named = json!({"repository": repo, "connection": "bb", "username": "someone"});
+    ext.acquire("w-3", named).await.unwrap_err();
+    assert!(
+        sent().contains(&format!("someone:{BB_TOKEN}")),
+        "{:?}",
+        sent()
+    );
+
+    // A connection with neither fails before git runs, saying what it lacks.
+    let before = fetched.lock().unwrap().len();
+    let e = ext
+        .acquire("w-4", json!({"repository": repo, "connection": "bbnone"}))
+        .await
+        .unwrap_err();
+    let (code, what_failed, message) = what(&e);
+    assert_eq!(
+        (code.as_str(), what_failed.as_str()),
+        ("resource_setup_failed", "credential"),
+        "{e}"
+    );
+    assert!(
+        message.contains("\"bbnone\"") && message.contains("app_password"),
+        "{message}"
+    );
+    assert_eq!(fetched.lock().unwrap().len(), before, "git never ran");
+
+    // No secret in any file the provider made, nor in its log.
+    let grep = std::process::Command::new("grep")
+        .args(["-rlF", "-e", BB_TOKEN, "-e", BB_APP_PASSWORD])
+        .arg(&s.0)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&grep.stdout).trim().is_empty(),
+        "leaked into {}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+    let log = ext.stderr.lock().unwrap().clone();
+    assert!(
+        !log.contains(BB_TOKEN) && !log.contains(BB_APP_PASSWORD),
         "the log: {log}"
     );
 }

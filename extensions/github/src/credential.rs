@@ -16,16 +16,22 @@
 //! - `segment.ended`: every token minted for the execution is revoked
 //!   (`DELETE /installation/token`) and forgotten. Best effort: a token this process
 //!   forgot (it restarted) expires on its own within the hour GitHub gives it.
+//!
+//! The layer and the choice of the run's repository are the SDK's
+//! ([`sdk::gitcred`]), shared with the Bitbucket package.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use protocol::wire::{
-    git_config_env, RunCredentialParams, RunCredentialResult, RunEnvironmentParams,
-    RunEnvironmentResult, SegmentEndedParams, SegmentEndedResult,
+    RunCredentialParams, RunCredentialResult, RunEnvironmentParams, RunEnvironmentResult,
+    SegmentEndedParams, SegmentEndedResult,
 };
-use protocol::{Code, RpcError};
+use protocol::RpcError;
 use serde_json::{json, Value};
+
+use sdk::gitcred::unauthorized;
+pub use sdk::gitcred::{host_of, repository_of_path, repository_under};
 
 use crate::State;
 
@@ -58,69 +64,16 @@ impl Issued {
     }
 }
 
-fn unauthorized(m: impl Into<String>) -> RpcError {
-    let m = m.into();
-    let mut e = RpcError::new(Code::Unauthorized, m.clone());
-    e.data = Some(json!({ protocol::toolbelt::AGENT_MESSAGE_FIELD: m }));
-    e
-}
-
 /// The base URL a connection's repositories are cloned from: its `git_url`, else
 /// `https://github.com` for `api.github.com`, else the `api_url`'s scheme and host
 /// (GitHub Enterprise Server: `https://HOST/api/v3` → `https://HOST`). No trailing `/`.
 pub fn git_base(config: &Value) -> String {
-    if let Some(u) = config["git_url"].as_str().filter(|u| !u.trim().is_empty()) {
-        return u.trim().trim_end_matches('/').to_owned();
-    }
-    let api = config["api_url"]
-        .as_str()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or(crate::api::DEFAULT_API_URL)
-        .trim()
-        .trim_end_matches('/');
-    let (scheme, rest) = api.split_once("://").unwrap_or(("https", api));
-    let host = rest.split('/').next().unwrap_or(rest);
-    if host.eq_ignore_ascii_case("api.github.com") {
-        return "https://github.com".into();
-    }
-    format!("{scheme}://{host}")
-}
-
-/// The host of `base` (no scheme, port or path), for a sandbox's network needs.
-pub fn host_of(base: &str) -> Option<String> {
-    let rest = base.split_once("://").map_or(base, |(_, r)| r);
-    let authority = rest.split('/').next().unwrap_or_default();
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => authority.split(':').next().unwrap_or_default(),
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
-/// `owner/name` of a repository URL under `base` (`https://github.com/o/r.git`).
-pub fn repository_under(base: &str, url: &str) -> Option<String> {
-    let lower = url.to_ascii_lowercase();
-    let prefix = format!("{}/", base.to_ascii_lowercase());
-    if !lower.starts_with(&prefix) {
-        return None;
-    }
-    repository_of_path(url.get(prefix.len()..)?)
-}
-
-/// `owner/name` of a path `owner/name(.git)`.
-pub fn repository_of_path(path: &str) -> Option<String> {
-    let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    let (owner, name) = path.split_once('/')?;
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s != "."
-            && s != ".."
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
-    (ok(owner) && ok(name)).then(|| format!("{owner}/{name}"))
+    sdk::gitcred::git_base(
+        config["git_url"].as_str(),
+        config["api_url"].as_str(),
+        crate::api::DEFAULT_API_URL,
+        ("api.github.com", "https://github.com"),
+    )
 }
 
 /// The first of `connections` of type `github`, with its config.
@@ -134,24 +87,6 @@ fn github_connection(state: &State, connections: &[String]) -> Option<(String, V
     })
 }
 
-/// The helper git runs: `open-conduit git-credential github`, from `dir` when given.
-fn helper(dir: &str) -> Result<String, RpcError> {
-    if dir.is_empty() {
-        return Ok(format!("!open-conduit git-credential {}", crate::NAME));
-    }
-    if dir.contains(['\'', '\n', '\0']) {
-        return Err(RpcError::new(
-            Code::Invalid,
-            format!("the toolbelt directory {dir:?} cannot be quoted for git"),
-        ));
-    }
-    Ok(format!(
-        "!'{}/open-conduit' git-credential {}",
-        dir.trim_end_matches('/'),
-        crate::NAME
-    ))
-}
-
 /// Serves `run.environment`.
 pub fn environment(
     state: &State,
@@ -160,43 +95,7 @@ pub fn environment(
     let Some((_, config)) = github_connection(state, &p.connections) else {
         return Ok(RunEnvironmentResult::default());
     };
-    let base = git_base(&config);
-    let pairs = vec![
-        (format!("credential.{base}.helper"), String::new()),
-        (
-            format!("credential.{base}.helper"),
-            helper(&p.toolbelt_dir)?,
-        ),
-        (format!("credential.{base}.useHttpPath"), "true".to_owned()),
-    ];
-    let mut env = git_config_env(&pairs);
-    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
-    Ok(RunEnvironmentResult {
-        env,
-        hosts: host_of(&base).into_iter().collect(),
-    })
-}
-
-/// The repository the run may have: its binding's git resource on `base`, else the
-/// Work's GitHub repository.
-async fn allowed_repository(
-    host: &sdk::Host,
-    p: &RunCredentialParams,
-    base: &str,
-) -> Result<String, RpcError> {
-    if let Some(r) = p.resource.as_ref().filter(|r| r.resource_type == "git") {
-        if let Some(url) = r.config["repository"].as_str() {
-            if let Some(repo) = repository_under(base, url) {
-                return Ok(repo);
-            }
-        }
-    }
-    let work = crate::ops::work_ref(host, &p.authority.work_id).await?;
-    work.repository.ok_or_else(|| {
-        unauthorized(format!(
-            "this run's binding has no git resource on {base} and its Work has no GitHub repository, so it gets no credential"
-        ))
-    })
+    sdk::gitcred::layer(&git_base(&config), &p.toolbelt_dir, crate::NAME)
 }
 
 /// Serves `run.credential`.
@@ -211,38 +110,12 @@ pub async fn credential(
         ));
     };
     let base = git_base(&config);
-    let asked_base = format!("{}://{}", p.protocol, p.host);
-    let base_origin = base
-        .split_once("://")
-        .map(|(s, r)| format!("{s}://{}", r.split('/').next().unwrap_or(r)))
-        .unwrap_or_else(|| base.clone());
-    if !asked_base.eq_ignore_ascii_case(&base_origin) {
-        return Err(unauthorized(format!(
-            "this run's credential is for {base}, not {asked_base}"
-        )));
-    }
-    let base_path = base.get(base_origin.len()..).unwrap_or_default();
-    let path = p.path.trim_start_matches('/');
-    let path = path
-        .get(..base_path.trim_start_matches('/').len())
-        .filter(|pre| pre.eq_ignore_ascii_case(base_path.trim_start_matches('/')))
-        .and_then(|pre| path.get(pre.len()..))
-        .unwrap_or(path);
-    let asked = repository_of_path(path).ok_or_else(|| {
-        unauthorized(format!(
-            "git asked for {asked_base} without a repository path (credential.useHttpPath is off?)"
-        ))
-    })?;
-    let allowed = allowed_repository(host, p, &base).await?;
-    if !asked.eq_ignore_ascii_case(&allowed) {
-        eprintln!(
-            "github: run {} of Work {} asked for a credential for {asked}, refused: it may use {allowed} only",
-            p.authority.execution_id, p.authority.work_id
-        );
-        return Err(unauthorized(format!(
-            "this run may use {allowed} only, not {asked}"
-        )));
-    }
+    let allowed = sdk::gitcred::run_repository(crate::NAME, "GitHub", p, &base, || async {
+        Ok(crate::ops::work_ref(host, &p.authority.work_id)
+            .await?
+            .repository)
+    })
+    .await?;
     let client = state
         .client(host, &p.authority.scope_id, &connection)
         .await?;
@@ -357,45 +230,6 @@ mod tests {
                 &json!({"api_url": "http://127.0.0.1:4010", "git_url": "http://127.0.0.1:9/git/"})
             ),
             "http://127.0.0.1:9/git"
-        );
-    }
-
-    #[test]
-    fn the_git_host_is_named_for_a_sandbox() {
-        assert_eq!(host_of("https://github.com").as_deref(), Some("github.com"));
-        assert_eq!(
-            host_of("http://127.0.0.2:8080/git").as_deref(),
-            Some("127.0.0.2")
-        );
-        assert_eq!(host_of("https://[::1]:9").as_deref(), Some("::1"));
-    }
-
-    #[test]
-    fn repositories_are_read_from_urls_and_paths() {
-        assert_eq!(
-            repository_under("https://github.com", "https://GitHub.com/o/r.git").as_deref(),
-            Some("o/r")
-        );
-        assert_eq!(
-            repository_under("https://github.com", "https://x.com/o/r"),
-            None
-        );
-        assert_eq!(repository_of_path("/o/r.git").as_deref(), Some("o/r"));
-        assert_eq!(repository_of_path("o"), None);
-        assert_eq!(repository_of_path("../r"), None);
-        assert_eq!(repository_of_path("o/r/extra"), None);
-    }
-
-    #[test]
-    fn the_helper_is_quoted_and_refuses_what_it_cannot_quote() {
-        assert_eq!(
-            helper("/usr/bin").ok().as_deref(),
-            Some("!'/usr/bin/open-conduit' git-credential github")
-        );
-        assert!(helper("/a'b").is_err());
-        assert_eq!(
-            helper("").ok().as_deref(),
-            Some("!open-conduit git-credential github")
         );
     }
 }

@@ -8,14 +8,11 @@
 //! the key. Its delivery ID (`linked/<repo>#<n>`) makes a repeat add nothing.
 //! Best effort: a failure is logged and the pull request stays open, unlinked.
 
-use protocol::wire::{Emission, EventAcceptParams, Payload, StateWorkEventsParams};
+use protocol::wire::Payload;
 use protocol::{Code, RpcError};
 use serde_json::{json, Value};
 
 use crate::{Family, State};
-
-/// The most pages of the Work's Events read to find the parent.
-const MAX_PAGES: usize = 10;
 
 /// The Event linking the pull request `pr` (the API's answer) to the Work whose
 /// newest `github.*` Event is `parent`: (type, payload, keys).
@@ -36,12 +33,7 @@ pub fn linked_event(
     });
     let delivery = format!("linked/{}#{number}", repository.to_ascii_lowercase());
     let ev = crate::project::project(Family::PullRequest, &delivery, &hook)?;
-    let mut keys = vec![crate::project::key(repository, number)];
-    for k in parent_keys {
-        if !keys.contains(k) {
-            keys.push(k.clone());
-        }
-    }
+    let keys = sdk::link::linked_keys(&crate::project::key(repository, number), parent_keys);
     Ok((
         ev.event_type,
         serde_json::to_value(&ev.payload).map_err(|e| e.to_string())?,
@@ -49,7 +41,8 @@ pub fn linked_event(
     ))
 }
 
-/// Link the pull request `pr` of `repository` to the calling Work (module docs).
+/// Link the pull request `pr` of `repository` to the calling Work (module docs),
+/// through [`sdk::link`].
 pub async fn link(
     state: &State,
     host: &sdk::Host,
@@ -58,34 +51,15 @@ pub async fn link(
     repository: &str,
     pr: &Value,
 ) -> Result<(), RpcError> {
-    let unavailable = |m: String| RpcError::new(Code::Unavailable, m);
-    let mut parent = None;
-    let mut after = 0;
-    for _ in 0..MAX_PAGES {
-        let page = host
-            .call_typed(&StateWorkEventsParams {
-                id: work_id.to_string(),
-                after,
-                limit: 1000,
-            })
-            .await
-            .map_err(|e| unavailable(format!("reading the Work's Events: {e}")))?;
-        if page.events.is_empty() {
-            break;
-        }
-        after = page.next_after(after);
-        for e in page.events {
-            if Family::of_type(&e.event_type).is_some() {
-                parent = Some(e);
-            }
-        }
-    }
-    let Some(parent) = parent else {
-        return Err(RpcError::new(
-            Code::NotFound,
-            "the Work has no GitHub Event to link the pull request under",
-        ));
-    };
+    let parent =
+        sdk::link::newest_work_event(host, work_id, |e| Family::of_type(&e.event_type).is_some())
+            .await?
+            .ok_or_else(|| {
+                RpcError::new(
+                    Code::NotFound,
+                    "the Work has no GitHub Event to link the pull request under",
+                )
+            })?;
     let source = state
         .registry()
         .entries
@@ -103,21 +77,18 @@ pub async fn link(
     let payload: Payload = serde_json::from_value(payload)
         .map_err(|e| RpcError::new(Code::Internal, e.to_string()))?;
     let number = pr["number"].as_u64().unwrap_or_default();
-    host.call_typed(&EventAcceptParams {
-        event: Emission {
-            parent_id: parent.id.clone(),
+    sdk::link::accept(
+        host,
+        &parent,
+        sdk::link::Linked {
             source,
             delivery_id: format!("linked/{}#{number}", repository.to_ascii_lowercase()),
             event_type,
             payload,
             keys,
-            ..Emission::default()
         },
-        ..EventAcceptParams::default()
-    })
+    )
     .await
-    .map_err(|e| unavailable(format!("event.accept: {e}")))?;
-    Ok(())
 }
 
 #[cfg(test)]

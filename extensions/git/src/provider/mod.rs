@@ -152,7 +152,9 @@ impl Provider {
 
     /// The user name and password git fetches `source` with, by `credential`: an
     /// installation token of the connection's GitHub App ([`crate::github_app`]), else
-    /// the connection's secret. `extra` are connections a `check.run` view carries.
+    /// the connection's secret (for a `bitbucket` connection, the one its secrets
+    /// choose: [`crate::bitbucket`]). `extra` are connections a `check.run` view
+    /// carries.
     pub(crate) async fn password(
         &self,
         host: Option<&sdk::Host>,
@@ -168,6 +170,10 @@ impl Provider {
                 .await?;
             return Ok((config::DEFAULT_USERNAME.to_string(), token));
         }
+        let connection = apps.connection(&credential.connection, extra);
+        let chosen =
+            crate::bitbucket::credential_for(credential, connection.as_ref(), &source.display)?;
+        let credential = chosen.as_ref().unwrap_or(credential);
         let password = resolve_credential(host, scope_id, credential, &source.display).await?;
         Ok((credential.username.clone(), password))
     }
