@@ -32,7 +32,8 @@
 //! - `issue:created|updated|comment_created` → `bitbucket.issue.<kind>`, keyed by the
 //!   issue ([`issue_key`]).
 //!
-//! A pull request Event carries `mentioned` (a comment's text mentions the agent) and
+//! A pull request Event carries `mentioned` (a comment's text mentions the agent),
+//! `review_requested` (its reviewers name `agent_account_id`) and
 //! `jira_key` (its source branch names an issue of the entry's `jira_projects`), which
 //! routing reads.
 
@@ -321,6 +322,15 @@ pub fn jira_key_in(projects: &[String], branch: &str) -> Option<String> {
     None
 }
 
+/// Whether the pull request names the agent's account among its reviewers: on
+/// Bitbucket, which has no pull request labels, the way to hand a pull request to
+/// the agent without a comment.
+fn review_requested(config: &ParsedConfig, pr: &Value) -> bool {
+    pr.get("reviewers")
+        .and_then(Value::as_array)
+        .is_some_and(|reviewers| reviewers.iter().take(100).any(|r| by_agent(config, r)))
+}
+
 fn by_agent(config: &ParsedConfig, actor: &Value) -> bool {
     config
         .agent_account_id
@@ -437,6 +447,7 @@ pub fn project(
             data["destination_branch"] = json!(s(pr, "/destination/branch/name"));
             data["url"] = json!(s(pr, "/links/html/href"));
             data["jira_key"] = json!(jira_key_in(&config.jira_projects, branch));
+            data["review_requested"] = json!(review_requested(config, pr));
             let mut mentioned = false;
             if kind == "comment_created" {
                 let comment = payload

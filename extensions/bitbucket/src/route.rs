@@ -9,6 +9,9 @@
 //! - a comment mentioning the agent (`mentioned`), on a pull request or an issue;
 //! - a pull request created or updated from a branch naming a Jira issue of the
 //!   entry's `jira_projects` (`jira_key`), unless the agent's own account did it;
+//! - a pull request created or updated (open) with the agent's account among its
+//!   reviewers (`review_requested`: Bitbucket has no pull request labels, so a
+//!   reviewer request is how a person hands a pull request over), not by the agent;
 //! - an issue created mentioning the agent.
 //!
 //! Anything else of the key (other comments, approvals, change requests, commit
@@ -64,6 +67,13 @@ pub fn starts(family: &str, data: &Value) -> Option<&'static str> {
         (crate::PULLREQUEST, "created" | "updated") if jira && !flag("by_agent") => {
             Some("its branch names a Jira issue")
         }
+        (crate::PULLREQUEST, "created" | "updated")
+            if flag("review_requested")
+                && !flag("by_agent")
+                && data.get("state").and_then(Value::as_str) == Some("OPEN") =>
+        {
+            Some("the agent is asked to review it")
+        }
         (crate::ISSUE, "created") if flag("mentioned") => Some("the issue mentions the agent"),
         _ => None,
     }
@@ -82,7 +92,7 @@ pub fn match_route(params: &RouteMatchParams) -> Result<RouteMatchResult, RpcErr
         keys: event.keys.clone(),
         starts: starts(family, data).map(String::from),
         neither: format!(
-            "`{}` on {keys} starts no Work (no mention of the agent, no Jira issue in its branch) and no open Work follows it",
+            "`{}` on {keys} starts no Work (no mention of the agent, no Jira issue in its branch, the agent not asked to review it) and no open Work follows it",
             event.event_type,
         ),
         subject: keys,

@@ -480,6 +480,32 @@ fn a_pull_request_from_a_jira_branch_starts_work_and_others_do_not() {
     assert!(!r.matched, "{}", r.reason);
 }
 
+/// Bitbucket has no pull request labels: the agent's account added as a reviewer
+/// is how a person hands a pull request over without a comment.
+#[test]
+fn the_agent_asked_to_review_an_open_pull_request_starts_work() {
+    let mut updated = json_of(CREATED);
+    updated["pullrequest"]["state"] = json!("OPEN");
+    let plain = ask(event_of("pullrequest:updated", &updated), Value::Null, None);
+    assert!(!plain.matched, "{}", plain.reason);
+    updated["pullrequest"]["reviewers"] = json!([
+        {"display_name": "Emma", "account_id": "udfy9suggmzpswxc7n200y3c"},
+        {"display_name": "Conduit", "account_id": "557058:agent"}
+    ]);
+    let e = event_of("pullrequest:updated", &updated);
+    assert_eq!(e.payload.data["review_requested"], true);
+    let r = ask(e, Value::Null, None);
+    assert!(r.matched, "{}", r.reason);
+    assert!(r.reason.contains("review"), "{}", r.reason);
+    // Not once it is merged or declined, and not the agent's own pull request.
+    let mut merged = updated.clone();
+    merged["pullrequest"]["state"] = json!("MERGED");
+    assert!(!ask(event_of("pullrequest:updated", &merged), Value::Null, None).matched);
+    let mut own = updated.clone();
+    own["actor"]["account_id"] = json!("557058:agent");
+    assert!(!ask(event_of("pullrequest:updated", &own), Value::Null, None).matched);
+}
+
 #[test]
 fn reviews_fulfilment_and_rejection_join_open_work_only() {
     for (key, body) in [
