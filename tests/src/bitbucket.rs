@@ -37,13 +37,17 @@ pub fn description_path() -> PathBuf {
     root().join("tests/bitbucket-api/swagger.json")
 }
 
-/// The published description with the one thing it leaves out for webhooks: it
-/// declares no request body for `POST .../hooks` and `PUT .../hooks/{uid}` (so
-/// Prism refuses any body), though Bitbucket takes a `webhook_subscription` there
-/// (the operation's own example). The copy (in the temporary directory) declares
-/// that body (JSON, the description's `webhook_subscription` schema), so Prism
-/// checks what is sent against it; nothing else changes (docs/decisions.md, issue 44).
-pub fn described_with_hook_bodies() -> Result<PathBuf, String> {
+/// The published description with what it gets wrong for the package, amended as
+/// Bitbucket behaves (docs/decisions.md, issue 44), in a copy in the temporary
+/// directory; nothing else changes:
+/// - it declares no request body for `POST .../hooks` and `PUT .../hooks/{uid}` (so
+///   Prism refuses any body), though Bitbucket takes a `webhook_subscription` there
+///   (the operation's own example): the copy declares that body (JSON, the
+///   description's `webhook_subscription` schema), so Prism checks what is sent;
+/// - its text says `state` on `GET …/pullrequests` "can be repeated" (one for each
+///   state wanted), but it declares a single string, so Prism refuses a repeated
+///   one: the copy declares it as the text says (an array of the same enum, `multi`).
+pub fn amended_description() -> Result<PathBuf, String> {
     let text = std::fs::read_to_string(description_path()).map_err(|e| e.to_string())?;
     let mut d: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     for (path, method) in [
@@ -59,8 +63,19 @@ pub fn described_with_hook_bodies() -> Result<PathBuf, String> {
         op["parameters"] = json!([{"in": "body", "name": "_body", "required": true,
             "schema": {"$ref": "#/definitions/webhook_subscription"}}]);
     }
+    let params = d
+        .pointer_mut("/paths/~1repositories~1{workspace}~1{repo_slug}~1pullrequests/get/parameters")
+        .and_then(Value::as_array_mut)
+        .ok_or("the description has no GET …/pullrequests parameters")?;
+    let state = params
+        .iter_mut()
+        .find(|p| p["name"] == "state" && p["in"] == "query")
+        .ok_or("GET …/pullrequests declares no state")?;
+    let allowed = state["enum"].take();
+    *state = json!({"in": "query", "name": "state", "type": "array",
+        "collectionFormat": "multi", "items": {"type": "string", "enum": allowed}});
     let out = std::env::temp_dir().join(format!(
-        "oc-bitbucket-hooks-{}-swagger.json",
+        "oc-bitbucket-amended-{}-swagger.json",
         std::process::id()
     ));
     std::fs::write(&out, d.to_string()).map_err(|e| e.to_string())?;
@@ -327,10 +342,10 @@ impl Bitbucket {
         })
     }
 
-    /// [`Bitbucket::start`] over [`described_with_hook_bodies`], for the managed
-    /// webhooks' requests.
-    pub fn start_with_hook_bodies() -> Result<Bitbucket, String> {
-        let spec = described_with_hook_bodies()?;
+    /// [`Bitbucket::start`] over [`amended_description`], for the managed webhooks'
+    /// and reconcile's requests.
+    pub fn start_amended() -> Result<Bitbucket, String> {
+        let spec = amended_description()?;
         let scripted = Scripted::start()?;
         let prism = start_prism_proxy(&spec, &scripted.url)?;
         Ok(Bitbucket {

@@ -31,6 +31,7 @@ pub mod github;
 pub mod jira;
 pub mod messages;
 pub mod pause;
+pub mod responses;
 pub mod sieve;
 pub mod slack;
 pub mod standins;

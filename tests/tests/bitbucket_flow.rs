@@ -2,7 +2,7 @@
 //! The agent loop on Bitbucket Cloud (issue 44), with real daemons, every request to
 //! Bitbucket through Prism's validation proxy over Atlassian's published API 2.0
 //! description (tests/bitbucket-api, with the webhook bodies it leaves out declared:
-//! `oc_systest::bitbucket::described_with_hook_bodies`) in front of the scripted
+//! `oc_systest::bitbucket::amended_description`) in front of the scripted
 //! Bitbucket, and the Work's repository served by the real `git http-backend`
 //! behind Bitbucket's basic auth for access tokens (`x-token-auth:<token>`,
 //! [`GitHttp::allow_user`]):
@@ -19,7 +19,10 @@
 //!   push, a comment) in that Work;
 //! - the managed-webhook task creates the repository's webhook, `open-conduit
 //!   doctor` shows it, then its drift; `open-conduit config check` names bad fields
-//!   by their JSON pointers.
+//!   by their JSON pointers;
+//! - a comment whose webhook never came is found once by reconcile (`ext.reconcile`
+//!   through extrunner and storaged) and starts its Work; the late webhook and a
+//!   second scan add nothing.
 //!
 //! No secret is in a daemon's log, the state directory or the workspace. Without
 //! node, Prism or git it prints SKIPPED and passes, unless OC_REQUIRE_PEERS=1.
@@ -43,7 +46,7 @@ const AGENT: &str = "557058:agent";
 /// repositories, so what one records does not mix with another's.
 fn bitbucket() -> Option<&'static Bitbucket> {
     static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    match BB.get_or_init(Bitbucket::start_with_hook_bodies) {
+    match BB.get_or_init(Bitbucket::start_amended) {
         Ok(b) => Some(b),
         Err(why) => {
             assert!(
@@ -605,5 +608,126 @@ fn the_managed_webhook_is_created_and_its_drift_shown_and_bad_fields_named() {
         assert!(text.contains(pointer), "{pointer}: {text}");
     }
     assert!(bb.violations().is_empty(), "{:#?}", bb.violations());
+    f.assert_no_secret();
+}
+
+const REPO_4: &str = "acme/missed";
+
+/// A Bitbucket time (`2026-12-07T19:00:00.000000+00:00`) `ago_ms` before now.
+fn bitbucket_time(ago_ms: i64) -> String {
+    let t = protocol::time::format_rfc3339_ms(protocol::time::now_ms() - ago_ms);
+    t.trim_end_matches('Z').to_string() + "000+00:00"
+}
+
+/// A whole scan of the entry through extrunner's `ext.reconcile`, from the
+/// checkpoint the host keeps: (items, added).
+fn scan(suite: &Suite) -> (u64, u64) {
+    let (mut items, mut added, mut cursor) = (0, 0, String::new());
+    for _ in 0..50 {
+        let page = suite
+            .call(
+                "ext.reconcile",
+                json!({"name": "bitbucket", "timeout_ms": 30_000,
+                       "page": {"source": "bitbucket/demo/code", "cursor": cursor,
+                                "max_items": 20}}),
+            )
+            .unwrap();
+        items += page["items"].as_u64().unwrap();
+        added += page["added"].as_u64().unwrap();
+        if page["complete"] == true {
+            return (items, added);
+        }
+        cursor = page["cursor"].as_str().unwrap().to_owned();
+    }
+    panic!("the scan did not complete in 50 pages");
+}
+
+/// A comment whose webhook never came: reconcile finds it once, through the real
+/// daemons, and its Work starts; the webhook arriving late adds nothing, and
+/// neither does the next scan.
+#[test]
+fn reconcile_finds_a_missed_comment_once_and_its_late_webhook_adds_nothing() {
+    let Some(bb) = bitbucket() else { return };
+    let Some(origin) = origin() else { return };
+    let calls = json!([
+        {"operation": "bitbucket.comment", "input": {"text": "Looking at the loop."},
+         "request_id": "missed-comment", "turn": "first"}
+    ])
+    .to_string();
+    let f = Flow::start(
+        "bb-flow-missed",
+        bb,
+        &origin,
+        REPO_4,
+        &["bitbucket.comment"],
+        &calls,
+    );
+    const TEXT: &str = "@conduit the login page loops, can you fix it?";
+    // The webhook Bitbucket would have sent, and the same comment as its API shows it,
+    // on a pull request opened before the first scan looks back (a day).
+    let mut webhook = fixture("pull-request-comment-created.json", REPO_4);
+    webhook["comment"]["content"]["raw"] = json!(TEXT);
+    let at = bitbucket_time(60_000);
+    let mut comment = webhook["comment"].clone();
+    comment["type"] = json!("pullrequest_comment");
+    comment["parent"]["type"] = json!("pullrequest_comment");
+    comment["user"] = webhook["actor"].clone();
+    comment["user"]["type"] = json!("user");
+    if let Some(inline) = comment["inline"].as_object_mut() {
+        inline.remove("from");
+    }
+    comment["deleted"] = json!(false);
+    comment["created_on"] = json!(at);
+    comment["updated_on"] = json!(at);
+    let who = json!({"type": "user", "display_name": "Emma",
+                     "account_id": "udfy9suggmzpswxc7n200y3c"});
+    let pr = json!({
+        "type": "pullrequest", "id": 1, "title": "Title of pull request",
+        "description": "Description of pull request", "state": "OPEN", "author": who,
+        "source": {"branch": {"name": "feature/login"}, "commit": {"hash": "d3022fc0ca3d"}},
+        "destination": {"branch": {"name": "master"}, "commit": {"hash": "ce5965ddd289"}},
+        "links": {"html": {"href": format!("https://bitbucket.org/{REPO_4}/pull-requests/1")}},
+        "comment_count": 1, "task_count": 0, "close_source_branch": false,
+        "created_on": bitbucket_time(2 * 86_400_000), "updated_on": at,
+    });
+    bb.scripted.set_next_base(&bb.url);
+    bb.scripted.list(REPO_4, vec![pr], vec![(1, vec![comment])]);
+
+    // Found once: the Work starts and its agent comments.
+    let (items, added) = scan(&f.suite);
+    assert_eq!((items, added), (1, 1), "one missed comment, added once");
+    let work = wait_for("the missed comment's Work", || {
+        f.works().first()?["id"].as_str().map(str::to_string)
+    });
+    let turn = f.calls(0);
+    assert_eq!(
+        answer_of(&turn, "tools/call bitbucket.comment")["isError"],
+        false
+    );
+    let events = |suite: &Suite| {
+        suite
+            .events()
+            .unwrap()
+            .into_iter()
+            .filter(|e| e["type"] == "bitbucket.pullrequest.comment_created")
+            .collect::<Vec<_>>()
+    };
+    let found = events(&f.suite);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(
+        found[0]["delivery_id"],
+        format!("pullrequest/{REPO_4}/1/comment/17")
+    );
+
+    // Its webhook, late: 200 and nothing new. Another scan: nothing new.
+    f.send("pullrequest:comment_created", &webhook);
+    assert_eq!(events(&f.suite).len(), 1);
+    let (_, added) = scan(&f.suite);
+    assert_eq!(added, 0);
+    assert_eq!(events(&f.suite).len(), 1);
+    assert_eq!(f.works().len(), 1);
+    assert_eq!(f.works()[0]["id"], json!(work));
+    let violations = bb.violations();
+    assert!(violations.is_empty(), "{violations:#?}");
     f.assert_no_secret();
 }

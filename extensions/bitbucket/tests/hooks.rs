@@ -37,7 +37,7 @@ const TOKEN: &str = "bbtok-HOOKS-SECRET-31c";
 
 fn shared() -> Result<&'static Bitbucket, String> {
     static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(Bitbucket::start_with_hook_bodies)
+    BB.get_or_init(Bitbucket::start_amended)
         .as_ref()
         .map_err(Clone::clone)
 }

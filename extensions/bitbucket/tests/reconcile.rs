@@ -44,47 +44,11 @@ const QUIET: &str = "acme/quiet";
 const AGENT: &str = "557058:agent";
 const SOURCE: &str = "bitbucket/s1/code";
 
-/// The published description with the one thing it gets wrong for the scan: its
-/// text says `state` on `GET …/pullrequests` "can be repeated" (one for each state
-/// wanted), but it declares a single string, so Prism refuses a repeated one. The
-/// copy declares it as the text says (an array of the same enum, `multi`), so Prism
-/// checks each value; nothing else changes (docs/decisions.md, issue 44).
-fn described_with_repeated_state() -> Result<std::path::PathBuf, String> {
-    let text = std::fs::read_to_string(bitbucket::description_path()).map_err(|e| e.to_string())?;
-    let mut d: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let params = d
-        .pointer_mut("/paths/~1repositories~1{workspace}~1{repo_slug}~1pullrequests/get/parameters")
-        .and_then(Value::as_array_mut)
-        .ok_or("the description has no GET …/pullrequests parameters")?;
-    let state = params
-        .iter_mut()
-        .find(|p| p["name"] == "state" && p["in"] == "query")
-        .ok_or("GET …/pullrequests declares no state")?;
-    let allowed = state["enum"].take();
-    *state = json!({"in": "query", "name": "state", "type": "array",
-        "collectionFormat": "multi", "items": {"type": "string", "enum": allowed}});
-    let out = std::env::temp_dir().join(format!(
-        "oc-bitbucket-reconcile-{}-swagger.json",
-        std::process::id()
-    ));
-    std::fs::write(&out, d.to_string()).map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
 fn shared() -> Result<&'static Bitbucket, String> {
     static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(|| {
-        let spec = described_with_repeated_state()?;
-        let scripted = bitbucket::Scripted::start()?;
-        let prism = bitbucket::start_prism_proxy(&spec, &scripted.url)?;
-        Ok(Bitbucket {
-            url: prism.url.clone(),
-            scripted,
-            prism,
-        })
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    BB.get_or_init(Bitbucket::start_amended)
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 fn prism_or_skip() -> Option<&'static Bitbucket> {
