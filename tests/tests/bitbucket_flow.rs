@@ -275,48 +275,12 @@ impl Flow {
             assert!(!log.contains(TOKEN), "{d:?} logged the token");
             assert!(!log.contains(WEBHOOK_SECRET), "{d:?} logged the secret");
         }
-        let secrets = self.suite.dir.join("secrets");
-        for file in files_under(&self.suite.dir) {
-            if file.starts_with(&secrets) {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&file) else {
-                continue;
-            };
-            for s in [TOKEN, WEBHOOK_SECRET] {
-                assert!(
-                    !bytes.windows(s.len()).any(|w| w == s.as_bytes()),
-                    "{} holds a secret",
-                    file.display()
-                );
-            }
-        }
+        assert_no_secret_under(
+            &self.suite.dir,
+            &self.suite.dir.join("secrets"),
+            &[TOKEN, WEBHOOK_SECRET],
+        );
     }
-}
-
-/// Every file under `dir` (symlinks not followed).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let Ok(t) = entry.file_type() else { continue };
-            if t.is_dir() {
-                todo.push(entry.path());
-            } else if t.is_file() {
-                out.push(entry.path());
-            }
-        }
-    }
-    out
-}
-
-fn answer_of(calls: &[Value], m: &str) -> Value {
-    calls
-        .iter()
-        .find(|x| x["method"] == m)
-        .unwrap_or_else(|| panic!("no {m} in {calls:#?}"))["answer"]["result"]
-        .clone()
 }
 
 const REPO_1: &str = "acme/login";
@@ -368,7 +332,7 @@ fn a_mention_ends_in_a_pushed_fix_a_green_build_and_a_merge_that_completes_the_w
     for p in &pushes {
         assert_eq!(p.user.as_deref(), Some("x-token-auth"), "{p:?}");
     }
-    let said = answer_of(&turn, "tools/call bitbucket.comment");
+    let said = tool_answer(&turn, "tools/call bitbucket.comment");
     assert_eq!(said["isError"], false, "{said}");
     let posts = bb.requests_to(
         "POST",
@@ -377,7 +341,7 @@ fn a_mention_ends_in_a_pushed_fix_a_green_build_and_a_merge_that_completes_the_w
     assert_eq!(posts.len(), 1, "{posts:#?}");
 
     // The build is running: the Work waits for it, keyed by the commit.
-    let build = answer_of(&turn, "tools/call bitbucket.wait_build");
+    let build = tool_answer(&turn, "tools/call bitbucket.wait_build");
     assert_eq!(build["isError"], false, "{build}");
     let wait = f.waiting(&work);
     assert!(
@@ -459,7 +423,7 @@ fn the_agent_opens_a_pull_request_and_answers_its_change_request_in_the_same_wor
         .unwrap()
         .to_owned();
     let head = origin.branch_head(REPO_2, &branch).unwrap();
-    let opened = answer_of(&turn, "tools/call bitbucket.open_pull_request");
+    let opened = tool_answer(&turn, "tools/call bitbucket.open_pull_request");
     assert_eq!(opened["isError"], false, "{opened}");
     let posts = bb.requests_to("POST", &format!("/repositories/{REPO_2}/pullrequests"));
     assert_eq!(posts.len(), 1, "{posts:#?}");
@@ -485,7 +449,7 @@ fn the_agent_opens_a_pull_request_and_answers_its_change_request_in_the_same_wor
     let resumed = f.prompt(1);
     assert!(resumed.to_lowercase().contains("change"), "{resumed}");
     let answered = f.calls(1);
-    let said = answer_of(&answered, "tools/call bitbucket.comment");
+    let said = tool_answer(&answered, "tools/call bitbucket.comment");
     assert_eq!(said["isError"], false, "{said}");
     let comments = bb.requests_to(
         "POST",
@@ -701,7 +665,7 @@ fn reconcile_finds_a_missed_comment_once_and_its_late_webhook_adds_nothing() {
     });
     let turn = f.calls(0);
     assert_eq!(
-        answer_of(&turn, "tools/call bitbucket.comment")["isError"],
+        tool_answer(&turn, "tools/call bitbucket.comment")["isError"],
         false
     );
     let events = |suite: &Suite| {

@@ -64,14 +64,17 @@ pub async fn link(
             .iter()
             .any(|f| e.event_type.starts_with(&format!("{f}.")))
     };
-    let parent = sdk::link::newest_work_event(host, work_id, ours)
-        .await?
-        .ok_or_else(|| {
-            RpcError::new(
-                Code::NotFound,
-                "the Work has no Bitbucket Event to link the pull request under",
-            )
-        })?;
+    // A Work of another package (a Jira issue's) links under its newest Event.
+    let parent = match sdk::link::newest_work_event(host, work_id, ours).await? {
+        Some(p) => Some(p),
+        None => sdk::link::newest_work_event(host, work_id, |_| true).await?,
+    };
+    let parent = parent.ok_or_else(|| {
+        RpcError::new(
+            Code::NotFound,
+            "the Work has no Event to link the pull request under",
+        )
+    })?;
     let registry = state.registry();
     let entry = registry
         .entries

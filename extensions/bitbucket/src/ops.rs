@@ -375,14 +375,95 @@ pub async fn request_changes(
     Ok(out)
 }
 
-async fn work_target(host: &sdk::Host, work_id: &str) -> Result<Target, RpcError> {
-    let none = || {
-        invalid(
-            "the Work has no Bitbucket pull request (it was not started by a Bitbucket webhook)",
-        )
+/// What a call acts on, and the connection it acts as.
+///
+/// A Work with Bitbucket Events acts on its own pull request (or repository). A
+/// Work of another package (a Jira issue's, fixed in a Bitbucket repository) has
+/// none: it acts on the repository the input names (`repository`), which a
+/// `bitbucket` entry of its scope must take, or on the scope's one repository when
+/// its entries take only one. The connection is the binding's when that is a
+/// `bitbucket` connection, else (a tracker's binding) that of the scope's entry
+/// taking the repository.
+async fn resolve(
+    state: &crate::State,
+    host: &sdk::Host,
+    params: &OperationCallParams,
+    input: &Value,
+) -> Result<(Target, String), RpcError> {
+    let authority = &params.authority;
+    let target = match work_target(host, &authority.work_id).await? {
+        Some(t) => t,
+        None => scope_target(state, &authority.scope_id, input)?,
     };
+    let ours = state
+        .configured
+        .connection(&authority.connection)
+        .is_some_and(|c| c.connection_type == crate::NAME);
+    let connection = if ours {
+        authority.connection.clone()
+    } else {
+        state
+            .registry()
+            .entries
+            .iter()
+            .find(|e| e.scope_id == authority.scope_id && e.config.takes(&target.repository))
+            .map(|e| e.connection.clone())
+            .unwrap_or_else(|| authority.connection.clone())
+    };
+    Ok((target, connection))
+}
+
+/// The repository of a Work without Bitbucket Events: the input's `repository`, one
+/// the scope's `bitbucket` entries take, else their one repository.
+fn scope_target(state: &crate::State, scope_id: &str, input: &Value) -> Result<Target, RpcError> {
+    let registry = state.registry();
+    let mut repositories: Vec<&String> = registry
+        .entries
+        .iter()
+        .filter(|e| e.scope_id == scope_id)
+        .flat_map(|e| e.config.repositories.iter())
+        .collect();
+    repositories.sort();
+    repositories.dedup();
+    let named = input.get("repository").and_then(Value::as_str);
+    let repository = match (named, repositories.as_slice()) {
+        (Some(r), _) => repositories
+            .iter()
+            .find(|known| known.eq_ignore_ascii_case(r))
+            .map(|known| known.to_string())
+            .ok_or_else(|| {
+                RpcError::new(
+                    Code::Unauthorized,
+                    format!("no bitbucket entry of this scope takes {r}"),
+                )
+            })?,
+        (None, [one]) => one.to_string(),
+        (None, []) => {
+            return Err(invalid(
+                "the Work has no Bitbucket pull request (it was not started by a Bitbucket webhook) and its scope has no bitbucket entry",
+            ))
+        }
+        (None, _) => {
+            return Err(invalid(format!(
+                "the Work has no Bitbucket pull request and its scope's bitbucket entries take several repositories: name the repository ({})",
+                repositories
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    };
+    Ok(Target {
+        repository,
+        pull_request: None,
+    })
+}
+
+/// The target of the Work's own Bitbucket Events; `None` when it has none.
+async fn work_target(host: &sdk::Host, work_id: &str) -> Result<Option<Target>, RpcError> {
     if work_id.is_empty() {
-        return Err(none());
+        return Ok(None);
     }
     let mut after = 0;
     for _ in 0..MAX_WORK_EVENT_PAGES {
@@ -400,11 +481,11 @@ async fn work_target(host: &sdk::Host, work_id: &str) -> Result<Target, RpcError
             break;
         }
         if let Some(t) = target_of(&page.events) {
-            return Ok(t);
+            return Ok(Some(t));
         }
         after = page.next_after(after);
     }
-    Err(none())
+    Ok(None)
 }
 
 /// Serves `operation.call`. A refusal carries its message for the agent
@@ -429,10 +510,8 @@ async fn call_inner(
     let op = params.operation.as_str();
     let authority = &params.authority;
     sdk::tracker::replayed(host, params, op != READ_PULL_REQUEST, async {
-        let target = work_target(host, &authority.work_id).await?;
-        let client = state
-            .client(host, &authority.scope_id, &authority.connection)
-            .await?;
+        let (target, connection) = resolve(state, host, params, &input).await?;
+        let client = state.client(host, &authority.scope_id, &connection).await?;
         let output = match op {
             READ_PULL_REQUEST => read_pull_request(&client, &target).await?,
             COMMENT => comment(&client, &target, &input).await?,

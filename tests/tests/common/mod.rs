@@ -7,7 +7,7 @@ pub mod sandbox;
 
 use oc_systest::{post, sign_sha256, Daemon, Response, Suite, HANG};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -227,4 +227,51 @@ pub fn deliver_agent_issue(suite: &Suite, delivery_id: &str, number: u64) {
     )
     .unwrap();
     assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
+}
+
+/// Every file under `dir` (symlinks not followed).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(t) = entry.file_type() else { continue };
+            if t.is_dir() {
+                todo.push(entry.path());
+            } else if t.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+/// Fails the test when a file under `dir`, but those under `except` (where the
+/// test wrote the secrets), holds one of `secrets`.
+pub fn assert_no_secret_under(dir: &Path, except: &Path, secrets: &[&str]) {
+    for file in files_under(dir) {
+        if file.starts_with(except) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        for s in secrets {
+            assert!(
+                !bytes.windows(s.len()).any(|w| w == s.as_bytes()),
+                "{} holds a secret",
+                file.display()
+            );
+        }
+    }
+}
+
+/// The result of the toolbelt call the fake `claude` recorded as `method`
+/// (`tools/call <operation><tag>`) among a turn's `calls`.
+pub fn tool_answer(calls: &[Value], method: &str) -> Value {
+    calls
+        .iter()
+        .find(|x| x["method"] == method)
+        .unwrap_or_else(|| panic!("no {method} in {calls:#?}"))["answer"]["result"]
+        .clone()
 }
