@@ -4,8 +4,8 @@
 //! run the planned `srt` invocation (its command line ends with srt's arguments of
 //! the plan, `--settings FILE -c LINE`), and every descendant of it must be either inside a mount namespace
 //! other than this host's (bubblewrap's sandbox) or one of srt's own helpers outside
-//! it (`node`, `sh`, `bwrap`, `socat`, and `rg`, which srt runs to find the files its
-//! settings deny). A process that runs something else in the
+//! it (`node`, `sh`, `bwrap`, `socat`, `rg`, which srt runs to find the files its
+//! settings deny, and `which`, which it runs to find those tools). A process that runs something else in the
 //! host's namespace escaped, or was started outside, and the run is refused. A
 //! process that ends while /proc is read (its namespace no longer readable) is
 //! passed over: a command inside that starts and ends processes all the time is
@@ -17,7 +17,7 @@ use protocol::{Code, RpcError};
 use std::collections::HashMap;
 
 /// The processes srt runs outside its sandbox.
-pub const HELPERS: &[&str] = &["node", "sh", "bwrap", "socat", "srt", "rg"];
+pub const HELPERS: &[&str] = &["node", "sh", "bwrap", "socat", "srt", "rg", "which"];
 /// The most descendants looked at.
 pub const MAX_DESCENDANTS: usize = 100_000;
 
