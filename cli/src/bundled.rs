@@ -20,6 +20,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("human", oc_human::MANIFEST),
         ("shell", oc_shell::MANIFEST),
         ("claude-code", oc_claude_code::MANIFEST),
+        ("codex", oc_codex::MANIFEST),
         ("git", oc_git::MANIFEST),
         ("ssh", oc_ssh::MANIFEST),
         ("cloudflared", oc_cloudflared::MANIFEST),

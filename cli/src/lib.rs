@@ -417,7 +417,7 @@ pub enum Command {
     /// Serve the bundled extension NAME over stdin and stdout (the extension
     /// protocol): what a package whose command is `open-conduit extension-run NAME`
     /// runs. Bundled: webhook, github, slack, linear, jira, bitbucket, schedule, shell,
-    /// claude-code, git, human, ssh, cloudflared, ngrok, srt.
+    /// claude-code, codex, git, human, ssh, cloudflared, ngrok, srt.
     ExtensionRun {
         /// The bundled extension.
         name: String,
@@ -472,6 +472,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "human" => oc_human::extension(),
         "shell" => return oc_shell::main(),
         "claude-code" => return oc_claude_code::main(),
+        "codex" => return oc_codex::main(),
         "git" => return oc_git::main(),
         "ssh" => return oc_ssh::main(),
         "cloudflared" => return oc_cloudflared::main(),
@@ -574,6 +575,8 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("__wrap") => return oc_shell::main(),
         // The claude-code executor's segment wrapper.
         Some("__wrap-claude-code") => return oc_claude_code::main(),
+        // The codex executor's segment wrapper.
+        Some("__wrap-codex") => return oc_codex::main(),
         Some("__bundle") => {
             // The package's layout: `__bundle DIR EXE` writes each bundled package under
             // DIR, its program a script that runs EXE as the extension.

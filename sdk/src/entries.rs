@@ -201,6 +201,20 @@ pub struct Registered<C> {
     pub source: String,
 }
 
+/// The entry of `entries` registering `source`: a reconcile page (or a pass)
+/// asking for a source this package no longer has is `not_found`, naming it.
+pub fn by_source<'a, C>(
+    entries: &'a [Registered<C>],
+    source: &str,
+) -> Result<&'a Registered<C>, RpcError> {
+    entries.iter().find(|e| e.source == source).ok_or_else(|| {
+        RpcError::new(
+            protocol::Code::NotFound,
+            format!("source {source:?} is not one of this package's entries"),
+        )
+    })
+}
+
 /// What [`register`] takes an extension's entries to be.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind<'a> {

@@ -31,6 +31,7 @@
 //! so the host records nothing and the migration runs again at the next start:
 //! it must be idempotent (precondition-guarded `kv.commit` batches).
 
+pub mod agent;
 pub mod config;
 pub mod detached;
 pub mod dirs;

@@ -28,9 +28,11 @@ pub mod bitbucket;
 pub mod feed;
 pub mod githttp;
 pub mod github;
+pub mod http1;
 pub mod jira;
 pub mod messages;
 pub mod pause;
+pub mod podman;
 pub mod responses;
 pub mod sieve;
 pub mod slack;
@@ -101,6 +103,8 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "fake-claude" => oc_claude_code::fake::run(),
         // The claude-code executor, and its segment wrapper.
         "ext-claude-code" | "__wrap-claude-code" => oc_claude_code::main(),
+        // The codex executor, and its segment wrapper.
+        "ext-codex" | "__wrap-codex" => oc_codex::main(),
         "ext-git" => oc_git::main(),
         "ext-human" => match oc_human::extension() {
             Ok(ext) => sdk::run(ext),

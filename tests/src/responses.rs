@@ -21,7 +21,7 @@
 //! is bounded ([`MAX_BODY`]).
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -340,77 +340,18 @@ impl Drop for ResponsesApi {
     }
 }
 
-fn bad(what: impl Into<String>) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what.into())
-}
-
 fn read_request(conn: &TcpStream) -> std::io::Result<Request> {
-    let mut r = BufReader::new(conn.try_clone()?);
-    let mut head = Vec::new();
-    loop {
-        let mut line = Vec::new();
-        let n = (&mut r)
-            .take(MAX_HEAD as u64)
-            .read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return Err(bad("the connection closed in the request head"));
-        }
-        head.extend_from_slice(&line);
-        if head.len() > MAX_HEAD {
-            return Err(bad(format!("the request head is over {MAX_HEAD} bytes")));
-        }
-        if line == b"\r\n" || line == b"\n" {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&head).to_string();
-    let mut lines = text.lines();
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_owned();
-    let path = parts.next().unwrap_or_default().to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-    let mut body = Vec::new();
-    if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        loop {
-            let mut size = String::new();
-            (&mut r).take(64).read_line(&mut size)?;
-            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| bad(format!("a bad chunk size {size:?}")))?;
-            if body.len() + n > MAX_BODY {
-                return Err(bad(format!("the request body is over {MAX_BODY} bytes")));
-            }
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else if let Some(len) = get("content-length") {
-        let n: usize = len
-            .parse()
-            .map_err(|_| bad(format!("a bad content-length {len:?}")))?;
-        if n > MAX_BODY {
-            return Err(bad(format!("the request body is over {MAX_BODY} bytes")));
-        }
-        body.resize(n, 0);
-        r.read_exact(&mut body)?;
-    }
+    let raw = crate::http1::read_request(conn, MAX_HEAD, MAX_BODY)?;
     // A compressed body (`content-encoding`) is kept as `Null`: the headers show it.
-    let body = if get("content-encoding").is_some() {
+    let body = if raw.header("content-encoding").is_some() {
         Value::Null
     } else {
-        serde_json::from_slice(&body).unwrap_or(Value::Null)
+        serde_json::from_slice(&raw.body).unwrap_or(Value::Null)
     };
     Ok(Request {
-        method,
-        path,
-        headers,
+        method: raw.method,
+        path: raw.path,
+        headers: raw.headers,
         body,
     })
 }
@@ -421,17 +362,9 @@ fn respond(
     headers: &[(String, String)],
     body: &[u8],
 ) -> std::io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (n, v) in headers {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body)?;
-    conn.flush()
+    let mut all = vec![("content-type".to_string(), "application/json".to_string())];
+    all.extend(headers.iter().cloned());
+    crate::http1::respond(conn, status, &all, body)
 }
 
 /// Cut `s` in two at a character boundary near its middle.

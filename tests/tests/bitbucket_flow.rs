@@ -33,7 +33,7 @@ use common::*;
 use oc_bitbucket::intake::sign;
 use oc_systest::bitbucket::{Bitbucket, SOURCE_COMMIT_FULL};
 use oc_systest::githttp::GitHttp;
-use oc_systest::{Daemon, Package, Suite};
+use oc_systest::{Daemon, Suite};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -111,34 +111,14 @@ impl Flow {
     ) -> Flow {
         origin.create_repo(repo, true);
         origin.allow_user("x-token-auth", TOKEN, &[repo]);
-        let mut packages = Suite::first_party();
-        for (name, manifest, command) in [
+        let packages = packages_with(&[
             ("claude-code", oc_claude_code::MANIFEST, "ext-claude-code"),
             ("bitbucket", oc_bitbucket::MANIFEST, "ext-bitbucket"),
-        ] {
-            packages.push(Package {
-                name: name.into(),
-                manifest: manifest.into(),
-                command: vec![command.into()],
-            });
-        }
+        ]);
         let suite = Suite::new(Path::new(BIN), name, &packages).unwrap();
         // The agent: each turn commits a line in its workspace and pushes, then the
         // fake CLI makes the turn's calls.
-        let push_log = suite.dir.join("push.log");
-        let claude = suite.dir.join("bin/claude");
-        script(
-            &claude,
-            &format!(
-                "#!/bin/sh\n\
-                 {{ echo turn >> FIX.md && git add FIX.md && \
-                 git -c user.name=bot -c user.email=bot@example.com commit -q -m 'Fix the login page' && \
-                 git push origin HEAD; echo PUSH_EXIT=$?; \
-                 echo BRANCH=$(git rev-parse --abbrev-ref HEAD); }} >> '{}' 2>&1\n\
-                 exec '{BIN}' fake-claude \"$@\"\n",
-                push_log.display()
-            ),
-        );
+        let (claude, push_log) = pushing_claude(&suite, "Fix the login page");
         with_toolbelt(&suite);
         suite.start_all().unwrap();
 
@@ -256,11 +236,6 @@ impl Flow {
         })
     }
 
-    /// The pushes' log lines so far.
-    fn pushed(&self) -> String {
-        std::fs::read_to_string(&self.push_log).unwrap_or_default()
-    }
-
     /// No daemon's log, no file of the state directory and no workspace file holds
     /// a secret.
     fn assert_no_secret(&self) {
@@ -316,13 +291,7 @@ fn a_mention_ends_in_a_pushed_fix_a_green_build_and_a_merge_that_completes_the_w
 
     // The push, with the run's credential: x-token-auth and the token, at the origin.
     let turn = f.calls(0);
-    let pushed = f.pushed();
-    assert!(pushed.contains("PUSH_EXIT=0"), "the push failed: {pushed}");
-    let branch = pushed
-        .lines()
-        .find_map(|l| l.strip_prefix("BRANCH="))
-        .unwrap()
-        .to_owned();
+    let branch = pushed_branch(&f.push_log);
     assert!(
         origin.branch_head(REPO_1, &branch).is_some(),
         "{branch} is not at the origin"
@@ -415,13 +384,7 @@ fn the_agent_opens_a_pull_request_and_answers_its_change_request_in_the_same_wor
 
     // The pull request from the pushed branch.
     let turn = f.calls(0);
-    let pushed = f.pushed();
-    assert!(pushed.contains("PUSH_EXIT=0"), "the push failed: {pushed}");
-    let branch = pushed
-        .lines()
-        .find_map(|l| l.strip_prefix("BRANCH="))
-        .unwrap()
-        .to_owned();
+    let branch = pushed_branch(&f.push_log);
     let head = origin.branch_head(REPO_2, &branch).unwrap();
     let opened = tool_answer(&turn, "tools/call bitbucket.open_pull_request");
     assert_eq!(opened["isError"], false, "{opened}");

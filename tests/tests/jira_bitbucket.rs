@@ -21,7 +21,7 @@ use common::*;
 use oc_systest::bitbucket::Bitbucket;
 use oc_systest::githttp::GitHttp;
 use oc_systest::jira::Jira;
-use oc_systest::{Daemon, Package, Suite};
+use oc_systest::{Daemon, Suite};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -71,33 +71,13 @@ fn a_jira_issue_is_fixed_in_a_bitbucket_pull_request_whose_review_reaches_its_wo
     origin.create_repo(REPO, true);
     origin.allow_user("x-token-auth", BB_TOKEN, &[REPO]);
 
-    let mut packages = Suite::first_party();
-    for (name, manifest, command) in [
+    let packages = packages_with(&[
         ("claude-code", oc_claude_code::MANIFEST, "ext-claude-code"),
         ("jira", oc_jira::MANIFEST, "ext-jira"),
         ("bitbucket", oc_bitbucket::MANIFEST, "ext-bitbucket"),
-    ] {
-        packages.push(Package {
-            name: name.into(),
-            manifest: manifest.into(),
-            command: vec![command.into()],
-        });
-    }
+    ]);
     let suite = Suite::new(Path::new(BIN), "jira-bitbucket", &packages).unwrap();
-    let push_log = suite.dir.join("push.log");
-    let claude = suite.dir.join("bin/claude");
-    script(
-        &claude,
-        &format!(
-            "#!/bin/sh\n\
-             {{ echo turn >> FIX.md && git add FIX.md && \
-             git -c user.name=bot -c user.email=bot@example.com commit -q -m 'Fix INDEV-242' && \
-             git push origin HEAD; echo PUSH_EXIT=$?; \
-             echo BRANCH=$(git rev-parse --abbrev-ref HEAD); }} >> '{}' 2>&1\n\
-             exec '{BIN}' fake-claude \"$@\"\n",
-            push_log.display()
-        ),
-    );
+    let (claude, push_log) = pushing_claude(&suite, "Fix INDEV-242");
     with_toolbelt(&suite);
     suite.start_all().unwrap();
 
@@ -191,13 +171,7 @@ fn a_jira_issue_is_fixed_in_a_bitbucket_pull_request_whose_review_reaches_its_wo
             .filter_map(|r| r["mcp"].as_array().cloned())
             .next()
     });
-    let pushed = std::fs::read_to_string(&push_log).unwrap_or_default();
-    assert!(pushed.contains("PUSH_EXIT=0"), "the push failed: {pushed}");
-    let branch = pushed
-        .lines()
-        .find_map(|l| l.strip_prefix("BRANCH="))
-        .unwrap()
-        .to_owned();
+    let branch = pushed_branch(&push_log);
     let head = origin.branch_head(REPO, &branch).unwrap();
     assert!(origin
         .pushes()

@@ -242,16 +242,7 @@ pub async fn page(
     p: &IngressReconcileParams,
 ) -> Result<IngressReconcileResult, RpcError> {
     let registry = state.registry();
-    let entry = registry
-        .entries
-        .iter()
-        .find(|e| e.source == p.source)
-        .ok_or_else(|| {
-            RpcError::new(
-                Code::NotFound,
-                format!("source {:?} is not one of this package's entries", p.source),
-            )
-        })?;
+    let entry = sdk::entries::by_source(&registry.entries, &p.source)?;
     let result = scan(state, host, entry, p).await;
     if let Err(e) = &result {
         eprintln!("bitbucket: reconcile {}: {}", entry.source, e.message);

@@ -96,62 +96,7 @@ pub enum ColdTurns {
     Resume,
 }
 
-/// One `secret_env` value as written: a secret of the binding's `connection`, or
-/// of a connection named with it.
-#[derive(Debug, Clone, PartialEq)]
-enum RawSecret {
-    /// A secret of the binding's `connection`.
-    Name(String),
-    /// A secret of a named connection.
-    From(RawSecretFrom),
-}
-
-/// What a `secret_env` value may be, for its error.
-const SECRET_FORMS: &str =
-    "must be a secret name, or {\"connection\": \"<name>\", \"secret\": \"<name>\"} naming one of the binding's connections";
-
-impl<'de> Deserialize<'de> for RawSecret {
-    /// A string, or an object of exactly `connection` and `secret`; anything else is
-    /// [`SECRET_FORMS`], at the variable's pointer.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::String(s) => Ok(RawSecret::Name(s)),
-            v @ Value::Object(_) => serde_json::from_value(v)
-                .map(RawSecret::From)
-                .map_err(|_| serde::de::Error::custom(SECRET_FORMS)),
-            _ => Err(serde::de::Error::custom(SECRET_FORMS)),
-        }
-    }
-}
-
-/// `{"connection": "<name>", "secret": "<name>"}` (strict).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSecretFrom {
-    connection: String,
-    secret: String,
-}
-
-/// Where one `secret_env` variable's value comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretSource {
-    /// The connection: empty for the binding's `connection`, else a connection the
-    /// binding names (its `connection` or one of its `connections`).
-    pub connection: String,
-    /// The secret's name (a key of the connection's `secret_refs`).
-    pub secret: String,
-}
-
-impl SecretSource {
-    /// The connection it resolves from, `binding_connection` when it names none.
-    pub fn connection_or<'a>(&'a self, binding_connection: &'a str) -> &'a str {
-        if self.connection.is_empty() {
-            binding_connection
-        } else {
-            &self.connection
-        }
-    }
-}
+pub use sdk::agent::secret_env::{RawSecret, SecretSource};
 
 /// The config as written (strict).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -288,14 +233,7 @@ impl ClaudeConfig {
     /// The connection secrets `secret_env` resolves, each with its pointer into the
     /// config (`validate` kind `executor_secrets`).
     pub fn secret_uses(&self) -> Vec<protocol::wire::SecretUse> {
-        self.secret_env
-            .iter()
-            .map(|(var, s)| protocol::wire::SecretUse {
-                path: format!("/secret_env/{}", var.replace('~', "~0").replace('/', "~1")),
-                connection: s.connection.clone(),
-                secret: s.secret.clone(),
-            })
-            .collect()
+        sdk::agent::secret_env::uses(&self.secret_env)
     }
 
     /// One line saying what the config runs.
@@ -409,31 +347,7 @@ pub fn parse(config: &Value) -> Result<ClaudeConfig, ConfigError> {
     for (i, name) in pass_env.iter().enumerate() {
         var_name(&format!("/pass_env/{i}"), name)?;
     }
-    let mut secret_env = BTreeMap::new();
-    for (name, raw) in raw.secret_env.unwrap_or_default() {
-        var_name("/secret_env", &name)?;
-        let at = sdk::config::pointer(["secret_env", name.as_str()]);
-        let source = match raw {
-            RawSecret::Name(secret) => SecretSource {
-                connection: String::new(),
-                secret,
-            },
-            RawSecret::From(f) => {
-                if f.connection.trim().is_empty() || f.connection.contains('\0') {
-                    return Err(ConfigError::new(
-                        at,
-                        "must name a connection (or be a plain secret name for the binding's connection)",
-                    ));
-                }
-                SecretSource {
-                    connection: f.connection,
-                    secret: f.secret,
-                }
-            }
-        };
-        nonempty(&at, &source.secret)?;
-        secret_env.insert(name, source);
-    }
+    let secret_env = sdk::agent::secret_env::check(raw.secret_env.unwrap_or_default())?;
     let extra_args = raw.extra_args.unwrap_or_default();
     for (i, a) in extra_args.iter().enumerate() {
         if a.contains('\0') {

@@ -5,7 +5,7 @@ pub mod claude;
 pub mod repo;
 pub mod sandbox;
 
-use oc_systest::{post, sign_sha256, Daemon, Response, Suite, HANG};
+use oc_systest::{post, sign_sha256, Daemon, Package, Response, Suite, HANG};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -229,40 +229,15 @@ pub fn deliver_agent_issue(suite: &Suite, delivery_id: &str, number: u64) {
     assert!(r.status / 100 == 2, "{} {}", r.status, r.text());
 }
 
-/// Every file under `dir` (symlinks not followed).
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let Ok(t) = entry.file_type() else { continue };
-            if t.is_dir() {
-                todo.push(entry.path());
-            } else if t.is_file() {
-                out.push(entry.path());
-            }
-        }
-    }
-    out
-}
-
 /// Fails the test when a file under `dir`, but those under `except` (where the
 /// test wrote the secrets), holds one of `secrets`.
 pub fn assert_no_secret_under(dir: &Path, except: &Path, secrets: &[&str]) {
-    for file in files_under(dir) {
-        if file.starts_with(except) {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&file) else {
-            continue;
-        };
-        for s in secrets {
-            assert!(
-                !bytes.windows(s.len()).any(|w| w == s.as_bytes()),
-                "{} holds a secret",
-                file.display()
-            );
-        }
+    for s in secrets {
+        let holding: Vec<PathBuf> = claude::files_containing(dir, s.as_bytes())
+            .into_iter()
+            .filter(|f| !f.starts_with(except))
+            .collect();
+        assert!(holding.is_empty(), "files hold a secret: {holding:?}");
     }
 }
 
@@ -274,4 +249,56 @@ pub fn tool_answer(calls: &[Value], method: &str) -> Value {
         .find(|x| x["method"] == method)
         .unwrap_or_else(|| panic!("no {method} in {calls:#?}"))["answer"]["result"]
         .clone()
+}
+
+/// The first-party packages and the `extra` ones (name, manifest, command).
+pub fn packages_with(extra: &[(&str, &str, &str)]) -> Vec<Package> {
+    let mut packages = Suite::first_party();
+    for (name, manifest, command) in extra {
+        packages.push(Package {
+            name: (*name).into(),
+            manifest: (*manifest).into(),
+            command: vec![(*command).into()],
+        });
+    }
+    packages
+}
+
+/// A fake `claude` at `<suite>/bin/claude` that, each turn, commits a line to
+/// `FIX.md` in its workspace with `message` and runs `git push origin HEAD` (git
+/// asks the run's credential helper), logging `PUSH_EXIT=<status>` and
+/// `BRANCH=<branch>` to the returned log, then runs the fake CLI: (its path, the log).
+pub fn pushing_claude(suite: &Suite, message: &str) -> (PathBuf, PathBuf) {
+    let log = suite.dir.join("push.log");
+    let claude = suite.dir.join("bin/claude");
+    script(
+        &claude,
+        &format!(
+            "#!/bin/sh\n\
+             {{ echo turn >> FIX.md && git add FIX.md && \
+             git -c user.name=bot -c user.email=bot@example.com commit -q -m '{message}' && \
+             git push origin HEAD; echo PUSH_EXIT=$?; \
+             echo BRANCH=$(git rev-parse --abbrev-ref HEAD); }} >> '{}' 2>&1\n\
+             exec '{BIN}' fake-claude \"$@\"\n",
+            log.display()
+        ),
+    );
+    (claude, log)
+}
+
+/// What a [`pushing_claude`]'s log says: every push so far exited 0, and the branch.
+pub fn pushed_branch(log: &Path) -> String {
+    let pushed = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        pushed.contains("PUSH_EXIT=0")
+            && !pushed
+                .lines()
+                .any(|l| l.starts_with("PUSH_EXIT=") && l != "PUSH_EXIT=0"),
+        "a push failed: {pushed}"
+    );
+    pushed
+        .lines()
+        .find_map(|l| l.strip_prefix("BRANCH="))
+        .unwrap_or_else(|| panic!("no branch in {pushed}"))
+        .to_owned()
 }

@@ -14,74 +14,15 @@ struct Prepared {
     workspace: Option<ProvidedResource>,
 }
 
-/// The `secret_env` variables' values: each connection's secrets through its own
-/// `secret.resolve`, a plain name from the binding's `connection`, an object's from
-/// the connection it names, which must be one the binding names (`connection` or
-/// one of `connections`). Values go into claude's environment only; a failure names
-/// the variable, the connection and the secret, never a value.
+/// The `secret_env` variables' values ([`sdk::agent::secret_env::resolve`]).
 async fn resolve_secrets(
     host: &Host,
     req: &RunRequest,
     cfg: &ClaudeConfig,
 ) -> Result<BTreeMap<String, String>, ExecutorWaitResult> {
-    let schema = &cfg.status_schema;
-    let binding = &req.binding;
-    let mut wanted: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
-    for (var, source) in &cfg.secret_env {
-        let connection = source.connection_or(&binding.connection);
-        if connection.is_empty() {
-            return Err(failure(
-                schema,
-                "invalid_config",
-                format!("invalid_config: secret_env.{var} takes a secret of the binding's connection, and the binding names none"),
-            ));
-        }
-        if connection != binding.connection && !binding.connections.iter().any(|c| c == connection)
-        {
-            return Err(failure(
-                schema,
-                "invalid_config",
-                format!("invalid_config: secret_env.{var} names the connection {connection:?}, which the binding does not name (its connection or connections)"),
-            ));
-        }
-        wanted
-            .entry(connection)
-            .or_default()
-            .push((var.as_str(), source.secret.as_str()));
-    }
-    let mut out = BTreeMap::new();
-    for (connection, vars) in wanted {
-        let mut names: Vec<String> = vars.iter().map(|(_, s)| (*s).to_owned()).collect();
-        names.sort();
-        names.dedup();
-        let got = host
-            .call_typed(&SecretResolveParams {
-                scope_id: req.work.scope_id.clone(),
-                connection: connection.to_owned(),
-                names,
-            })
-            .await
-            .map_err(|e| {
-                failure(
-                    schema,
-                    "secret_unavailable",
-                    format!("the secrets of connection {connection:?} could not be resolved: {e}"),
-                )
-            })?;
-        for (var, name) in vars {
-            let Some(v) = got.values.get(name) else {
-                return Err(failure(
-                    schema,
-                    "secret_unavailable",
-                    format!(
-                        "the secret {name} of connection {connection:?} for {var} was not resolved"
-                    ),
-                ));
-            };
-            out.insert(var.to_owned(), v.clone());
-        }
-    }
-    Ok(out)
+    sdk::agent::secret_env::resolve(host, req, &cfg.secret_env)
+        .await
+        .map_err(|u| failure(&cfg.status_schema, u.reason, u.error))
 }
 
 impl ClaudeCode {
@@ -312,7 +253,10 @@ impl ClaudeCode {
         }
         let now = protocol::time::now_ms();
         if let Some(reset_at) = self.hold(host, now).await {
-            self.known(&req, limited_failure(&cfg.status_schema, &reset_at));
+            self.known(
+                &req,
+                sdk::agent::status::limited_failure(&cfg.status_schema, "claude", &reset_at),
+            );
             return Ok(());
         }
         let exe = self.inner.exe.clone().map_err(|e| {
@@ -407,7 +351,10 @@ impl ClaudeCode {
             argv.extend(["--plugin-dir".into(), d.clone()]);
         }
         if cfg.structured {
-            argv.extend(["--json-schema".into(), status_schema().to_string()]);
+            argv.extend([
+                "--json-schema".into(),
+                sdk::agent::status::schema().to_string(),
+            ]);
         }
         match launched {
             Kind::Resume => argv.extend(["--resume".into(), decision.session.clone()]),

@@ -32,8 +32,7 @@ use protocol::wire::{
     ExecutorRecoverParams, ExecutorRecoverResult, ExecutorResumeParams, ExecutorResumeResult,
     ExecutorRunParams, ExecutorRunResult, ExecutorStopParams, ExecutorStopResult,
     ExecutorWaitParams, ExecutorWaitResult, KvCommitParams, KvDelete, KvPut, Outcome, Payload,
-    ProvidedResource, RetryHint, RunRequest, SecretResolveParams, Usage, ValidateParams,
-    ValidateResult,
+    ProvidedResource, RetryHint, RunRequest, Usage, ValidateParams, ValidateResult,
 };
 use protocol::{CallError, Code, RpcError};
 use sdk::detached::Launch;
@@ -60,17 +59,11 @@ pub const RECOVERY_SCHEMA: &str = "open-conduit.claudecode.recovery.v1";
 /// The outcome data schema of a result whose config could not be read.
 pub const RESULT_SCHEMA: &str = "open-conduit.claudecode.result.v1";
 /// The KV key of the executor-wide usage-limit hold.
-pub const HOLD_KEY: &str = "hold";
+pub use sdk::agent::hold::{HOLD_KEY, LIMIT_GRACE_MS, UNKNOWN_RESET_MS};
 /// Seconds between SIGTERM and SIGKILL for an interrupt, a stop and leftovers.
 pub const GRACE_S: u64 = 10;
-/// Added to a usage limit's reset before the retry.
-pub const LIMIT_GRACE_MS: i64 = 2 * 60_000;
-/// The retry delay of a usage limit whose reset is unknown.
-pub const UNKNOWN_RESET_MS: i64 = 30 * 60_000;
-/// The longest status report kept, in bytes.
-pub const MAX_REPORT_BYTES: usize = 20_000;
-/// The longest summary, in bytes.
-pub const MAX_SUMMARY_BYTES: usize = 200;
+/// The longest status report and summary kept, in bytes.
+pub use sdk::agent::status::{MAX_REPORT_BYTES, MAX_SUMMARY_BYTES};
 /// The most bytes of each output uploaded as an artifact (first and last halves
 /// beyond it).
 pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
@@ -174,8 +167,8 @@ struct Inner {
     dirs: SharedDirs,
     exe: Result<PathBuf, String>,
     table: Mutex<Table>,
-    /// The executor-wide usage-limit hold: until (ms) and the hint's reset_at.
-    hold: Mutex<Option<(i64, String)>>,
+    /// The executor-wide usage-limit hold.
+    hold: sdk::agent::hold::Hold,
 }
 
 /// The executor's state, shared by its handlers (cheap to clone).
@@ -210,45 +203,7 @@ fn check_executor(executor: &str) -> Result<(), RpcError> {
     sdk::runs::check_executor(executor, EXECUTOR)
 }
 
-/// A structured failure with its reason in the data.
-fn failure(schema: &str, reason: &str, error: String) -> ExecutorWaitResult {
-    ExecutorWaitResult {
-        data: Some(Payload {
-            schema: schema.to_string(),
-            data: json!({"reason": reason, "kind": reason}),
-        }),
-        summary: clip_line(&error, MAX_SUMMARY_BYTES),
-        error,
-        ..ExecutorWaitResult::new(Outcome::Failed)
-    }
-}
-
-fn limited_failure(schema: &str, reset_at: &str) -> ExecutorWaitResult {
-    let mut r = failure(
-        schema,
-        "usage_limit",
-        format!("claude hit a usage limit; retry at {reset_at}"),
-    );
-    if let Some(d) = r.data.as_mut() {
-        d.data["limited"] = json!(true);
-        d.data["resets_at"] = json!(reset_at);
-    }
-    r.retry_hint = Some(RetryHint {
-        reset_at: reset_at.to_string(),
-    });
-    r
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
+use sdk::agent::status::failure;
 
 /// Answers `validate` for kind `executor`, type `claude-code`: diagnostics
 /// naming the field (a JSON pointer), warnings about settings that should
@@ -399,23 +354,9 @@ fn dir_name(id: &str) -> String {
         .to_string()
 }
 
-/// The JSON schema of the structured status (`--json-schema`). Its
-/// descriptions say only what each state means to Open Conduit.
+/// The JSON schema of the structured status (`--json-schema`).
 pub fn status_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "state": {
-                "type": "string",
-                "enum": ["finished", "building", "review", "help", "done"],
-                "description": "finished: the Work is complete and closes. building: work continues; the Work stays open for its next input. review: something is ready for the owner to look at; the Work stays open. help: you need the owner's answer to go on; the Work stays open. done: your part is done and the owner decides what follows; the Work stays open."
-            },
-            "summary": {"type": "string", "description": "One line saying what this turn did."},
-            "handoff": {"type": "string", "description": "A note for a fresh session continuing this Work: what was done, what is next, where things are."},
-            "report": {"type": "string", "description": "An optional longer write-up of the turn for the operator."}
-        },
-        "required": ["state", "summary", "handoff"]
-    })
+    sdk::agent::status::schema()
 }
 
 impl ClaudeCode {
@@ -428,7 +369,7 @@ impl ClaudeCode {
                 dirs,
                 exe,
                 table: Mutex::new(Table::default()),
-                hold: Mutex::new(None),
+                hold: sdk::agent::hold::Hold::default(),
             }),
         }
     }
@@ -508,40 +449,10 @@ impl ClaudeCode {
         }
     }
 
-    fn hold_now(&self, now: i64) -> Option<String> {
-        let mut h = self.inner.hold.lock().unwrap_or_else(|p| p.into_inner());
-        match h.clone() {
-            Some((until, reset_at)) if until > now => Some(reset_at),
-            Some(_) => {
-                *h = None;
-                None
-            }
-            None => None,
-        }
-    }
-
-    fn set_hold(&self, until: i64, reset_at: &str) {
-        let mut h = self.inner.hold.lock().unwrap_or_else(|p| p.into_inner());
-        if h.as_ref().is_none_or(|(u, _)| *u < until) {
-            *h = Some((until, reset_at.to_string()));
-        }
-    }
-
     /// The hold, in memory or in the KV (another process of this executor
     /// may have recorded it).
     async fn hold(&self, host: &Host, now: i64) -> Option<String> {
-        if let Some(r) = self.hold_now(now) {
-            return Some(r);
-        }
-        let got = host.kv_get(HOLD_KEY).await.ok()?;
-        let v = got.value?;
-        let until = v.get("until_ms").and_then(Value::as_i64)?;
-        let reset_at = v.get("reset_at").and_then(Value::as_str)?.to_string();
-        if until > now {
-            self.set_hold(until, &reset_at);
-            return Some(reset_at);
-        }
-        None
+        self.inner.hold.current(host, now).await
     }
 }
 

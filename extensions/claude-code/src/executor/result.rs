@@ -113,23 +113,14 @@ impl ClaudeCode {
                 status.failure().unwrap_or_else(|| "interrupted".into()),
             )
         } else if let Some(limit) = turn.limit {
-            let reset_ms = match limit.reset_ms {
-                Some(r) => r + LIMIT_GRACE_MS,
-                None => now + UNKNOWN_RESET_MS,
+            let reset_ms = sdk::agent::hold::lifts_at(limit.reset_ms, now);
+            resets_at = match self.inner.hold.record(host, reset_ms).await {
+                Ok(r) => r,
+                Err((r, e)) => {
+                    eprintln!("claude-code: cannot record the usage-limit hold: {e}");
+                    r
+                }
             };
-            resets_at = protocol::time::format_rfc3339_ms(reset_ms);
-            self.set_hold(reset_ms, &resets_at);
-            let hold = KvCommitParams {
-                puts: vec![KvPut {
-                    namespace: String::new(),
-                    key: HOLD_KEY.to_string(),
-                    value: json!({"until_ms": reset_ms, "reset_at": resets_at}),
-                }],
-                ..KvCommitParams::default()
-            };
-            if let Err(e) = host.kv_commit(&hold).await {
-                eprintln!("claude-code: cannot record the usage-limit hold: {e}");
-            }
             retry_hint = Some(RetryHint {
                 reset_at: resets_at.clone(),
             });
@@ -185,39 +176,18 @@ impl ClaudeCode {
                         )
                     }
                     Some(s) => {
-                        let st = s.get("state").and_then(Value::as_str).unwrap_or("");
-                        summary = clip_line(
-                            s.get("summary").and_then(Value::as_str).unwrap_or(""),
-                            MAX_SUMMARY_BYTES,
-                        );
-                        report = s
-                            .get("report")
-                            .and_then(Value::as_str)
-                            .filter(|t| !t.is_empty())
-                            .map(|t| clip(t, MAX_REPORT_BYTES));
-                        note = s
-                            .get("handoff")
-                            .and_then(Value::as_str)
-                            .filter(|t| !t.trim().is_empty())
-                            .map(str::to_string);
-                        match st {
-                            "finished" => {
-                                state = Some(st.to_string());
-                                (Outcome::Completed, String::new())
+                        let d = sdk::agent::status::read(s);
+                        summary = d.summary;
+                        report = d.report;
+                        note = d.handoff;
+                        match d.outcome {
+                            Ok(o) => {
+                                state = Some(d.state);
+                                (o, String::new())
                             }
-                            "building" | "review" | "help" | "done" => {
-                                state = Some(st.to_string());
-                                (Outcome::Handoff, String::new())
-                            }
-                            other => {
+                            Err(e) => {
                                 reason = "no_status".into();
-                                (
-                                    Outcome::Failed,
-                                    format!(
-                                        "the turn ended with an unknown state `{}`",
-                                        clip_line(other, 40)
-                                    ),
-                                )
+                                (Outcome::Failed, e)
                             }
                         }
                     }
@@ -382,40 +352,13 @@ fn summary_is_empty(data: &Value) -> bool {
 /// Applies a finished segment to the Work's continuity, once; answers the
 /// per-turn delta (the same every time).
 async fn apply_turn(host: &Host, work_id: &str, end: &TurnEnd) -> Result<TurnUsage, RpcError> {
-    let key = continuity::key(work_id);
-    for _ in 0..KV_RETRIES {
-        let got = host
-            .kv_get(&key)
-            .await
-            .map_err(|e| host_error("reading continuity", e))?;
-        let mut c: Continuity = got
-            .value
-            .clone()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
-        let (delta, changed) = continuity::apply(&mut c, end);
-        if !changed {
-            return Ok(delta);
-        }
-        let batch = KvCommitParams {
-            checks: vec![got.check("", &key)],
-            puts: vec![KvPut {
-                namespace: String::new(),
-                key: key.clone(),
-                value: json!(c),
-            }],
-            ..KvCommitParams::default()
-        };
-        match host.kv_commit(&batch).await {
-            Ok(_) => return Ok(delta),
-            Err(CallError::Rpc(e)) if e.is(Code::Conflict) => continue,
-            Err(e) => return Err(host_error("applying the turn", e)),
-        }
-    }
-    Err(refuse(
-        Code::Conflict,
-        "continuity kept changing while the turn was applied",
-    ))
+    sdk::agent::continuity::update(
+        host,
+        &continuity::key(work_id),
+        "applying the turn",
+        |c: &mut Continuity| continuity::apply(c, end),
+    )
+    .await
 }
 
 fn read_injected(dir: &Path) -> Vec<String> {
