@@ -345,6 +345,8 @@ pub fn project(entry: &EntryConfig, payload: &Value) -> Result<Option<IngressEve
         },
         keys: vec![key(issue_key)],
         occurred_at,
-        snapshot: false,
+        // Named by its change, the Event is that change's snapshot: a poll reading
+        // it again (a user renamed since) is the same Event, not a conflict.
+        snapshot: change_id(s(payload, "/webhookEvent"), payload).is_some(),
     }))
 }

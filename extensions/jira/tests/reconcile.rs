@@ -146,6 +146,8 @@ fn same(o: &Observation, id: &str, e: &IngressEvent) {
     assert_eq!(o.item, id);
     assert_eq!(o.events.len(), 1);
     let p = &o.events[0];
+    // Both are snapshots of the change: storaged keeps the first of them.
+    assert!(p.snapshot && e.snapshot, "{p:?} {e:?}");
     assert_eq!(
         (&p.event_type, &p.keys, &p.payload),
         (&e.event_type, &e.keys, &e.payload),
