@@ -42,6 +42,51 @@ pub fn not_adoptable(id: &str, why: impl std::fmt::Display) -> RpcError {
     )
 }
 
+/// The recovery metadata a detached executor keeps for a run: at least the epoch
+/// the run was started (or last adopted) at.
+pub trait Recovery: serde::de::DeserializeOwned {
+    /// The epoch in the metadata.
+    fn epoch(&self) -> u64;
+}
+
+/// The opening of `executor.recover` every detached executor shares: the metadata
+/// is of `schema` and reads as `D`, the new `epoch` is not older than it, and a run
+/// this process still follows (`followed`) takes the new epoch. `Ok(None)`: that run
+/// is adopted at `epoch`, nothing more to prove; `Ok(Some(data))`: the metadata, for
+/// the executor to prove the run by. Anything else is `not_adoptable`, saying why.
+pub fn recovery_opening<D: Recovery>(
+    id: &str,
+    schema: &str,
+    recovery: &protocol::wire::Payload,
+    epoch: u64,
+    followed: Option<&Tracked>,
+) -> Result<Option<D>, RpcError> {
+    if recovery.schema != schema {
+        return Err(not_adoptable(
+            id,
+            format!("the recovery metadata is not {schema}"),
+        ));
+    }
+    let data: D = serde_json::from_value(recovery.data.clone())
+        .map_err(|e| not_adoptable(id, format!("the recovery metadata does not read: {e}")))?;
+    if epoch < data.epoch() {
+        return Err(not_adoptable(
+            id,
+            format!("epoch {epoch} is lower than the run's {}", data.epoch()),
+        ));
+    }
+    if let Some(run) = followed {
+        if let Err(current) = run.raise_epoch(epoch) {
+            return Err(not_adoptable(
+                id,
+                format!("epoch {epoch} is lower than the run's {current}"),
+            ));
+        }
+        return Ok(None);
+    }
+    Ok(Some(data))
+}
+
 /// A run's order, epoch and end.
 #[derive(Debug)]
 pub struct Tracked {

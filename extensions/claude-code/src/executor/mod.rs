@@ -108,6 +108,12 @@ pub struct RecoveryData {
     pub start: u64,
 }
 
+impl sdk::runs::Recovery for RecoveryData {
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
 /// What `segment.json` records before the launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentInfo {

@@ -22,29 +22,17 @@ impl ClaudeCode {
         check_executor(&req.executor)?;
         check_id(&req.execution_id)?;
         let id = req.execution_id.as_str();
-        if p.recovery.schema != RECOVERY_SCHEMA {
-            return Err(not_adoptable(
-                id,
-                format!("the recovery metadata is not {RECOVERY_SCHEMA}"),
-            ));
-        }
-        let data: RecoveryData = serde_json::from_value(p.recovery.data.clone())
-            .map_err(|e| not_adoptable(id, format!("the recovery metadata does not read: {e}")))?;
-        if req.epoch < data.epoch {
-            return Err(not_adoptable(
-                id,
-                format!("epoch {} is lower than the run's {}", req.epoch, data.epoch),
-            ));
-        }
-        if let Some(run) = self.get(id) {
-            if let Err(current) = run.tracked.raise_epoch(req.epoch) {
-                return Err(not_adoptable(
-                    id,
-                    format!("epoch {} is lower than the run's {current}", req.epoch),
-                ));
-            }
+        let followed = self.get(id);
+        let Some(data) = sdk::runs::recovery_opening::<RecoveryData>(
+            id,
+            RECOVERY_SCHEMA,
+            &p.recovery,
+            req.epoch,
+            followed.as_ref().map(|run| &run.tracked),
+        )?
+        else {
             return Ok(ExecutorRecoverResult {});
-        }
+        };
         let dir = PathBuf::from(&data.segment_dir);
         let exec_dir = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let ours = dir.is_absolute()

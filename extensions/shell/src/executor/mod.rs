@@ -84,6 +84,12 @@ pub struct RecoveryData {
     pub start: u64,
 }
 
+impl sdk::runs::Recovery for RecoveryData {
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
 #[derive(Debug)]
 struct Run {
     work_id: String,
