@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -80,6 +80,22 @@ pub fn amended_description() -> Result<PathBuf, String> {
     ));
     std::fs::write(&out, d.to_string()).map_err(|e| e.to_string())?;
     Ok(out)
+}
+
+/// The test binary's one scripted Bitbucket behind Prism over the
+/// [`amended_description`] (its tests use repositories of their own), started at
+/// the first call; `None` after printing `SKIPPED: why` when Prism cannot run (a
+/// failure under `OC_REQUIRE_PEERS=1`).
+pub fn shared_or_skip() -> Option<&'static Bitbucket> {
+    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
+    match BB.get_or_init(Bitbucket::start_amended) {
+        Ok(b) => Some(b),
+        Err(why) => {
+            assert!(!required(), "no Prism under OC_REQUIRE_PEERS=1: {why}");
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
 }
 
 /// True when the peers (node, Prism) must be there: `OC_REQUIRE_PEERS=1`.

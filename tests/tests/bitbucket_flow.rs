@@ -36,28 +36,10 @@ use oc_systest::githttp::GitHttp;
 use oc_systest::{Daemon, Suite};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 const TOKEN: &str = "bb-flow-AccessTokenNeverLogged-98765";
 const WEBHOOK_SECRET: &str = "bb-flow-webhook-secret-never-logged";
 const AGENT: &str = "557058:agent";
-
-/// One Prism (and scripted Bitbucket) for the binary's tests; each test has its own
-/// repositories, so what one records does not mix with another's.
-fn bitbucket() -> Option<&'static Bitbucket> {
-    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    match BB.get_or_init(Bitbucket::start_amended) {
-        Ok(b) => Some(b),
-        Err(why) => {
-            assert!(
-                !oc_systest::bitbucket::required(),
-                "no Prism under OC_REQUIRE_PEERS=1: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
-}
 
 fn origin() -> Option<GitHttp> {
     if !common::repo::have_git() {
@@ -265,7 +247,9 @@ const REPO_1: &str = "acme/login";
 /// the Work.
 #[test]
 fn a_mention_ends_in_a_pushed_fix_a_green_build_and_a_merge_that_completes_the_work() {
-    let Some(bb) = bitbucket() else { return };
+    let Some(bb) = oc_systest::bitbucket::shared_or_skip() else {
+        return;
+    };
     let Some(origin) = origin() else { return };
     let calls = json!([
         {"operation": "bitbucket.comment", "input": {"text": "Pushed a fix for the loop."},
@@ -350,7 +334,9 @@ const REPO_2: &str = "acme/review";
 /// comment on the pull request it opened).
 #[test]
 fn the_agent_opens_a_pull_request_and_answers_its_change_request_in_the_same_work() {
-    let Some(bb) = bitbucket() else { return };
+    let Some(bb) = oc_systest::bitbucket::shared_or_skip() else {
+        return;
+    };
     let Some(origin) = origin() else { return };
     let calls = json!([
         {"operation": "bitbucket.open_pull_request",
@@ -449,7 +435,9 @@ fn doctor(suite: &Suite) -> String {
 /// at Bitbucket is drift there; `config check` names bad fields by their pointers.
 #[test]
 fn the_managed_webhook_is_created_and_its_drift_shown_and_bad_fields_named() {
-    let Some(bb) = bitbucket() else { return };
+    let Some(bb) = oc_systest::bitbucket::shared_or_skip() else {
+        return;
+    };
     let Some(origin) = origin() else { return };
     let f = Flow::start("bb-flow-hooks", bb, &origin, REPO_3, &[], "[]");
     let mut doc = f.doc.clone();
@@ -574,7 +562,9 @@ fn scan(suite: &Suite) -> (u64, u64) {
 /// neither does the next scan.
 #[test]
 fn reconcile_finds_a_missed_comment_once_and_its_late_webhook_adds_nothing() {
-    let Some(bb) = bitbucket() else { return };
+    let Some(bb) = oc_systest::bitbucket::shared_or_skip() else {
+        return;
+    };
     let Some(origin) = origin() else { return };
     let calls = json!([
         {"operation": "bitbucket.comment", "input": {"text": "Looking at the loop."},

@@ -14,35 +14,12 @@
 #[path = "../../../tests/src/bitbucket.rs"]
 mod bitbucket;
 
-use std::sync::OnceLock;
-
-use bitbucket::{Bitbucket, Scripted};
+use bitbucket::Scripted;
 use oc_bitbucket::api::{Auth, Client};
 use oc_bitbucket::ops::{self, Target};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "bbtok-SECRET-77a1";
-
-fn shared() -> Result<&'static Bitbucket, String> {
-    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(Bitbucket::start)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-fn prism_or_skip() -> Option<&'static Bitbucket> {
-    match shared() {
-        Ok(b) => Some(b),
-        Err(why) => {
-            assert!(
-                !bitbucket::required(),
-                "no Prism under OC_REQUIRE_PEERS=1: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
-}
 
 fn bearer(url: &str) -> Client {
     Client::new(url, Auth::Bearer(TOKEN.into())).unwrap()
@@ -64,7 +41,9 @@ fn target(id: u64) -> Target {
 
 #[test]
 fn each_operation_is_valid_against_the_published_description() {
-    let Some(bb) = prism_or_skip() else { return };
+    let Some(bb) = bitbucket::shared_or_skip() else {
+        return;
+    };
     let rt = rt();
     let client = bearer(&bb.url);
     let t = target(5);
@@ -164,7 +143,9 @@ fn each_operation_is_valid_against_the_published_description() {
 
 #[test]
 fn a_request_the_description_refuses_fails() {
-    let Some(bb) = prism_or_skip() else { return };
+    let Some(bb) = bitbucket::shared_or_skip() else {
+        return;
+    };
     let client = bearer(&bb.url);
     // The description's comment content is an object, not a string.
     let e = client
@@ -426,7 +407,9 @@ mod process {
 
     #[tokio::test]
     async fn a_signed_comment_becomes_an_event_and_a_repeated_request_id_comments_once() {
-        let Some(bb) = prism_or_skip() else { return };
+        let Some(bb) = bitbucket::shared_or_skip() else {
+            return;
+        };
         let mut child = tokio::process::Command::new(EXE)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

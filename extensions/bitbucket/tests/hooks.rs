@@ -19,7 +19,7 @@ mod bitbucket;
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bitbucket::Bitbucket;
@@ -34,27 +34,6 @@ use serde_json::{json, Value};
 const EXE: &str = env!("CARGO_BIN_EXE_oc-bitbucket-extension");
 const HANG: Duration = Duration::from_secs(60);
 const TOKEN: &str = "bbtok-HOOKS-SECRET-31c";
-
-fn shared() -> Result<&'static Bitbucket, String> {
-    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(Bitbucket::start_amended)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-fn prism_or_skip() -> Option<&'static Bitbucket> {
-    match shared() {
-        Ok(b) => Some(b),
-        Err(why) => {
-            assert!(
-                !bitbucket::required(),
-                "no Prism under OC_REQUIRE_PEERS=1: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
-}
 
 #[derive(Default)]
 struct Host {
@@ -239,7 +218,9 @@ fn no_violations(bb: &Bitbucket) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_managed_webhook_is_created_once_kept_and_repaired() {
-    let Some(bb) = prism_or_skip() else { return };
+    let Some(bb) = bitbucket::shared_or_skip() else {
+        return;
+    };
     const A: &str = "acme/hooks-a";
     const B: &str = "acme/hooks-b";
     // Another webhook of A, not ours.

@@ -19,10 +19,8 @@ mod bitbucket;
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use bitbucket::Bitbucket;
 use oc_bitbucket::config::{parse_entry, Registry};
 use oc_bitbucket::intake::{precheck, process, sign};
 use protocol::wire::{
@@ -43,27 +41,6 @@ const REPO: &str = "team_name/repo_name";
 const QUIET: &str = "acme/quiet";
 const AGENT: &str = "557058:agent";
 const SOURCE: &str = "bitbucket/s1/code";
-
-fn shared() -> Result<&'static Bitbucket, String> {
-    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(Bitbucket::start_amended)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-fn prism_or_skip() -> Option<&'static Bitbucket> {
-    match shared() {
-        Ok(b) => Some(b),
-        Err(why) => {
-            assert!(
-                !bitbucket::required(),
-                "no Prism under OC_REQUIRE_PEERS=1: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
-}
 
 async fn start() -> (Peer, tokio::process::Child) {
     let mut child = tokio::process::Command::new(EXE)
@@ -279,7 +256,9 @@ fn webhook_of_fixture() -> (String, protocol::wire::IngressEvent) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missed_comment_is_found_once_under_its_webhook_s_identity() {
-    let Some(bb) = prism_or_skip() else { return };
+    let Some(bb) = bitbucket::shared_or_skip() else {
+        return;
+    };
     bb.scripted.set_next_base(&bb.url);
     let anna = user("Ann", "557058:ann");
     bb.scripted.list(

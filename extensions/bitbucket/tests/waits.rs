@@ -10,38 +10,13 @@
 #[path = "../../../tests/src/bitbucket.rs"]
 mod bitbucket;
 
-use std::sync::OnceLock;
-
-use bitbucket::{
-    Bitbucket, BUILT_COMMIT_FULL, SOURCE_COMMIT, SOURCE_COMMIT_FULL, UNBUILT_COMMIT_FULL,
-};
+use bitbucket::{BUILT_COMMIT_FULL, SOURCE_COMMIT, SOURCE_COMMIT_FULL, UNBUILT_COMMIT_FULL};
 use oc_bitbucket::api::{Auth, Client};
 use oc_bitbucket::build::{self, Looked};
 use oc_bitbucket::intake;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "bbtok-SECRET-5c2d";
-
-fn shared() -> Result<&'static Bitbucket, String> {
-    static BB: OnceLock<Result<Bitbucket, String>> = OnceLock::new();
-    BB.get_or_init(Bitbucket::start)
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-fn prism_or_skip() -> Option<&'static Bitbucket> {
-    match shared() {
-        Ok(b) => Some(b),
-        Err(why) => {
-            assert!(
-                !bitbucket::required(),
-                "no Prism under OC_REQUIRE_PEERS=1: {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
-}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -52,7 +27,9 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn wait_build_planning_reads_valid_requests_and_answers_a_wait_or_the_states() {
-    let Some(bb) = prism_or_skip() else { return };
+    let Some(bb) = bitbucket::shared_or_skip() else {
+        return;
+    };
     let rt = rt();
     let client = Client::new(&bb.url, Auth::Bearer(TOKEN.into())).unwrap();
     let look = |id: u64| {
@@ -298,7 +275,9 @@ mod process {
 
     #[tokio::test]
     async fn waits_filter_and_link_through_the_extension_process() {
-        let Some(bb) = prism_or_skip() else { return };
+        let Some(bb) = bitbucket::shared_or_skip() else {
+            return;
+        };
         let mut child = tokio::process::Command::new(EXE)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
