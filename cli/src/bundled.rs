@@ -26,6 +26,7 @@ pub fn bundled() -> Vec<(&'static str, &'static str)> {
         ("cloudflared", oc_cloudflared::MANIFEST),
         ("ngrok", oc_ngrok::MANIFEST),
         ("srt", oc_srt::MANIFEST),
+        ("docker", oc_docker::MANIFEST),
     ]
 }
 

@@ -417,7 +417,7 @@ pub enum Command {
     /// Serve the bundled extension NAME over stdin and stdout (the extension
     /// protocol): what a package whose command is `open-conduit extension-run NAME`
     /// runs. Bundled: webhook, github, slack, linear, jira, bitbucket, schedule, shell,
-    /// claude-code, codex, git, human, ssh, cloudflared, ngrok, srt.
+    /// claude-code, codex, git, human, ssh, cloudflared, ngrok, srt, docker.
     ExtensionRun {
         /// The bundled extension.
         name: String,
@@ -478,6 +478,7 @@ fn run_extension(name: Option<&str>) -> i32 {
         "cloudflared" => return oc_cloudflared::main(),
         "ngrok" => return oc_ngrok::main(),
         "srt" => return oc_srt::main(),
+        "docker" => return oc_docker::main(),
         other => {
             eprintln!(
                 "open-conduit {EXTENSION_RUN}: no bundled extension named {other:?} (bundled: {})",
@@ -577,6 +578,12 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("__wrap-claude-code") => return oc_claude_code::main(),
         // The codex executor's segment wrapper.
         Some("__wrap-codex") => return oc_codex::main(),
+        // The docker container provider's attach client (a run's command in its
+        // container).
+        Some("__docker-attach") => return oc_docker::main(),
+        // The ssh container provider's attach program (a run's command that runs
+        // the launch on the remote).
+        Some("__ssh-attach") => return oc_ssh::main(),
         Some("__bundle") => {
             // The package's layout: `__bundle DIR EXE` writes each bundled package under
             // DIR, its program a script that runs EXE as the extension.

@@ -322,6 +322,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     }
     let _ = notifier.ready();
     let housekeeping = tokio::spawn(workspace_passes(runner.clone()));
+    let container_sweep = tokio::spawn(container_passes(runner.clone()));
     let mut status = runner.counts().to_string();
     let _ = notifier.status(&status);
     tracing::info!(%status, "serving ext.* on the bus");
@@ -360,6 +361,7 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     follower.abort();
     tunnel_follower.abort();
     housekeeping.abort();
+    container_sweep.abort();
     runner.stop_all().await;
     bus.close();
     host_bus.close();
@@ -390,6 +392,29 @@ fn sweep_timing(test: Option<&str>) -> Result<(Duration, Duration), String> {
                 "{SWEEP_TEST_ENV}={v:?} is not a whole number of seconds from 1 to {MAX_SWEEP_TEST_S}; the sweep keeps its period of 6 h"
             )),
         },
+    }
+}
+
+/// How often extrunner sweeps the containers of ended executions.
+pub const CONTAINER_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The container sweep: every [`CONTAINER_SWEEP_INTERVAL`], the containers of this
+/// host whose execution is no longer running are stopped and removed (a list that
+/// fails removes nothing, and is tried again on the next tick).
+async fn container_passes(runner: Arc<Runner>) {
+    let ws = runner.workspaces().clone();
+    let mut tick = tokio::time::interval(CONTAINER_SWEEP_INTERVAL);
+    loop {
+        tick.tick().await;
+        for r in ws.sweep_containers().await {
+            if !r.error.is_empty() {
+                tracing::warn!(container_type = %r.container_type, error = %r.error,
+                    "the container sweep failed");
+            } else if !r.removed.is_empty() {
+                tracing::info!(container_type = %r.container_type, seen = r.seen,
+                    removed = ?r.removed, "containers of ended executions removed");
+            }
+        }
     }
 }
 

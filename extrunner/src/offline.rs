@@ -114,6 +114,9 @@ fn objects(
         for t in &pv.sandboxes {
             owners.insert((validate_kind::SANDBOX, &t.type_name), &p.name);
         }
+        for t in &pv.containers {
+            owners.insert((validate_kind::CONTAINER, &t.type_name), &p.name);
+        }
         for r in &pv.resources {
             owners.insert((validate_kind::RESOURCE, &r.type_name), &p.name);
             if r.mode_default {
@@ -237,6 +240,29 @@ fn objects(
                         code: "invalid_config".into(),
                         message: "a binding's sandbox needs a type (the sandbox provider, srt)"
                             .into(),
+                        warning: false,
+                    }),
+                }
+            }
+            if let Some(container) = b.get("container") {
+                match container.get("type").and_then(Value::as_str) {
+                    Some(ctype) => add(
+                        format!("{at}/container/type"),
+                        "container type",
+                        params(
+                            validate_kind::CONTAINER,
+                            ctype,
+                            name,
+                            container.get("config").unwrap_or(&Value::Null),
+                        ),
+                        Role::Check,
+                    ),
+                    None => untyped.push(Finding {
+                        pointer: format!("{at}/container/type"),
+                        code: "invalid_config".into(),
+                        message:
+                            "a binding's container needs a type (the container provider, docker)"
+                                .into(),
                         warning: false,
                     }),
                 }

@@ -45,8 +45,10 @@ use protocol::{CallError, Code, Peer, Reply, RpcError};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+mod containers;
 mod passes;
 mod sandboxes;
+pub use containers::ContainerSweep;
 pub use sandboxes::Protected;
 
 /// A call to a running package, answered with its raw reply.
@@ -62,6 +64,11 @@ pub trait Providers: Send + Sync {
     fn sweeps(&self, provider: &str, resource_type: &str) -> bool;
     /// The package that provides the sandbox type `sandbox_type`, when it runs.
     fn sandbox_provider(&self, sandbox_type: &str) -> Option<String>;
+    /// The package that provides the container type `container_type`, when it runs.
+    fn container_provider(&self, container_type: &str) -> Option<String>;
+    /// Each distinct container (type, config) the applied configuration's enabled
+    /// bindings name: the engines the container sweep lists.
+    fn container_configs(&self) -> Vec<(String, Value)>;
     /// The files the applied configuration's `file:` secret references name.
     fn secret_files(&self) -> Vec<PathBuf>;
     /// The agents' plugin directory (empty when there is none).
@@ -167,6 +174,8 @@ pub struct Workspaces {
     reconciling: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// What no sandbox may see but a run's own part of it (`sandbox.plan`).
     protected: Mutex<Protected>,
+    /// This host's container label, once read or made.
+    container_label: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Workspaces {

@@ -7,6 +7,7 @@ pub mod b64;
 pub mod catalogue;
 pub mod config;
 pub mod conn;
+pub mod container;
 pub mod error;
 pub mod hex;
 pub mod manifest;

@@ -5,6 +5,7 @@
 //! ([`status`]), the executor-wide usage-limit hold ([`hold`]) and the secrets a
 //! binding's `secret_env` sets for the agent ([`secret_env`]).
 
+pub mod confine;
 pub mod continuity;
 pub mod hold;
 pub mod prompt;

@@ -6,11 +6,13 @@
 //! provider is down or failed): nothing runs.
 
 use crate::Host;
+use protocol::container::{ContainerAdoptParams, ContainerLaunchParams};
 use protocol::sandbox::{
     SandboxAdoptParams, SandboxLaunch, SandboxNeeds, SandboxPlanParams, SandboxPlanned,
 };
 use protocol::wire::RunRequest;
 use protocol::{CallError, Code, RpcError};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The run's own tmp folder's name inside its run directory.
@@ -120,4 +122,103 @@ pub async fn adopt(
     })
     .await
     .map_err(refusal)
+}
+
+/// Whether the run's binding has a container.
+pub fn contained(req: &RunRequest) -> bool {
+    req.binding.container.is_some()
+}
+
+/// Whether the run's binding confines it: a sandbox or a container.
+pub fn confined(req: &RunRequest) -> bool {
+    sandboxed(req) || contained(req)
+}
+
+/// A confined launch: what the executor runs under its wrapper instead of the
+/// launch (the sandbox's program around it, or the container provider's program that
+/// runs it in the container), and the digest of the plan the host pinned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confined {
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: String,
+    /// Its environment (a container's launch keeps its own inside).
+    pub env: BTreeMap<String, String>,
+    /// The pinned plan's digest, for the recovery metadata.
+    pub digest: String,
+}
+
+fn both(req: &RunRequest) -> Refusal {
+    Refusal {
+        reason: Code::SandboxDenied.as_str().to_owned(),
+        message: format!(
+            "binding {:?} has both a sandbox and a container: a run is confined by one",
+            req.binding.name
+        ),
+    }
+}
+
+/// Confines `launch` with `needs` through the run's binding: its sandbox
+/// (`sandbox.plan`) or its container (`container.launch`, which makes the container:
+/// the launch's environment goes into it, never into the plan). `None` when the
+/// binding has neither (launch as is).
+pub async fn confine(
+    host: &Host,
+    req: &RunRequest,
+    launch: SandboxLaunch,
+    needs: SandboxNeeds,
+) -> Result<Option<Confined>, Refusal> {
+    if sandboxed(req) && contained(req) {
+        return Err(both(req));
+    }
+    if contained(req) {
+        let launched = host
+            .call_typed(&ContainerLaunchParams {
+                execution_id: req.execution_id.clone(),
+                epoch: req.epoch,
+                launch,
+                needs,
+            })
+            .await
+            .map_err(refusal)?;
+        return Ok(Some(Confined {
+            argv: launched.plan.argv,
+            cwd: launched.plan.cwd,
+            env: launched.plan.env,
+            digest: launched.digest,
+        }));
+    }
+    Ok(plan(host, req, launch, needs).await?.map(|p| Confined {
+        argv: p.plan.argv,
+        cwd: p.plan.cwd,
+        env: p.plan.env,
+        digest: p.digest,
+    }))
+}
+
+/// Proves a recovered confined run is the one pinned with `digest` (a sandbox's
+/// live process `pid`, or a container's labels); answers the pinned program's argv,
+/// which the executor compares with the one its wrapper runs.
+pub async fn adopt_confined(
+    host: &Host,
+    req: &RunRequest,
+    digest: &str,
+    pid: i32,
+) -> Result<Vec<String>, Refusal> {
+    if sandboxed(req) && contained(req) {
+        return Err(both(req));
+    }
+    if contained(req) {
+        return host
+            .call_typed(&ContainerAdoptParams {
+                execution_id: req.execution_id.clone(),
+                epoch: req.epoch,
+                digest: digest.to_owned(),
+            })
+            .await
+            .map(|l| l.plan.argv)
+            .map_err(refusal);
+    }
+    adopt(host, req, digest, pid).await.map(|p| p.plan.argv)
 }

@@ -58,10 +58,13 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         "ingressd" => ingressd::cli::main(named("open-conduit-ingressd")),
         "tunneld" => tunneld::cli::main(named("open-conduit-tunneld")),
         "webd" => webd::cli::main(named("open-conduit-webd")),
-        "ext-ssh" => oc_ssh::main(),
+        // The ssh tunnel and container provider, and its attach program.
+        "ext-ssh" | "__ssh-attach" => oc_ssh::main(),
         "ext-cloudflared" => oc_cloudflared::main(),
         "ext-ngrok" => oc_ngrok::main(),
         "ext-srt" => oc_srt::main(),
+        // The docker container provider, and its attach client.
+        "ext-docker" | "__docker-attach" => oc_docker::main(),
         "fake-cloudflared" => standins::cloudflared(&rest.clone().collect::<Vec<_>>()),
         "fake-ngrok" => standins::ngrok(&rest.clone().collect::<Vec<_>>()),
         "ext-badtunnel" => badtunnel::main_entry(),

@@ -491,6 +491,24 @@ fn a_turn_calls_the_toolbelt_and_the_next_delivery_resumes_its_session() {
     assert_ne!(third["data"]["data"]["session"], json!(session), "{third}");
     let n3 = (setup.api.responses().len() - before) as u64;
     assert_eq!(third["usage"]["input_tokens"], json!(2700 * n3), "{third}");
+
+    // doctor runs the binding's CLI: its version, named with the binding.
+    let out = Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("codex") && l.contains("Codex CLI"))
+        .unwrap_or_else(|| panic!("no codex check: {doctor}"));
+    assert!(
+        line.contains("ok") && line.contains("codex-cli"),
+        "{doctor}"
+    );
 }
 
 /// A usage limit from the API fails the turn as limited, with the reset the server

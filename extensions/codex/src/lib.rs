@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod config;
 pub mod continuity;
 pub mod env;
@@ -64,6 +65,9 @@ pub fn extension(cx: Codex) -> Result<sdk::Extension, String> {
     let ext = handle!(ext, cx, ExecutorLiveParams, live);
     let ext = ext
         .on::<ValidateParams, _, _>(|_ctx, p| async move { Ok(executor::validate(&p)) })
+        .on::<protocol::wire::CheckRunParams, _, _>(
+            |_ctx, p| async move { Ok(check::check(&p).await) },
+        )
         .on_migrate(|_ctx, _from, _to| async move { Ok(()) });
     if let Some(e) = ext.errors().first() {
         return Err(e.to_string());

@@ -58,6 +58,7 @@ use crate::workspaces::Workspaces;
 use busapi::Call;
 use daemon::bus::Bus;
 use protocol::catalogue::{self, Direction, Surface};
+use protocol::container::{ContainerAdoptParams, ContainerLaunchParams};
 use protocol::manifest::Manifest;
 use protocol::wire::{
     self, ActionListParams, ActionSubmitParams, ArtifactAbortParams, ArtifactAbortResult,
@@ -412,6 +413,24 @@ async fn serve(
                 protocol::reply(&ws.sandbox_plan(name, peer, request.params()?).await?)
             } else {
                 protocol::reply(&ws.sandbox_adopt(name, peer, request.params()?).await?)
+            }
+        }
+        m if m == ContainerLaunchParams::METHOD || m == ContainerAdoptParams::METHOD => {
+            let Some(ws) = workspaces else {
+                return Err(RpcError::new(
+                    Code::Unsupported,
+                    format!("{method} is not served by this host"),
+                ));
+            };
+            let (name, peer) = (identity.name.as_str(), &request.peer);
+            if method == ContainerLaunchParams::METHOD {
+                answer::<ContainerLaunchParams>(
+                    &ws.container_launch(name, peer, request.params()?).await?,
+                )
+            } else {
+                answer::<ContainerAdoptParams>(
+                    &ws.container_adopt(name, peer, request.params()?).await?,
+                )
             }
         }
         m if m == ExecutionPersistRecoveryParams::METHOD => {

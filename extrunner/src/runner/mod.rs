@@ -373,6 +373,49 @@ impl Runner {
             .map(|e| e.package.name.clone())
     }
 
+    /// The package that provides the container type `container_type`, when it runs.
+    pub fn container_provider(&self, container_type: &str) -> Option<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.supervisor().is_some())
+            .find(|e| {
+                e.package
+                    .manifest
+                    .provides
+                    .containers
+                    .iter()
+                    .any(|s| s.type_name == container_type)
+            })
+            .map(|e| e.package.name.clone())
+    }
+
+    /// Each distinct container (type, config) the applied configuration's enabled
+    /// bindings name.
+    pub fn container_configs(&self) -> Vec<(String, serde_json::Value)> {
+        let Some(doc) = lock(&self.applied).clone() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, serde_json::Value)> = Vec::new();
+        for scope in doc.scopes.iter().filter(|s| s.enabled) {
+            for b in &scope.bindings {
+                let Some(c) = b.get("container") else {
+                    continue;
+                };
+                let Some(t) = c.get("type").and_then(serde_json::Value::as_str) else {
+                    continue;
+                };
+                let item = (
+                    t.to_owned(),
+                    c.get("config").cloned().unwrap_or(serde_json::Value::Null),
+                );
+                if !out.contains(&item) {
+                    out.push(item);
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `provider`'s manifest marks `resource_type` for sweeping.
     pub fn sweeps(&self, provider: &str, resource_type: &str) -> bool {
         self.manifest(provider).is_some_and(|m| {
@@ -507,6 +550,14 @@ impl Providers for Runner {
 
     fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
         Runner::sandbox_provider(self, sandbox_type)
+    }
+
+    fn container_provider(&self, container_type: &str) -> Option<String> {
+        Runner::container_provider(self, container_type)
+    }
+
+    fn container_configs(&self) -> Vec<(String, serde_json::Value)> {
+        Runner::container_configs(self)
     }
 
     fn secret_files(&self) -> Vec<PathBuf> {

@@ -158,11 +158,11 @@ struct Pin {
     plan: SandboxPlan,
 }
 
-fn denied(message: impl Into<String>) -> RpcError {
+pub(super) fn denied(message: impl Into<String>) -> RpcError {
     RpcError::new(Code::SandboxDenied, message)
 }
 
-fn unavailable(message: impl Into<String>) -> RpcError {
+pub(super) fn unavailable(message: impl Into<String>) -> RpcError {
     RpcError::new(Code::SandboxUnavailable, message)
 }
 
@@ -187,7 +187,7 @@ fn check_path(what: &str, p: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
-fn check_launch(launch: &SandboxLaunch, needs: &SandboxNeeds) -> Result<(), RpcError> {
+pub(super) fn check_launch(launch: &SandboxLaunch, needs: &SandboxNeeds) -> Result<(), RpcError> {
     if launch.argv.is_empty() || launch.argv.len() > MAX_ARGS {
         return Err(RpcError::invalid_params(format!(
             "a launch needs 1 to {MAX_ARGS} arguments, not {}",
@@ -305,7 +305,7 @@ impl Workspaces {
     }
 
     /// The needs merged with the protected set, or the need that would breach it.
-    async fn merge(
+    pub(super) async fn merge(
         &self,
         run: &OpenRun,
         execution_id: &str,
@@ -485,7 +485,8 @@ impl Workspaces {
     }
 }
 
-fn write_pin(path: &Path, pin: &Pin) -> std::io::Result<()> {
+/// Writes `pin` as JSON to `path` (mode 0600, its folder 0700), atomically.
+pub(super) fn write_pin<T: Serialize>(path: &Path, pin: &T) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -30,7 +30,7 @@ impl Config {
     /// The read-only view of this configuration a package's `check.run` receives
     /// (spec: check.run's `config`): each enabled scope that uses the package (an
     /// entry of its types, a route on its handlers, a binding on its executors,
-    /// resource or sandbox types, or granted one of its operations) with those routes,
+    /// resource, sandbox or container types, or granted one of its operations) with those routes,
     /// bindings (the executor config only for its own executors) and its own
     /// entries; the connections of its types those name (config only, secret names
     /// never values); the tunnel when its type is the package's. `dir` is the config
@@ -43,6 +43,8 @@ impl Config {
         let executors: BTreeSet<&str> = pv.executors.iter().map(|x| x.name.as_str()).collect();
         let resources: BTreeSet<&str> = pv.resources.iter().map(|r| r.type_name.as_str()).collect();
         let sandboxes: BTreeSet<&str> = pv.sandboxes.iter().map(|s| s.type_name.as_str()).collect();
+        let containers: BTreeSet<&str> =
+            pv.containers.iter().map(|s| s.type_name.as_str()).collect();
         let operations: BTreeSet<&str> = pv.operations.iter().map(|o| o.name.as_str()).collect();
         let connection_types: BTreeSet<&str> = pv
             .connections
@@ -104,7 +106,13 @@ impl Config {
                     .and_then(|s| s.get("type"))
                     .and_then(Value::as_str)
                     .is_some_and(|t| sandboxes.contains(t));
-                if !(own_executor || own_resource || granted || own_sandbox) {
+                let own_container = binding
+                    .container
+                    .as_ref()
+                    .and_then(|s| s.get("type"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| containers.contains(t));
+                if !(own_executor || own_resource || granted || own_sandbox || own_container) {
                     continue;
                 }
                 if !own_executor {

@@ -4,6 +4,7 @@
 pub mod claude;
 pub mod repo;
 pub mod sandbox;
+pub mod sshd;
 
 use oc_systest::{post, sign_sha256, Daemon, Package, Response, Suite, HANG};
 use serde_json::{json, Value};

@@ -397,28 +397,29 @@ impl ClaudeCode {
         let io = |what: &str, e: std::io::Error| internal(format!("{what}: {e}"));
         rundir::write_json(&dir, rundir::SEGMENT, &info)
             .map_err(|e| io("writing segment.json", e))?;
-        // A sandboxed binding's launch is the plan the host pinned: a refusal is a
-        // structured failure, and nothing starts.
+        // A sandboxed or contained binding's launch is the plan the host pinned: a
+        // refusal is a structured failure, and nothing starts.
         let mut cwd_text = cwd_text;
         let mut sandbox_digest = String::new();
-        if sdk::sandbox::sandboxed(&req) {
+        if sdk::sandbox::confined(&req) {
             // Beside the segment directory, not in it: that is a read need, and srt
             // mounts read needs over write needs.
             let tmp = sdk::sandbox::own_tmp(exec_dir.join(format!("{segment}.tmp")))
                 .map_err(|e| io("making the segment's tmp", e))?;
-            let seg = sandbox::Segment {
+            let seg = sdk::agent::confine::Segment {
                 dir: &dir,
                 tmp: &tmp,
                 cwd: &cwd_text,
                 config_dir: &config_dir,
                 plugin_dir: plugin_dir.as_deref(),
                 toolbelt: mcp.is_some(),
+                api_host: sandbox::api_host(&env),
             };
-            match sandbox::plan(host, &req, &seg, argv, &mut env).await {
+            match sdk::agent::confine::confine(host, &req, &seg, argv, &mut env).await {
                 Ok(Some(planned)) => {
-                    argv = planned.plan.argv;
-                    cwd_text = planned.plan.cwd;
-                    env = planned.plan.env;
+                    argv = planned.argv;
+                    cwd_text = planned.cwd;
+                    env = planned.env;
                     sandbox_digest = planned.digest;
                 }
                 Ok(None) => return Err(internal("the binding's sandbox planned nothing")),

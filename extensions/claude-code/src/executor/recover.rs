@@ -131,13 +131,13 @@ impl ClaudeCode {
                 format!("meta.json names process group {command}, which is not the segment's"),
             ));
         }
-        if !ended && sdk::sandbox::sandboxed(&req) {
+        if !ended && sdk::sandbox::confined(&req) {
             // Adopted only once the provider proves claude is inside the plan the
             // host pinned; anything else is stopped by the host, not adopted.
-            let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, command)
+            let argv = sdk::sandbox::adopt_confined(host, &req, &data.sandbox_digest, command)
                 .await
                 .map_err(|r| not_adoptable(id, r.line()))?;
-            if planned.plan.argv != spec.argv {
+            if argv != spec.argv {
                 return Err(not_adoptable(
                     id,
                     "sandbox_denied: the segment's command is not the pinned plan's",

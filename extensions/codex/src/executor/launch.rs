@@ -223,15 +223,6 @@ impl Codex {
             )
         })?;
         let schema = cfg.status_schema.clone();
-        if sdk::sandbox::sandboxed(req) {
-            // Fails closed: this release plans no sandbox for codex, and a binding
-            // that asks for one never runs unconfined.
-            return Err(failure(
-                &schema,
-                "sandbox_unavailable",
-                "sandbox_unavailable: the codex executor does not run under a binding's sandbox in this release (use sandbox_mode for codex's own)".into(),
-            ));
-        }
         let workspace = self.workspace_for(host, req, &cfg, resumed_from).await?;
         let cwd = match &workspace {
             Some(w) => PathBuf::from(&w.dir),
@@ -368,7 +359,7 @@ impl Codex {
             ))
         })?;
         let nonce = rundir::nonce().map_err(|e| internal(format!("making a nonce: {e}")))?;
-        persist(host, &req, &dir, &nonce, (0, 0)).await?;
+        persist(host, &req, &dir, &nonce, (0, 0), "").await?;
         mkdir_private(&exec_dir)
             .map_err(|e| internal(format!("cannot create {}: {e}", exec_dir.display())))?;
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
@@ -398,6 +389,33 @@ impl Codex {
         }
         let argv = argv(&cfg, &req, &binary, &dir, kind, &session);
         let cwd_text = cwd.display().to_string();
+        // A sandboxed or contained binding's launch is the plan the host pinned: a
+        // refusal is a structured failure, and nothing starts.
+        let (argv, launch_cwd, env, sandbox_digest) = if sdk::sandbox::confined(&req) {
+            let tmp = sdk::sandbox::own_tmp(exec_dir.join(format!("{segment}.tmp")))
+                .map_err(|e| io("making the segment's tmp", e))?;
+            let mut env = env;
+            let seg = sdk::agent::confine::Segment {
+                dir: &dir,
+                tmp: &tmp,
+                cwd: &cwd_text,
+                config_dir: &home,
+                plugin_dir: None,
+                toolbelt: has_toolbelt(&req),
+                api_host: sdk::agent::confine::url_host(&cfg.base_url)
+                    .unwrap_or_else(|| "api.openai.com".to_owned()),
+            };
+            match sdk::agent::confine::confine(host, &req, &seg, argv, &mut env).await {
+                Ok(Some(c)) => (c.argv, c.cwd, c.env, c.digest),
+                Ok(None) => return Err(internal("the binding's sandbox planned nothing")),
+                Err(r) => {
+                    self.known(&req, failure(&cfg.status_schema, &r.reason, r.line()));
+                    return Ok(());
+                }
+            }
+        } else {
+            (argv, cwd_text.clone(), env, String::new())
+        };
         let info = SegmentInfo {
             execution_id: id.clone(),
             work_id: req.work.id.clone(),
@@ -422,7 +440,7 @@ impl Codex {
             execution_id: id.clone(),
             work_id: req.work.id.clone(),
             argv,
-            cwd: cwd_text,
+            cwd: launch_cwd,
             deadline_s: None,
             grace_s: GRACE_S,
             nonce: nonce.clone(),
@@ -459,7 +477,7 @@ impl Codex {
         };
         let persisted = match rundir::write_json(&dir, rundir::META, &meta) {
             Err(e) => Err(io("writing meta.json", e)),
-            Ok(()) => persist(host, &req, &dir, &nonce, (pid, start)).await,
+            Ok(()) => persist(host, &req, &dir, &nonce, (pid, start), &sandbox_digest).await,
         };
         if let Err(e) = persisted {
             drop(stdin);
@@ -502,6 +520,7 @@ async fn persist(
     dir: &Path,
     nonce: &str,
     (pid, start): (i32, u64),
+    sandbox_digest: &str,
 ) -> Result<(), RpcError> {
     host.call_typed(&ExecutionPersistRecoveryParams {
         execution_id: req.execution_id.clone(),
@@ -514,6 +533,7 @@ async fn persist(
                 pid,
                 epoch: req.epoch,
                 start,
+                sandbox_digest: sandbox_digest.to_owned(),
             }),
         },
     })

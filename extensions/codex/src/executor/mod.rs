@@ -67,6 +67,10 @@ pub struct RecoveryData {
     /// The wrapper's start time as read right after the spawn.
     #[serde(default)]
     pub start: u64,
+    /// The digest of the sandbox or container plan the host pinned, for a confined
+    /// segment.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sandbox_digest: String,
 }
 
 impl sdk::runs::Recovery for RecoveryData {

@@ -13,7 +13,7 @@ impl Codex {
     /// token). Anything else is `not_adoptable`. Never launches.
     pub async fn recover(
         &self,
-        _host: &Host,
+        host: &Host,
         p: ExecutorRecoverParams,
     ) -> Result<ExecutorRecoverResult, RpcError> {
         let req = p.run;
@@ -112,6 +112,19 @@ impl Codex {
                 id,
                 format!("meta.json names process group {group}, which is not the segment's"),
             ));
+        }
+        if !ended && sdk::sandbox::confined(&req) {
+            // Adopted only once the provider proves codex is inside the plan the host
+            // pinned; anything else is stopped by the host, not adopted.
+            let argv = sdk::sandbox::adopt_confined(host, &req, &data.sandbox_digest, group)
+                .await
+                .map_err(|r| not_adoptable(id, r.line()))?;
+            if argv != spec.argv {
+                return Err(not_adoptable(
+                    id,
+                    "sandbox_denied: the segment's command is not the pinned plan's",
+                ));
+            }
         }
         if !ended && rundir::exists(&dir, rundir::TOKEN) && !req.toolbelt.token.is_empty() {
             write_token(&dir, &req.toolbelt.token)

@@ -119,13 +119,13 @@ impl Shell {
             Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
             Some(c) => base.join(c),
         };
-        // A sandboxed binding's launch is the plan the host pinned: a refusal
+        // A sandboxed or contained binding's launch is the plan the host pinned: a refusal
         // starts nothing.
         let mut env = environment(req, cfg, dir, workspace);
         let mut argv = cfg.argv.clone();
         let mut cwd = cwd.display().to_string();
         let mut sandbox_digest = String::new();
-        if sdk::sandbox::sandboxed(req) {
+        if sdk::sandbox::confined(req) {
             // /tmp is read-only inside: temporary files go to the run's own tmp.
             let tmp = sdk::sandbox::own_tmp(dir.join(sdk::sandbox::TMP_DIR))
                 .map_err(|e| io("making the run's tmp", e))?;
@@ -153,14 +153,13 @@ impl Shell {
                 None if !Path::new(&cwd).starts_with(dir) => needs.read.push(cwd.clone()),
                 None => {}
             }
-            let planned = sdk::sandbox::plan(host, req, launch, needs)
+            let planned = sdk::sandbox::confine(host, req, launch, needs)
                 .await
                 .map_err(|r| r.error())?
                 .ok_or_else(|| internal("the binding's sandbox planned nothing"))?;
-            argv = planned.plan.argv;
-            cwd = planned.plan.cwd;
+            argv = planned.argv;
+            cwd = planned.cwd;
             env = planned
-                .plan
                 .env
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))

@@ -95,13 +95,13 @@ impl Shell {
                 format!("meta.json names process group {pgid}, which is not the run's"),
             ));
         }
-        if !ended && sdk::sandbox::sandboxed(&req) {
+        if !ended && sdk::sandbox::confined(&req) {
             // Adopted only once the provider proves the command is inside the plan
             // the host pinned; anything else is stopped by the host, not adopted.
-            let planned = sdk::sandbox::adopt(host, &req, &data.sandbox_digest, pgid)
+            let argv = sdk::sandbox::adopt_confined(host, &req, &data.sandbox_digest, pgid)
                 .await
                 .map_err(|r| not_adoptable(id, r.line()))?;
-            if planned.plan.argv != spec.argv {
+            if argv != spec.argv {
                 return Err(not_adoptable(
                     id,
                     "sandbox_denied: the run's command is not the pinned plan's",
