@@ -28,7 +28,6 @@ use crate::sandbox::{SandboxLaunch, SandboxNeeds};
 use crate::wire::Call;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The label naming the Execution a container runs.
@@ -65,11 +64,7 @@ pub struct ContainerPlan {
 
 /// The digest the host pins a container plan by: SHA-256 of its JSON, hex.
 pub fn container_digest(plan: &ContainerPlan) -> String {
-    let bytes = serde_json::to_vec(plan).unwrap_or_default();
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::sandbox::json_digest(plan)
 }
 
 /// `container.launch` (E→H): plan and create the container of a run the host opened

@@ -67,7 +67,12 @@ pub struct SandboxPlan {
 
 /// The digest the host pins a plan by: SHA-256 of its JSON (the maps sorted), hex.
 pub fn plan_digest(plan: &SandboxPlan) -> String {
-    let bytes = serde_json::to_vec(plan).unwrap_or_default();
+    json_digest(plan)
+}
+
+/// SHA-256 of `value`'s JSON, hex (the digest of a sandbox or container plan).
+pub fn json_digest<T: Serialize>(value: &T) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
     Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -222,3 +222,23 @@ pub async fn adopt_confined(
     }
     adopt(host, req, digest, pid).await.map(|p| p.plan.argv)
 }
+
+/// [`adopt_confined`], and the pinned program must be the one the run's wrapper
+/// runs (`launched`, its `spec.json`'s argv): a refusal otherwise
+/// (`sandbox_denied`), which the executor answers as `not_adoptable`.
+pub async fn adopt_as_launched(
+    host: &Host,
+    req: &RunRequest,
+    digest: &str,
+    pid: i32,
+    launched: &[String],
+) -> Result<(), Refusal> {
+    let argv = adopt_confined(host, req, digest, pid).await?;
+    if argv != launched {
+        return Err(Refusal {
+            reason: Code::SandboxDenied.as_str().to_owned(),
+            message: "the run's command is not the pinned plan's".into(),
+        });
+    }
+    Ok(())
+}

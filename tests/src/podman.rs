@@ -744,3 +744,50 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+/// A test that needs podman and cannot have it: skips saying `why`, or fails under
+/// `OC_REQUIRE_PEERS` (`.ci/run` installs what it needs).
+pub fn skip(why: &str) {
+    assert!(
+        !crate::github::required(),
+        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's podman, runc and mmdebstrap)"
+    );
+    eprintln!("SKIPPED: {why} (Debian's podman, runc and mmdebstrap; .ci/run installs them)");
+}
+
+/// Percent-encodes a query value.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `/proc/PID/ns/WHICH`'s link (`pid` may be `self`).
+pub fn ns(pid: &str, which: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/{which}"))
+        .map(|l| l.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl Podman {
+    /// The engine's containers carrying `label` (`key=value` or a bare key),
+    /// stopped ones too; panics when the engine does not answer (a test helper).
+    pub fn labelled(&self, label: &str) -> Vec<Value> {
+        let filters = serde_json::json!({ "label": [label] }).to_string();
+        let path = format!("/containers/json?all=true&filters={}", enc(&filters));
+        match self.api("GET", &path, None) {
+            Ok(a) if a.status == 200 => a
+                .json()
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default(),
+            Ok(a) => panic!("GET {path}: {} {}", a.status, a.text()),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+}

@@ -16,22 +16,15 @@
 
 mod common;
 use common::repo::{have_git, make_repo};
-use common::sandbox::{ended, executions, fields, output, send, work_of};
+use common::sandbox::{
+    ended, executions, fields, output, run_dir, send, started_run, starts, work_of,
+};
 use common::*;
 
-use oc_systest::podman::Podman;
+use oc_systest::podman::{ns, skip, Podman};
 use oc_systest::{Daemon, Package, Suite};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-
-/// Skip (or fail under OC_REQUIRE_PEERS) with `why`.
-fn skip(why: &str) {
-    assert!(
-        !oc_systest::github::required(),
-        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's podman, runc and mmdebstrap)"
-    );
-    eprintln!("SKIPPED: {why} (Debian's podman, runc and mmdebstrap; .ci/run installs them)");
-}
+use std::path::Path;
 
 fn engine(name: &str) -> Option<Podman> {
     match Podman::start(name) {
@@ -79,37 +72,9 @@ fn apply(suite: &Suite, binding: Value) {
     });
 }
 
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The engine's containers labelled with `execution` (stopped ones too).
-fn containers_of(p: &Podman, execution: &str) -> Vec<Value> {
-    let filters = json!({ "label": [format!("open-conduit.execution={execution}")] }).to_string();
-    let a = p
-        .api(
-            "GET",
-            &format!("/containers/json?all=true&filters={}", enc(&filters)),
-            None,
-        )
-        .unwrap();
-    assert_eq!(a.status, 200, "{}", a.text());
-    a.json().unwrap().as_array().cloned().unwrap()
-}
-
-fn host_ns(which: &str) -> String {
-    std::fs::read_link(format!("/proc/self/ns/{which}"))
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
+fn of_execution(p: &Podman, execution: &str) -> Vec<Value> {
+    p.labelled(&format!("open-conduit.execution={execution}"))
 }
 
 /// Prints its namespaces, writes its workspace and probes the host's state
@@ -148,8 +113,16 @@ fn a_shell_run_in_a_docker_container_works_its_workspace_and_sees_nothing_else()
     let out = output(&suite, &ex);
     let f = fields(&out);
     assert_eq!(f["own"], work, "{out}");
-    assert_ne!(f["pidns"], host_ns("pid"), "another PID namespace: {out}");
-    assert_ne!(f["mntns"], host_ns("mnt"), "another mount namespace: {out}");
+    assert_ne!(
+        f["pidns"],
+        ns("self", "pid"),
+        "another PID namespace: {out}"
+    );
+    assert_ne!(
+        f["mntns"],
+        ns("self", "mnt"),
+        "another mount namespace: {out}"
+    );
     assert_eq!(f["pins"], "unseen", "{out}");
     // Of the state directory it sees only the empty folders that lead to its
     // mounts (its workspace, its run's tmp): none of the host's files.
@@ -189,7 +162,7 @@ fn a_shell_run_in_a_docker_container_works_its_workspace_and_sees_nothing_else()
     assert_eq!(pin["plan"]["name"], format!("oc-{id}"), "{pin}");
     assert!(!pin["container"].as_str().unwrap().is_empty(), "{pin}");
     wait_for("the container's removal", || {
-        containers_of(&p, id).is_empty().then_some(())
+        of_execution(&p, id).is_empty().then_some(())
     });
 }
 
@@ -199,30 +172,6 @@ const WAITER: &str = r#"echo started >> "$TMPDIR/count"
 while [ ! -e "$TMPDIR/go" ]; do sleep 0.1; done
 echo done=yes
 "#;
-
-fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
-    suite
-        .dir
-        .join("state/extensions/shell/runs")
-        .join(execution_id)
-}
-
-/// The running execution of `work_id` once its command has started.
-fn started_run(suite: &Suite, work_id: &str) -> String {
-    wait_for("the command's start", || {
-        executions(suite, work_id).into_iter().find_map(|e| {
-            let id = e["id"].as_str()?.to_owned();
-            run_dir(suite, &id).join("tmp/count").exists().then_some(id)
-        })
-    })
-}
-
-fn starts(suite: &Suite, execution_id: &str) -> usize {
-    std::fs::read_to_string(run_dir(suite, execution_id).join("tmp/count"))
-        .unwrap_or_default()
-        .lines()
-        .count()
-}
 
 #[test]
 fn a_contained_run_is_adopted_after_sigkill_and_a_cancelled_works_container_is_removed() {
@@ -239,7 +188,7 @@ fn a_contained_run_is_adopted_after_sigkill_and_a_cancelled_works_container_is_r
     let work = work_of(&suite, 1, &[]);
     let exec = started_run(&suite, &work);
     // The engine runs it, labelled with its execution.
-    let listed = containers_of(&p, &exec);
+    let listed = of_execution(&p, &exec);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["State"], "running", "{listed:?}");
     assert_eq!(listed[0]["Labels"]["open-conduit.work"], work.as_str());
@@ -257,14 +206,14 @@ fn a_contained_run_is_adopted_after_sigkill_and_a_cancelled_works_container_is_r
     assert_eq!(starts(&suite, &exec), 1, "started once");
     assert_eq!(executions(&suite, &work).len(), 1);
     wait_for("the container's removal", || {
-        containers_of(&p, &exec).is_empty().then_some(())
+        of_execution(&p, &exec).is_empty().then_some(())
     });
 
     // A cancelled Work: its container is stopped and removed.
     send(&suite, "a-2", 2);
     let second = work_of(&suite, 2, &[&work]);
     let exec = started_run(&suite, &second);
-    assert_eq!(containers_of(&p, &exec).len(), 1);
+    assert_eq!(of_execution(&p, &exec).len(), 1);
     let out = std::process::Command::new(BIN)
         .arg("open-conduit")
         .arg("--bus")
@@ -274,7 +223,7 @@ fn a_contained_run_is_adopted_after_sigkill_and_a_cancelled_works_container_is_r
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     wait_for("the cancelled Work's container's removal", || {
-        containers_of(&p, &exec).is_empty().then_some(())
+        of_execution(&p, &exec).is_empty().then_some(())
     });
     assert_eq!(starts(&suite, &exec), 1);
 }
@@ -305,7 +254,7 @@ fn with_the_engine_down_a_contained_run_fails_sandbox_unavailable_and_nothing_ru
     assert!(!run_dir(&suite, id).join("tmp/count").exists());
     // Nothing was made on the engine either.
     p.start_service().unwrap();
-    assert!(containers_of(&p, id).is_empty());
+    assert!(of_execution(&p, id).is_empty());
 }
 
 /// A claude-code turn (the fake `claude`) in a docker container: it runs in a mount
@@ -369,7 +318,7 @@ fn a_claude_turn_in_a_docker_container_uses_its_toolbelt_and_reaches_nothing_els
         .unwrap_or_else(|| panic!("no launch recorded: {ex}"));
     assert_ne!(
         launch["mnt_ns"].as_str().unwrap(),
-        host_ns("mnt"),
+        ns("self", "mnt"),
         "claude runs in a mount namespace of its own: {launch}"
     );
     assert_eq!(launch["probe_readable"], false, "{launch}");
@@ -396,6 +345,6 @@ fn a_claude_turn_in_a_docker_container_uses_its_toolbelt_and_reaches_nothing_els
         .join(format!("{id}.json"))
         .exists());
     wait_for("the container's removal", || {
-        containers_of(&p, id).is_empty().then_some(())
+        of_execution(&p, id).is_empty().then_some(())
     });
 }

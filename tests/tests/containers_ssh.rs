@@ -11,13 +11,13 @@
 //! OC_REQUIRE_PEERS=1).
 
 mod common;
-use common::sandbox::{ended, executions, send, work_of};
+use common::sandbox::{ended, executions, run_dir, send, started_run, work_of};
 use common::sshd::Sshd;
 use common::*;
 
 use oc_systest::{Daemon, Package, Suite};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn skip(why: &str) {
     assert!(
@@ -46,22 +46,6 @@ echo done=yes
 "#;
 
 const TOKEN: &str = "tok-3f9a1c-secret-for-the-remote";
-
-fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
-    suite
-        .dir
-        .join("state/extensions/shell/runs")
-        .join(execution_id)
-}
-
-fn started_run(suite: &Suite, work_id: &str) -> String {
-    wait_for("the command's start", || {
-        executions(suite, work_id).into_iter().find_map(|e| {
-            let id = e["id"].as_str()?.to_owned();
-            run_dir(suite, &id).join("tmp/count").exists().then_some(id)
-        })
-    })
-}
 
 fn count(suite: &Suite, execution_id: &str) -> String {
     std::fs::read_to_string(run_dir(suite, execution_id).join("tmp/count")).unwrap_or_default()

@@ -11,7 +11,7 @@
 //! that is down or an image that is missing fails closed (`sandbox_unavailable`,
 //! naming the socket or the image), and the doctor check says the same.
 
-use oc_systest::podman::Podman;
+use oc_systest::podman::{ns, skip, Podman};
 use oc_systest::HANG;
 use protocol::{connect, CallError, FnHandler, Options, Peer, Request, RpcError};
 use serde_json::{json, Value};
@@ -21,22 +21,6 @@ use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oc-suite");
 const HOST: &str = "test-host";
-
-/// Skip (or fail under OC_REQUIRE_PEERS) with `why`.
-fn skip(why: &str) {
-    assert!(
-        !oc_systest::github::required(),
-        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's podman, runc and mmdebstrap)"
-    );
-    eprintln!("SKIPPED: {why} (Debian's podman, runc and mmdebstrap; .ci/run installs them)");
-}
-
-fn ns(pid: &str, which: &str) -> String {
-    std::fs::read_link(format!("/proc/{pid}/ns/{which}"))
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// A scratch directory of the test's own (removed on drop).
 struct Scratch(PathBuf);

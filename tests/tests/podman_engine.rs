@@ -11,53 +11,11 @@
 //! down, or no engine at all, a request fails with an error that says so (what the
 //! provider maps to `sandbox_unavailable`).
 
-use oc_systest::podman::{api, Podman};
+use oc_systest::podman::{api, ns, skip, Podman};
 use oc_systest::HANG;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
-
-/// Skip (or fail under OC_REQUIRE_PEERS) with `why`.
-fn skip(why: &str) {
-    assert!(
-        !oc_systest::github::required(),
-        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's podman, runc and mmdebstrap)"
-    );
-    eprintln!("SKIPPED: {why} (Debian's podman, runc and mmdebstrap; .ci/run installs them)");
-}
-
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn ns(pid: &str, which: &str) -> String {
-    std::fs::read_link(format!("/proc/{pid}/ns/{which}"))
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// The containers labelled `label` (stopped ones too).
-fn listed(p: &Podman, label: &str) -> Vec<Value> {
-    let filters = json!({ "label": [label] }).to_string();
-    let a = p
-        .api(
-            "GET",
-            &format!("/containers/json?all=true&filters={}", enc(&filters)),
-            None,
-        )
-        .unwrap();
-    assert_eq!(a.status, 200, "{}", a.text());
-    a.json().unwrap().as_array().cloned().unwrap()
-}
 
 #[test]
 fn an_attempt_container_is_isolated_found_by_label_stopped_and_removed() {
@@ -158,18 +116,18 @@ fn an_attempt_container_is_isolated_found_by_label_stopped_and_removed() {
     assert_eq!(read("net.txt"), "lo\n", "network none: only loopback");
 
     // Found by its label, running.
-    let found = listed(&p, &label);
+    let found = p.labelled(&label);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["Id"], id);
     assert_eq!(found[0]["State"], "running");
     assert_eq!(found[0]["Labels"]["open-conduit.execution"], attempt);
-    assert!(listed(&p, "open-conduit.execution=someone-else").is_empty());
+    assert!(p.labelled("open-conduit.execution=someone-else").is_empty());
 
     // The engine restarted: the container ran on, and is found again.
     p.stop_service();
     p.start_service().unwrap();
     assert_eq!(found_state(&p, &label), vec!["running".to_owned()]);
-    assert_eq!(listed(&p, &label)[0]["Id"], id);
+    assert_eq!(p.labelled(&label)[0]["Id"], id);
 
     // Another PID and mount namespace than this process's.
     let inspect = p
@@ -239,7 +197,7 @@ fn an_attempt_container_is_isolated_found_by_label_stopped_and_removed() {
         .api("DELETE", &format!("/containers/{id}?force=true"), None)
         .unwrap();
     assert_eq!(removed.status, 204, "{}", removed.text());
-    assert!(listed(&p, &label).is_empty());
+    assert!(p.labelled(&label).is_empty());
     let gone = p
         .api("GET", &format!("/containers/{id}/json"), None)
         .unwrap();
@@ -276,7 +234,7 @@ fn demux(mut raw: &[u8]) -> (String, String) {
 }
 
 fn found_state(p: &Podman, label: &str) -> Vec<String> {
-    listed(p, label)
+    p.labelled(label)
         .iter()
         .map(|c| c["State"].as_str().unwrap_or_default().to_owned())
         .collect()

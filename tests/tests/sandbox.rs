@@ -175,30 +175,6 @@ while [ ! -e "$TMPDIR/go" ]; do sleep 0.1; done
 echo done=yes
 "#;
 
-fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
-    suite
-        .dir
-        .join("state/extensions/shell/runs")
-        .join(execution_id)
-}
-
-/// The running execution of `work_id` once its command has started.
-fn started_run(suite: &Suite, work_id: &str) -> String {
-    wait_for("the command's start", || {
-        executions(suite, work_id).into_iter().find_map(|e| {
-            let id = e["id"].as_str()?.to_owned();
-            run_dir(suite, &id).join("tmp/count").exists().then_some(id)
-        })
-    })
-}
-
-fn starts(suite: &Suite, execution_id: &str) -> usize {
-    std::fs::read_to_string(run_dir(suite, execution_id).join("tmp/count"))
-        .unwrap_or_default()
-        .lines()
-        .count()
-}
-
 #[test]
 fn a_sandboxed_run_is_adopted_through_its_pinned_plan_and_a_changed_plan_is_stopped() {
     if !have_srt() {

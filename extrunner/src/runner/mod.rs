@@ -357,36 +357,26 @@ impl Runner {
             .collect()
     }
 
-    /// The package that provides the sandbox type `sandbox_type`, when it runs.
-    pub fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
+    /// The running package whose manifest `declares`.
+    fn provider_of(
+        &self,
+        declares: impl Fn(&protocol::manifest::Provides) -> bool,
+    ) -> Option<String> {
         self.entries
             .iter()
             .filter(|e| e.supervisor().is_some())
-            .find(|e| {
-                e.package
-                    .manifest
-                    .provides
-                    .sandboxes
-                    .iter()
-                    .any(|s| s.type_name == sandbox_type)
-            })
+            .find(|e| declares(&e.package.manifest.provides))
             .map(|e| e.package.name.clone())
+    }
+
+    /// The package that provides the sandbox type `sandbox_type`, when it runs.
+    pub fn sandbox_provider(&self, sandbox_type: &str) -> Option<String> {
+        self.provider_of(|p| p.sandboxes.iter().any(|s| s.type_name == sandbox_type))
     }
 
     /// The package that provides the container type `container_type`, when it runs.
     pub fn container_provider(&self, container_type: &str) -> Option<String> {
-        self.entries
-            .iter()
-            .filter(|e| e.supervisor().is_some())
-            .find(|e| {
-                e.package
-                    .manifest
-                    .provides
-                    .containers
-                    .iter()
-                    .any(|s| s.type_name == container_type)
-            })
-            .map(|e| e.package.name.clone())
+        self.provider_of(|p| p.containers.iter().any(|s| s.type_name == container_type))
     }
 
     /// Each distinct container (type, config) the applied configuration's enabled

@@ -153,3 +153,30 @@ pub fn fields(text: &str) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
 }
+
+/// A shell run's folder (`<state>/extensions/shell/runs/<execution>`).
+pub fn run_dir(suite: &Suite, execution_id: &str) -> PathBuf {
+    suite
+        .dir
+        .join("state/extensions/shell/runs")
+        .join(execution_id)
+}
+
+/// The running execution of `work_id` once its command has recorded a start in
+/// its own tmp folder (`tmp/count`).
+pub fn started_run(suite: &Suite, work_id: &str) -> String {
+    wait_for("the command's start", || {
+        executions(suite, work_id).into_iter().find_map(|e| {
+            let id = e["id"].as_str()?.to_owned();
+            run_dir(suite, &id).join("tmp/count").exists().then_some(id)
+        })
+    })
+}
+
+/// The starts a run recorded in its `tmp/count`.
+pub fn starts(suite: &Suite, execution_id: &str) -> usize {
+    std::fs::read_to_string(run_dir(suite, execution_id).join("tmp/count"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}

@@ -134,15 +134,9 @@ impl ClaudeCode {
         if !ended && sdk::sandbox::confined(&req) {
             // Adopted only once the provider proves claude is inside the plan the
             // host pinned; anything else is stopped by the host, not adopted.
-            let argv = sdk::sandbox::adopt_confined(host, &req, &data.sandbox_digest, command)
+            sdk::sandbox::adopt_as_launched(host, &req, &data.sandbox_digest, command, &spec.argv)
                 .await
                 .map_err(|r| not_adoptable(id, r.line()))?;
-            if argv != spec.argv {
-                return Err(not_adoptable(
-                    id,
-                    "sandbox_denied: the segment's command is not the pinned plan's",
-                ));
-            }
         }
         if !ended && rundir::exists(&dir, rundir::MCP) && !req.toolbelt.token.is_empty() {
             write_token(&dir.join(rundir::TOKEN), &req.toolbelt.token)

@@ -98,15 +98,9 @@ impl Shell {
         if !ended && sdk::sandbox::confined(&req) {
             // Adopted only once the provider proves the command is inside the plan
             // the host pinned; anything else is stopped by the host, not adopted.
-            let argv = sdk::sandbox::adopt_confined(host, &req, &data.sandbox_digest, pgid)
+            sdk::sandbox::adopt_as_launched(host, &req, &data.sandbox_digest, pgid, &spec.argv)
                 .await
                 .map_err(|r| not_adoptable(id, r.line()))?;
-            if argv != spec.argv {
-                return Err(not_adoptable(
-                    id,
-                    "sandbox_denied: the run's command is not the pinned plan's",
-                ));
-            }
         }
         self.insert(id, &spec.work_id, req.epoch, Some(launch), None, true);
         Ok(ExecutorRecoverResult {})
