@@ -72,6 +72,22 @@ fn apply(suite: &Suite, binding: Value) {
     });
 }
 
+/// `open-conduit ARGS…` against the suite: its stdout and stderr.
+fn cli(suite: &Suite, args: &[&str]) -> String {
+    let out = std::process::Command::new(BIN)
+        .arg("open-conduit")
+        .arg("--bus")
+        .arg(&suite.bus)
+        .args(args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The engine's containers labelled with `execution` (stopped ones too).
 fn of_execution(p: &Podman, execution: &str) -> Vec<Value> {
     p.labelled(&format!("open-conduit.execution={execution}"))
@@ -252,6 +268,32 @@ fn with_the_engine_down_a_contained_run_fails_sandbox_unavailable_and_nothing_ru
     );
     let id = ex["id"].as_str().unwrap();
     assert!(!run_dir(&suite, id).join("tmp/count").exists());
+    // doctor names the engine that does not answer.
+    let doctor = cli(&suite, &["doctor"]);
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("docker") && l.contains("engine"))
+        .unwrap_or_else(|| panic!("no docker engine check: {doctor}"));
+    assert!(
+        line.contains("fail") && line.contains(&p.socket().display().to_string()),
+        "{doctor}"
+    );
+    // config check names a bad container config by its pointer.
+    let mut c = config(&suite);
+    c["scopes"][0]["bindings"] = json!([{"name": "run", "executor": "shell",
+        "container": {"type": "docker", "config": {"image": "debian", "network": 7,
+            "colour": "blue"}},
+        "config": {"script": "true"}}]);
+    let file = suite.dir.join("bad.json");
+    std::fs::write(&file, c.to_string()).unwrap();
+    let checked = cli(&suite, &["config", "check", file.to_str().unwrap()]);
+    for pointer in [
+        "/scopes/0/bindings/0/container/config/image",
+        "/scopes/0/bindings/0/container/config/network",
+        "/scopes/0/bindings/0/container/config/colour",
+    ] {
+        assert!(checked.contains(pointer), "{pointer}: {checked}");
+    }
     // Nothing was made on the engine either.
     p.start_service().unwrap();
     assert!(of_execution(&p, id).is_empty());

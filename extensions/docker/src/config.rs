@@ -109,42 +109,68 @@ fn full_image_name(image: &str) -> bool {
     }
 }
 
-/// Parses the config (it must be an object with `image`).
+/// Parses the config (it must be an object with `image`): the first problem.
 pub fn parse(config: &Value) -> Result<DockerConfig, Problem> {
-    let raw: Raw = match config {
-        Value::Object(_) => sdk::config::parse(config)?,
-        Value::Null => return Err(Problem::new("/image", "is required")),
-        _ => return Err(Problem::whole("the container config must be an object")),
+    check(config).map_err(|mut all| all.remove(0))
+}
+
+/// Parses the config: every problem, each with its pointer.
+pub fn check(config: &Value) -> Result<DockerConfig, Vec<Problem>> {
+    let (raw, mut problems): (Raw, Vec<Problem>) = match config {
+        Value::Object(_) => {
+            let (raw, problems) = sdk::config::parse_each::<Raw>(config);
+            (raw.unwrap_or_default(), problems)
+        }
+        Value::Null => return Err(vec![Problem::new("/image", "is required")]),
+        _ => {
+            return Err(vec![Problem::whole(
+                "the container config must be an object",
+            )])
+        }
     };
-    let image = text(raw.image, "/image")?.ok_or_else(|| Problem::new("/image", "is required"))?;
-    if !full_image_name(&image) {
-        return Err(Problem::new(
+    let mut bad = |p: Problem| {
+        if !problems.iter().any(|x| x.pointer == p.pointer) {
+            problems.push(p);
+        }
+    };
+    let mut field = |value: Option<String>, at: &str| match text(value, at) {
+        Ok(v) => v,
+        Err(p) => {
+            bad(p);
+            None
+        }
+    };
+    let image = field(raw.image, "/image");
+    let socket = field(raw.socket, "/socket").unwrap_or_else(|| DEFAULT_SOCKET.to_owned());
+    let network = field(raw.network, "/network").unwrap_or_else(|| "none".to_owned());
+    let user = field(raw.user, "/user");
+    match &image {
+        None => bad(Problem::new("/image", "is required")),
+        Some(image) if !full_image_name(image) => bad(Problem::new(
             "/image",
             format!("{image:?} must be the image's full name, with its registry host (localhost/{image}, docker.io/library/{image})"),
-        ));
+        )),
+        Some(_) => {}
     }
-    let socket = text(raw.socket, "/socket")?.unwrap_or_else(|| DEFAULT_SOCKET.to_owned());
     if !socket.starts_with('/') {
-        return Err(Problem::new(
+        bad(Problem::new(
             "/socket",
             "must be the absolute path of the engine's unix socket",
         ));
     }
-    let network = text(raw.network, "/network")?.unwrap_or_else(|| "none".to_owned());
     if !plain_name(&network) {
-        return Err(Problem::new(
+        bad(Problem::new(
             "/network",
             "must be none, host, or an engine network's name (letters, digits, _ . -)",
         ));
     }
-    let user = text(raw.user, "/user")?;
     if let Some(u) = &user {
         let ok = match u.split_once(':') {
             Some((a, b)) => plain_name(a) && plain_name(b),
             None => plain_name(u),
         };
         if !ok {
-            return Err(Problem::new(
+            bad(Problem::new(
                 "/user",
                 "must be uid:gid (or a user of the image, user:group)",
             ));
@@ -154,24 +180,29 @@ pub fn parse(config: &Value) -> Result<DockerConfig, Problem> {
         None | Some(0) => DEFAULT_MAX_PROCESSES,
         Some(n) if n <= MAX_PROCESSES => n,
         Some(n) => {
-            return Err(Problem::new(
+            bad(Problem::new(
                 "/max_processes",
                 format!("{n} is out of bounds: 1 to {MAX_PROCESSES} processes, or 0 for the default ({DEFAULT_MAX_PROCESSES})"),
-            ))
+            ));
+            DEFAULT_MAX_PROCESSES
         }
     };
     let memory_mb = match raw.memory_mb {
         None => None,
         Some(n) if (MIN_MEMORY_MB..=MAX_MEMORY_MB).contains(&n) => Some(n),
         Some(n) => {
-            return Err(Problem::new(
+            bad(Problem::new(
                 "/memory_mb",
                 format!("{n} is out of bounds: {MIN_MEMORY_MB} to {MAX_MEMORY_MB} MiB"),
-            ))
+            ));
+            None
         }
     };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     Ok(DockerConfig {
-        image,
+        image: image.unwrap_or_default(),
         socket,
         network,
         user,
@@ -187,7 +218,7 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
     if p.kind != validate_kind::CONTAINER || p.type_name != crate::CONTAINER_TYPE {
         return result;
     }
-    match parse(&p.config) {
+    match check(&p.config) {
         Ok(c) => result.describe.push(format!(
             "runs each launch in a container of {} on the engine at {}: network {}, at most {} processes{}{}",
             c.image,
@@ -203,11 +234,15 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
                 ""
             },
         )),
-        Err(e) => result.diagnostics.push(Diagnostic {
-            code: "invalid_config".into(),
-            message: e.reason,
-            path: e.pointer,
-        }),
+        Err(problems) => {
+            for e in problems {
+                result.diagnostics.push(Diagnostic {
+                    code: "invalid_config".into(),
+                    message: e.reason,
+                    path: e.pointer,
+                });
+            }
+        }
     }
     result
 }
