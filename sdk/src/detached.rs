@@ -648,6 +648,9 @@ impl Launch {
     }
 }
 
+mod start;
+pub use start::{start_wrapper, Started};
+
 #[cfg(test)]
 mod tests;
 

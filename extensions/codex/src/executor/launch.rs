@@ -9,7 +9,6 @@ use protocol::wire::{
 };
 use sdk::agent::prompt::{self, Shape};
 use std::os::unix::fs::DirBuilderExt;
-use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 
 /// The toolbelt's MCP server name in codex's config.
@@ -446,44 +445,18 @@ impl Codex {
             nonce: nonce.clone(),
         };
         rundir::write_json(&dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
-        let log = sdk::nofollow::Dir::open(&dir)
-            .and_then(|d| d.create_new(rundir::WRAPPER_LOG, 0o600))
-            .map_err(|e| io("creating wrapper.log", e))?;
-        let mut child = tokio::process::Command::new(&exe)
-            .arg(rundir::WRAP_ARG)
-            .arg(&dir)
-            .arg(&nonce)
-            .current_dir(&dir)
-            .env_clear()
-            .envs(&env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(false)
-            .spawn()
-            .map_err(|e| io("cannot start the codex wrapper", e))?;
-        let pid = child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| internal("the wrapper has no pid"))?;
-        let start = rundir::start_time(pid);
-        let stdin = child.stdin.take();
-        let meta = Meta {
-            pid,
-            pgid: 0,
-            nonce: nonce.clone(),
-            started_at: String::new(),
-            start,
-        };
-        let persisted = match rundir::write_json(&dir, rundir::META, &meta) {
-            Err(e) => Err(io("writing meta.json", e)),
-            Ok(()) => persist(host, &req, &dir, &nonce, (pid, start), &sandbox_digest).await,
-        };
-        if let Err(e) = persisted {
-            drop(stdin);
-            let _ = child.wait().await;
-            return Err(e);
-        }
+        let started = rundir::start_wrapper(
+            &exe,
+            rundir::WRAP_ARG,
+            &dir,
+            &nonce,
+            &env,
+            "codex",
+            |pid, start| persist(host, &req, &dir, &nonce, (pid, start), &sandbox_digest),
+        )
+        .await?;
+        let (pid, start, stdin, mut child) =
+            (started.pid, started.start, started.stdin, started.child);
         let args = prompt::template(&cfg.args, &req.work);
         let rendered = prompt::owned_renderings(host, &req).await;
         let shape = match kind {

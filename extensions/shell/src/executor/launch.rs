@@ -176,47 +176,23 @@ impl Shell {
             nonce: nonce.clone(),
         };
         rundir::write_json(dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
-        let log = sdk::nofollow::Dir::open(dir)
-            .and_then(|d| d.create_new(rundir::WRAPPER_LOG, 0o600))
-            .map_err(|e| io("creating wrapper.log", e))?;
-        let mut child = tokio::process::Command::new(exe)
-            .arg(rundir::WRAP_ARG)
-            .arg(dir)
-            .arg(&nonce)
-            .current_dir(dir)
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(false)
-            .spawn()
-            .map_err(|e| io("cannot start the shell wrapper", e))?;
-        let pid = child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| internal("the wrapper has no pid"))?;
-        // Read before anything can reap the child: pid and start time name it.
-        let start = rundir::start_time(pid);
-        let mut go = child.stdin.take();
-        let meta = Meta {
-            pid,
-            pgid: 0,
-            nonce: nonce.clone(),
-            started_at: String::new(),
-            start,
-        };
-        let persisted = match rundir::write_json(dir, rundir::META, &meta) {
-            Err(e) => Err(io("writing meta.json", e)),
-            Ok(()) => host
-                .call_typed(&ExecutionPersistRecoveryParams {
+        let named = &nonce;
+        let started = rundir::start_wrapper(
+            exe,
+            rundir::WRAP_ARG,
+            dir,
+            &nonce,
+            env,
+            "shell",
+            |pid, start| async move {
+                host.call_typed(&ExecutionPersistRecoveryParams {
                     execution_id: req.execution_id.clone(),
                     epoch: req.epoch,
                     recovery: Payload {
                         schema: RECOVERY_SCHEMA.to_string(),
                         data: json!(RecoveryData {
                             pid,
-                            nonce: nonce.clone(),
+                            nonce: named.clone(),
                             run_dir: dir.display().to_string(),
                             epoch: req.epoch,
                             sandbox_digest,
@@ -225,20 +201,19 @@ impl Shell {
                     },
                 })
                 .await
+                .map(|_| ())
                 .map_err(|e| match e {
                     CallError::Rpc(e) => e,
                     other => refuse(
                         Code::Unavailable,
                         format!("cannot persist the recovery metadata: {other}"),
                     ),
-                }),
-        };
-        if let Err(e) = persisted {
-            // No go: the wrapper reads EOF and exits without starting anything.
-            drop(go);
-            let _ = child.wait().await;
-            return Err(e);
-        }
+                })
+            },
+        )
+        .await?;
+        let (pid, start, mut go, mut child) =
+            (started.pid, started.start, started.stdin, started.child);
         if let Some(mut stdin) = go.take() {
             // A wrapper that died already is found lost by the first wait.
             let _ = stdin.write_all(b"go\n").await;

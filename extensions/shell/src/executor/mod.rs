@@ -38,7 +38,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::AsyncWriteExt;
 
