@@ -8,11 +8,17 @@
 //! same disk (Debian's server, default settings: `fsync` and
 //! `synchronous_commit` on), and the floor is single-row transactions (one
 //! autocommitted `INSERT` each) on that server over the same loopback TCP.
+//!
+//! Beside the rates, storaged's writer's own counts over each run (from
+//! `store.metrics`): writes per commit group, and round trips to the database
+//! server per group and per write (PostgreSQL; 0 on SQLite), which do not
+//! depend on the machine.
 
 use crate::bus::AS_BROKER;
 use crate::{machine, micros, percentile, Res};
 use busapi::store::{
-    EventInput, EventsAcceptRequest, KvCommitRequest, KvGetRequest, KvPutItem, SequenceRequest,
+    EventInput, EventsAcceptRequest, KvCommitRequest, KvGetRequest, KvPutItem, MetricsRequest,
+    SequenceRequest,
 };
 use serde_json::json;
 use std::path::Path;
@@ -188,9 +194,12 @@ async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
         Db::Postgres { url, .. } => pg_floor(url, run_for)?,
     };
     let mut rates = Vec::new();
+    let mut groups = Vec::new();
     for writers in [1usize, 16, 64] {
         eprintln!("bench store: {writers} concurrent writers");
+        let before = writer_totals(&probe).await?;
         rates.push(accepts_per_s(&socket, writers, run_for, &format!("w{writers}")).await?);
+        groups.push(writer_totals(&probe).await?.since(&before));
     }
     eprintln!("bench store: kv.get");
     probe
@@ -238,9 +247,58 @@ async fn measure(exe: &Path, dir: &Path, db: &Db) -> Res<serde_json::Value> {
         "accepts_per_s_16": rates[1],
         "accepts_per_s_64": rates[2],
         "ratio_64_to_floor": rates[2] / floor,
+        "writes_per_group_64": groups[2].writes_per_group(),
+        "round_trips_per_group_64": groups[2].round_trips_per_group(),
+        "round_trips_per_write_64": groups[2].round_trips_per_write(),
+        "round_trips_per_write_1": groups[0].round_trips_per_write(),
         "kv_get_p50_us": micros(percentile(&mut samples, 50.0)),
         "kv_get_p99_us": micros(percentile(&mut samples, 99.0)),
     }))
+}
+
+/// storaged's writer so far, from `store.metrics`: groups committed, writes in
+/// them, and round trips to the database server (PostgreSQL; 0 on SQLite).
+#[derive(Debug, Clone, Copy, Default)]
+struct WriterTotals {
+    groups: f64,
+    writes: f64,
+    round_trips: f64,
+}
+
+impl WriterTotals {
+    fn since(&self, before: &WriterTotals) -> WriterTotals {
+        WriterTotals {
+            groups: self.groups - before.groups,
+            writes: self.writes - before.writes,
+            round_trips: self.round_trips - before.round_trips,
+        }
+    }
+
+    fn writes_per_group(&self) -> f64 {
+        self.writes / self.groups.max(1.0)
+    }
+
+    fn round_trips_per_group(&self) -> f64 {
+        self.round_trips / self.groups.max(1.0)
+    }
+
+    fn round_trips_per_write(&self) -> f64 {
+        self.round_trips / self.writes.max(1.0)
+    }
+}
+
+async fn writer_totals(probe: &protocol::Peer) -> Res<WriterTotals> {
+    let text = probe.call_typed(&MetricsRequest {}).await?.text;
+    let sample = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(WriterTotals {
+        groups: sample("oc_storaged_commit_groups_total"),
+        writes: sample("oc_storaged_commit_writes_total"),
+        round_trips: sample("oc_storaged_commit_round_trips_total"),
+    })
 }
 
 /// The store alone, in this process (no bus): `OC_BENCH_ONLY=direct`.
@@ -342,6 +400,19 @@ pub fn run(as_json: bool, backend: &str) -> Res<()> {
             f(&k) / f("floor_single_txn_per_s")
         );
     }
+    println!(
+        "| writes per commit group, 64 writers | {:.1} | |",
+        f("writes_per_group_64")
+    );
+    println!(
+        "| round trips to the server per group, 64 writers | {:.1} | |",
+        f("round_trips_per_group_64")
+    );
+    println!(
+        "| round trips to the server per write, 64 writers (1 writer) | {:.2} ({:.2}) | |",
+        f("round_trips_per_write_64"),
+        f("round_trips_per_write_1")
+    );
     println!(
         "| kv.get p50 through the bus | {:.1} µs | |",
         f("kv_get_p50_us")

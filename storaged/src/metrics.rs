@@ -97,6 +97,12 @@ impl Store {
             "Writes run in those groups.",
             w.writes.load(Ordering::Relaxed),
         );
+        t.single(
+            "oc_storaged_commit_round_trips_total",
+            Kind::Counter,
+            "Round trips to the database server those groups took (PostgreSQL; 0 on SQLite).",
+            w.round_trips.load(Ordering::Relaxed),
+        );
         t.family(
             "oc_storaged_commit_group_size",
             Kind::Histogram,

@@ -67,6 +67,11 @@ pub(super) trait Job: Send {
     fn settle(self: Box<Self>) -> Finish {
         Box::new(|_| {})
     }
+    /// Its part in the statement its group runs first (PostgreSQL, repeatable
+    /// jobs only): [`super::Ahead`].
+    fn ahead(&self) -> Option<&dyn super::Ahead> {
+        None
+    }
 }
 
 pub(super) struct TypedJob<T, F> {
@@ -96,6 +101,7 @@ pub(super) struct RepeatableJob<T, F> {
     pub(super) f: F,
     pub(super) tx: oneshot::Sender<Result<T, StoreError>>,
     pub(super) kept: Option<Result<T, StoreError>>,
+    pub(super) ahead: Option<Box<dyn super::Ahead>>,
 }
 
 /// The answer to a job that ran: its result, or the commit's failure when the
@@ -138,6 +144,10 @@ where
         let ok = result.is_ok();
         self.kept = Some(result);
         ok
+    }
+
+    fn ahead(&self) -> Option<&dyn super::Ahead> {
+        self.ahead.as_deref()
     }
 
     fn settle(self: Box<Self>) -> Finish {

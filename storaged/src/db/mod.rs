@@ -110,6 +110,23 @@ impl Default for Limits {
     }
 }
 
+/// A write's part in one statement that its group runs before its writes, on
+/// PostgreSQL, where each statement is a round trip to the server: the parts
+/// of a group's writes (of one type) are run together by [`Ahead::run_all`],
+/// which keeps what each write will need on the connection
+/// ([`Connection::take_ahead`]); each write then takes its values there instead
+/// of asking the server. Only a group made of repeatable writes runs it, so
+/// that when anything goes wrong (the statement fails, a write fails, or a
+/// value kept is not taken by its write) the group is rolled back and run
+/// again the ordinary way, each write under its savepoint.
+pub trait Ahead: Send + Sync {
+    /// Itself, for [`Ahead::run_all`] to find its parts among a group's.
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Run the parts of a group that are of this one's type (this one among
+    /// them), in one statement; the others are left alone.
+    fn run_all(&self, conn: &Connection, parts: &[&dyn Ahead]) -> Result<(), crate::sql::Error>;
+}
+
 /// Where the database is.
 #[derive(Debug, Clone, Default)]
 pub enum StorageTarget {
@@ -131,6 +148,11 @@ pub struct WriterCounters {
     pub group_size: daemon::metrics::Histogram,
     /// How long a group took, from its transaction's begin to its commit answered.
     pub group_seconds: daemon::metrics::Histogram,
+    /// Round trips to the database server the groups took (PostgreSQL; 0 on
+    /// SQLite): with `groups` and `writes`, the round trips per group and per
+    /// write, a figure that does not depend on the machine. Counted as each
+    /// is answered, so a group's are in before its writes are answered.
+    pub round_trips: Arc<AtomicU64>,
 }
 
 /// The buckets of [`WriterCounters::group_size`].
@@ -143,6 +165,7 @@ impl Default for WriterCounters {
             writes: AtomicU64::new(0),
             group_size: daemon::metrics::Histogram::new(GROUP_SIZE_BUCKETS),
             group_seconds: daemon::metrics::Histogram::new(daemon::metrics::LATENCY_BUCKETS),
+            round_trips: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -414,8 +437,43 @@ impl Store {
         F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
-        self.submit(Box::new(RepeatableJob { f, tx, kept: None }), rx)
-            .await
+        self.submit(
+            Box::new(RepeatableJob {
+                f,
+                tx,
+                kept: None,
+                ahead: None,
+            }),
+            rx,
+        )
+        .await
+    }
+
+    /// [`Store::write_repeatable`] with a part in a statement its group runs
+    /// before its writes, on PostgreSQL ([`Ahead`]): a group of such writes
+    /// costs the server one round trip for all their parts instead of one or
+    /// more each. On SQLite (no round trips) the part is not used.
+    pub async fn write_repeatable_ahead<T, F>(
+        &self,
+        f: F,
+        ahead: Box<dyn Ahead>,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
+        let ahead = (self.backend() == Backend::Postgres).then_some(ahead);
+        self.submit(
+            Box::new(RepeatableJob {
+                f,
+                tx,
+                kept: None,
+                ahead,
+            }),
+            rx,
+        )
+        .await
     }
 
     /// Run `f` on a read-only connection, off the async threads.

@@ -3,7 +3,7 @@
 
 use super::jobs::{Finish, GroupFailure, Job, Msg};
 use super::wal::{restart_if_asked, RestartRequest};
-use super::{StorageTarget, WriterCounters};
+use super::{Ahead, StorageTarget, WriterCounters};
 use crate::error::StoreError;
 use crate::sql::{Backend, Connection};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,6 +20,8 @@ const MAX_RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5
 /// The writer's connection, made again after a loss (PostgreSQL).
 struct WriterConn {
     conn: Option<Connection>,
+    /// Where its round trips are counted ([`WriterCounters::round_trips`]).
+    trips: Arc<std::sync::atomic::AtomicU64>,
     target: StorageTarget,
     wait: std::time::Duration,
     next_try: std::time::Instant,
@@ -53,7 +55,9 @@ impl WriterConn {
             Ok(session) => {
                 tracing::info!(database = %pg.describe(), "the database connection is back");
                 self.wait = FIRST_RECONNECT_WAIT;
-                self.conn = Some(Connection::postgres(session));
+                let conn = Connection::postgres(session);
+                conn.count_round_trips_in(self.trips.clone());
+                self.conn = Some(conn);
                 self.conn
                     .as_ref()
                     .ok_or_else(|| GroupFailure::Failed("gone".into()))
@@ -84,8 +88,10 @@ pub(super) fn writer_loop(
     closing: Arc<AtomicBool>,
     counters: Arc<WriterCounters>,
 ) {
+    conn.count_round_trips_in(counters.round_trips.clone());
     let mut conn = WriterConn {
         conn: Some(conn),
+        trips: counters.round_trips.clone(),
         target,
         wait: FIRST_RECONNECT_WAIT,
         next_try: std::time::Instant::now(),
@@ -175,12 +181,38 @@ fn control(conn: &Connection, sql: &str) -> Result<(), GroupFailure> {
 /// number, so another program's locks are unlikely to collide with it.
 pub const WRITE_LOCK: i64 = 0x6f63_7772;
 
-/// One transaction: each job in its own savepoint, one commit for all.
+/// How a PostgreSQL write transaction begins: the write lock first, and with
+/// `savepoint` the first job's savepoint in the same round trip.
+fn pg_begin(savepoint: bool) -> String {
+    let savepoint = if savepoint { "; SAVEPOINT job" } else { "" };
+    format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}){savepoint}")
+}
+
+/// Begin a write transaction with `sql`; on PostgreSQL a failure after `BEGIN`
+/// (the lock not had within the session's bound) leaves a transaction open,
+/// which is rolled back.
+fn begin(conn: &Connection, sql: &str) -> Result<(), GroupFailure> {
+    let begun = control(conn, sql);
+    if begun.is_err() && conn.backend() == Backend::Postgres {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    begun
+}
+
+/// One transaction: each job in its own savepoint, one commit for all; a lone
+/// job, or a group of repeatable jobs, without savepoints ([`run_unguarded`]).
 fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
-    if conn.backend() == Backend::Postgres {
+    let pg = conn.backend() == Backend::Postgres;
+    let bare = jobs.len() == 1 || jobs.iter().all(|j| j.repeatable());
+    if pg && !bare {
         return run_group_pg(conn, jobs);
     }
-    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
+    let first = if pg {
+        pg_begin(false)
+    } else {
+        "BEGIN IMMEDIATE".to_string()
+    };
+    if let Err(e) = begin(conn, &first) {
         let why = e.to_error("cannot begin a write transaction");
         tracing::error!(error = %why);
         for job in jobs {
@@ -192,6 +224,10 @@ fn run_group(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
         Some(jobs) => jobs,
         None => return,
     };
+    if pg {
+        // Begun again by `run_unguarded`, with the first job's savepoint.
+        return run_guarded_pg(conn, jobs);
+    }
     let mut finishes: Vec<Finish> = Vec::with_capacity(jobs.len());
     let mut jobs = jobs.into_iter();
     while let Some(job) = jobs.next() {
@@ -298,9 +334,24 @@ fn rolled_back() -> GroupFailure {
 /// to roll back) or a group of repeatable jobs (if one fails, all are rolled back
 /// and handed back, to be run again each under its savepoint). Answers `None` when
 /// the group is done (committed or rolled back and answered), or the jobs to run
-/// the guarded way in a transaction begun again.
+/// the guarded way in a transaction begun again (on PostgreSQL with the first
+/// job's savepoint).
+///
+/// On PostgreSQL a group of repeatable jobs first runs its jobs' [`Ahead`]
+/// parts in one statement; a part that fails, or a value it kept that its job
+/// did not take, sends the group the guarded way too.
 fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<Box<dyn Job>>> {
-    if jobs.len() == 1 {
+    let repeatable = jobs.iter().all(|j| j.repeatable());
+    let ahead = match run_ahead(conn, &jobs, repeatable) {
+        Ok(ran) => ran,
+        Err(e) => {
+            for job in jobs {
+                job.fail(e.to_error("cannot begin a write transaction"));
+            }
+            return None;
+        }
+    };
+    if jobs.len() == 1 && !ahead {
         let job = jobs.pop()?;
         match catch_unwind(AssertUnwindSafe(|| job.run(conn))) {
             Ok((true, finish)) => commit(conn, vec![finish]),
@@ -315,7 +366,7 @@ fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<B
         }
         return None;
     }
-    if !jobs.iter().all(|j| j.repeatable()) {
+    if !repeatable {
         return Some(jobs);
     }
     let clean = jobs.iter_mut().all(|job| {
@@ -324,13 +375,24 @@ fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<B
             Ok(true)
         )
     });
-    if clean {
+    let left = conn.clear_ahead();
+    if left > 0 {
+        tracing::warn!(
+            left,
+            "values a group's statement kept ahead for its writes were not taken; the group runs again, each write alone"
+        );
+    }
+    if clean && left == 0 {
         commit(conn, jobs.into_iter().map(|job| job.settle()).collect());
         return None;
     }
     // One of them failed: undo them all and run each again under its savepoint.
     rollback(conn);
-    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
+    let again = match conn.backend() {
+        Backend::Postgres => pg_begin(true),
+        Backend::Sqlite => "BEGIN IMMEDIATE".to_string(),
+    };
+    if let Err(e) = begin(conn, &again) {
         tracing::error!(error = %e.to_error("cannot begin a write transaction"));
         for job in jobs {
             job.fail(e.to_error("cannot begin a write transaction"));
@@ -338,6 +400,36 @@ fn run_unguarded(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Vec<B
         return None;
     }
     Some(jobs)
+}
+
+/// Run the [`Ahead`] parts of a group of `repeatable` jobs, on PostgreSQL:
+/// whether any ran. When the statement fails, its transaction is rolled back
+/// and begun again (without them), so the group runs the ordinary way; the
+/// error is why it could not begin again (the jobs are to be failed).
+fn run_ahead(
+    conn: &Connection,
+    jobs: &[Box<dyn Job>],
+    repeatable: bool,
+) -> Result<bool, GroupFailure> {
+    if !repeatable || conn.backend() != Backend::Postgres {
+        return Ok(false);
+    }
+    let parts: Vec<&dyn Ahead> = jobs.iter().filter_map(|j| j.ahead()).collect();
+    let Some(first) = parts.first() else {
+        return Ok(false);
+    };
+    match first.run_all(conn, &parts) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(error = %e, "a group's statement run ahead of its writes failed; the writes run the ordinary way");
+            conn.clear_ahead();
+            rollback(conn);
+            begin(conn, &pg_begin(false)).inspect_err(|e| {
+                tracing::error!(error = %e.to_error("cannot begin a write transaction"));
+            })?;
+            Ok(false)
+        }
+    }
 }
 
 /// Roll the open transaction back (a failure is logged: the next `BEGIN` finds out).
@@ -353,15 +445,19 @@ fn rollback(conn: &Connection) {
 /// SAVEPOINT job`), a failed job's `ROLLBACK TO` keeps its savepoint for the
 /// next, and `COMMIT` releases the last.
 fn run_group_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
-    let begin = format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); SAVEPOINT job");
-    if let Err(e) = control(conn, &begin) {
+    if let Err(e) = begin(conn, &pg_begin(true)) {
         tracing::error!(error = %e.to_error("cannot begin a write transaction"));
-        let _ = conn.execute_batch("ROLLBACK");
         for job in jobs {
             job.fail(e.to_error("cannot begin a write transaction"));
         }
         return;
     }
+    run_guarded_pg(conn, jobs);
+}
+
+/// The jobs of [`run_group_pg`], in the transaction begun with the first
+/// job's savepoint.
+fn run_guarded_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
     let count = jobs.len();
     let mut savepoint = true;
     let mut finishes = Vec::with_capacity(count);

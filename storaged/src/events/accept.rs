@@ -5,7 +5,7 @@ use super::*;
 use crate::db::Limits;
 use crate::error::StoreError;
 use crate::kv::{self};
-use crate::sql::{params, Connection, OptionalExtension};
+use crate::sql::{params, Backend, Connection, OptionalExtension};
 use crate::util;
 use serde_json::Value;
 
@@ -81,11 +81,30 @@ struct Parent {
 
 /// An event checked and resolved, ready to insert unless it already exists.
 pub struct Prepared {
-    ev: EventInput,
-    payload_text: String,
-    signature: String,
+    pub(super) ev: EventInput,
+    pub(super) payload_text: String,
+    pub(super) signature: String,
     parent: Option<Parent>,
     existing: Option<AcceptedEvent>,
+}
+
+impl Prepared {
+    /// Whether it is a root event named by its delivery (no observation
+    /// identity): what a group's statement inserts ahead on PostgreSQL
+    /// (`super::ahead`).
+    pub(super) fn plain_delivery(&self) -> bool {
+        self.parent.is_none()
+            && self.existing.is_none()
+            && self.ev.delivery_id.is_some()
+            && self.ev.item.is_none()
+            && self.ev.item_version.is_none()
+    }
+}
+
+/// The key under which a statement run ahead of a write's group keeps the
+/// `seq` of an event it inserted for the write ([`Connection::take_ahead`]).
+pub(super) fn ahead_key(id: &str, signature: &str) -> String {
+    format!("{id}\n{signature}")
 }
 
 fn family_declared(families: &[String], t: &str) -> bool {
@@ -429,6 +448,18 @@ macro_rules! insert_event_sql {
     };
 }
 const INSERT_EVENT: &str = insert_event_sql!();
+/// [`INSERT_EVENT`] on PostgreSQL with the new event's `unrouted` row and its
+/// keys (`?10`, the JSON array kept in `keys`): its `seq`, or no row.
+const INSERT_EVENT_PG: &str = concat!(
+    "WITH e AS (",
+    insert_event_sql!(),
+    " RETURNING seq),
+     u AS (INSERT INTO unrouted (seq) SELECT seq FROM e),
+     k AS (INSERT INTO event_keys (key, seq)
+           SELECT DISTINCT j.key, e.seq FROM e, jsonb_array_elements_text(CAST(?10 AS jsonb)) AS j(key)
+           ON CONFLICT DO NOTHING)
+     SELECT seq FROM e"
+);
 
 /// Check a new derived event against its chain's bounds; then insert the event and
 /// its keys. Nothing is written when a bound refuses it, and nothing (`None`)
@@ -450,6 +481,17 @@ fn insert(
         Some(d) => emitted_event_id(&ev.source, d),
         None => util::new_id("evt"),
     };
+    // On PostgreSQL the group's statement may have inserted it already.
+    let pg = conn.backend() == Backend::Postgres;
+    if pg && p.plain_delivery() {
+        if let Some(seq) = conn.take_ahead(&ahead_key(&id, signature)) {
+            return Ok(Some(AcceptedEvent {
+                id,
+                seq,
+                added: true,
+            }));
+        }
+    }
     let (root_id, depth) = match parent {
         None => (id.clone(), 0),
         Some(parent) => {
@@ -508,21 +550,25 @@ fn insert(
         // The new row's `seq` is the connection's last inserted rowid.
         Some(lite) => (conn.prepare_cached(INSERT_EVENT)?.execute(values)? == 1)
             .then(|| lite.last_insert_rowid()),
+        // PostgreSQL: the event, its `unrouted` row and its keys in one
+        // statement (one round trip).
         None => conn
-            .prepare_cached(concat!(insert_event_sql!(), " RETURNING seq"))?
+            .prepare_cached(INSERT_EVENT_PG)?
             .query_row(values, |r| r.get(0))
             .optional()?,
     };
     let Some(seq) = seq else {
         return Ok(None);
     };
-    conn.prepare_cached("INSERT INTO unrouted (seq) VALUES (?1)")?
-        .execute([seq])?;
-    let mut key_stmt = conn.prepare_cached(
-        "INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-    )?;
-    for k in &ev.keys {
-        key_stmt.execute(params![k, seq])?;
+    if !pg {
+        conn.prepare_cached("INSERT INTO unrouted (seq) VALUES (?1)")?
+            .execute([seq])?;
+        let mut key_stmt = conn.prepare_cached(
+            "INSERT INTO event_keys (key, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+        )?;
+        for k in &ev.keys {
+            key_stmt.execute(params![k, seq])?;
+        }
     }
     Ok(Some(AcceptedEvent {
         id,

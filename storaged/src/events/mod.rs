@@ -23,10 +23,12 @@ use crate::error::StoreError;
 pub use busapi::store::events::*;
 
 mod accept;
+mod ahead;
 mod checkpoints;
 mod reads;
 
 pub use accept::*;
+pub use ahead::{AcceptAhead, MAX_AHEAD_BYTES};
 pub use checkpoints::*;
 pub use reads::*;
 
@@ -71,9 +73,17 @@ impl Store {
         let limits = self.limits().clone();
         // The batch's root events are checked and signed here, so the writer
         // thread, which every write waits for, runs only the statements.
-        let ready = presign(&limits, &req);
-        self.write_repeatable(move |conn| accept_events(conn, &limits, &req, &ready))
-            .await
+        let ready = std::sync::Arc::new(presign(&limits, &req));
+        // On PostgreSQL a batch of new deliveries is inserted ahead, with its
+        // group's ([`ahead`]).
+        let ahead = (self.backend() == crate::sql::Backend::Postgres)
+            .then(|| AcceptAhead::new(&req, ready.clone()))
+            .flatten();
+        let write = move |conn: &crate::sql::Connection| accept_events(conn, &limits, &req, &ready);
+        match ahead {
+            Some(a) => self.write_repeatable_ahead(write, Box::new(a)).await,
+            None => self.write_repeatable(write).await,
+        }
     }
 
     /// `store.event_accept_derived`.

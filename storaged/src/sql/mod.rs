@@ -294,6 +294,36 @@ impl Connection {
         self.prepare_cached(sql)?.query_row(params, f)
     }
 
+    /// The PostgreSQL session, for what only PostgreSQL has; `None` on SQLite.
+    pub fn with_pg<R>(&self, f: impl FnOnce(&mut PgSession) -> R) -> Option<R> {
+        match &self.inner {
+            Inner::Sqlite(_) => None,
+            Inner::Pg(s) => Some(f(&mut s.borrow_mut())),
+        }
+    }
+
+    /// Round trips to the server so far (PostgreSQL; 0 on SQLite, which has none).
+    pub fn round_trips(&self) -> u64 {
+        self.with_pg(|s| s.round_trips()).unwrap_or(0)
+    }
+
+    /// Count this connection's round trips in `counter` from now on
+    /// ([`PgSession::count_round_trips_in`]; nothing on SQLite).
+    pub fn count_round_trips_in(&self, counter: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        self.with_pg(|s| s.count_round_trips_in(counter));
+    }
+
+    /// The value a statement run ahead of this write's group kept for it under
+    /// `key` ([`PgSession::put_ahead`]), once; always `None` on SQLite.
+    pub fn take_ahead(&self, key: &str) -> Option<i64> {
+        self.with_pg(|s| s.take_ahead(key)).flatten()
+    }
+
+    /// Forget the values kept ahead: how many no write took.
+    pub fn clear_ahead(&self) -> usize {
+        self.with_pg(PgSession::clear_ahead).unwrap_or(0)
+    }
+
     /// Run statements without parameters, one after another.
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.inner {

@@ -4,6 +4,8 @@
 
 use super::{Error, Kind, Param, Result, ToSql};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most statements kept compiled per session; past it the cache starts over.
@@ -173,6 +175,9 @@ impl PgTarget {
         Ok(PgSession {
             client,
             statements: HashMap::new(),
+            arrays: HashMap::new(),
+            round_trips: Arc::new(AtomicU64::new(0)),
+            ahead: HashMap::new(),
         })
     }
 }
@@ -201,6 +206,15 @@ fn option_names(options: &str) -> Vec<String> {
 pub struct PgSession {
     client: postgres::Client,
     statements: HashMap<(String, Vec<Kind>), postgres::Statement>,
+    /// Statements whose parameters are arrays ([`PgSession::query_arrays`]).
+    arrays: HashMap<String, postgres::Statement>,
+    /// Requests sent that waited for the server's answer (a statement compiled,
+    /// run, or a batch of statements without parameters): each one round trip.
+    /// Shared with whoever counts them ([`PgSession::count_round_trips_in`]).
+    round_trips: Arc<AtomicU64>,
+    /// Values a statement run ahead of a group's writes produced for them, by a
+    /// key the write that owns each knows ([`PgSession::take_ahead`]).
+    ahead: HashMap<String, i64>,
 }
 
 impl PgSession {
@@ -228,7 +242,62 @@ impl PgSession {
 
     /// Run statements that take no parameters.
     pub fn batch(&mut self, sql: &str) -> Result<()> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         Ok(self.client.batch_execute(sql)?)
+    }
+
+    /// Round trips to the server on this session so far (each request the
+    /// session waited for the answer of): a figure that does not depend on the
+    /// machine, counted per commit group by the writer.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Count this session's round trips from now on in `counter` (the
+    /// writer's, across the sessions it makes again after a loss), each as it
+    /// is answered.
+    pub fn count_round_trips_in(&mut self, counter: Arc<AtomicU64>) {
+        self.round_trips = counter;
+    }
+
+    /// Run a query whose parameters are arrays (`$1::text[]`, `$2::int8[]`),
+    /// its parameter types as the SQL casts them; compiled once per session.
+    pub fn query_arrays(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>> {
+        let stmt = match self.arrays.get(sql) {
+            Some(s) => s.clone(),
+            None => {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let s = self.client.prepare(sql)?;
+                if self.arrays.len() >= MAX_CACHED_STATEMENTS {
+                    self.arrays.clear();
+                }
+                self.arrays.insert(sql.to_string(), s.clone());
+                s
+            }
+        };
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        Ok(self.client.query(&stmt, params)?)
+    }
+
+    /// Keep `value` for the write that will ask for it by `key`.
+    pub fn put_ahead(&mut self, key: String, value: i64) {
+        self.ahead.insert(key, value);
+    }
+
+    /// The value kept for `key` by [`PgSession::put_ahead`], once.
+    pub fn take_ahead(&mut self, key: &str) -> Option<i64> {
+        self.ahead.remove(key)
+    }
+
+    /// Forget every value kept ahead: how many nobody took.
+    pub fn clear_ahead(&mut self) -> usize {
+        let left = self.ahead.len();
+        self.ahead.clear();
+        left
     }
 
     fn statement(&mut self, sql: &str, params: &[Param<'_>]) -> Result<postgres::Statement> {
@@ -239,6 +308,7 @@ impl PgSession {
         }
         let types: Vec<postgres::types::Type> = key.1.iter().map(|k| k.pg_type()).collect();
         let translated = translate(sql);
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let stmt = self.client.prepare_typed(&translated, &types)?;
         if self.statements.len() >= MAX_CACHED_STATEMENTS {
             self.statements.clear();
@@ -255,6 +325,7 @@ impl PgSession {
             .iter()
             .map(|v| v as &(dyn postgres::types::ToSql + Sync))
             .collect();
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let n = self.client.execute(&stmt, &refs)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
@@ -267,6 +338,7 @@ impl PgSession {
             .iter()
             .map(|v| v as &(dyn postgres::types::ToSql + Sync))
             .collect();
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         Ok(self.client.query(&stmt, &refs)?)
     }
 }
