@@ -390,3 +390,53 @@ fn a_claude_turn_in_a_docker_container_uses_its_toolbelt_and_reaches_nothing_els
         of_execution(&p, id).is_empty().then_some(())
     });
 }
+
+/// The attach program of a running run is SIGKILLed: the run ends (its command is
+/// gone) while its container runs on, unheard; extrunner's sweep stops and removes
+/// it once storaged has the execution ended.
+#[test]
+fn a_container_whose_attach_program_was_killed_is_swept_once_its_execution_ended() {
+    let Some(p) = engine("ct-sweep") else {
+        return;
+    };
+    let suite = started("containers-sweep");
+    apply(
+        &suite,
+        json!({"name": "run", "executor": "shell", "container": container(&p),
+               "config": {"script": WAITER}}),
+    );
+    send(&suite, "w-1", 1);
+    let work = work_of(&suite, 1, &[]);
+    let exec = started_run(&suite, &work);
+    let name = format!("oc-{exec}");
+    let attach: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.contains("__docker-attach") && c.contains(&name)
+            })
+        })
+        .collect();
+    assert_eq!(attach.len(), 1, "one attach program for {name}: {attach:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(attach[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The run ends with its command; the container is still there, running.
+    wait_for("the execution's end", || {
+        executions(&suite, &work)
+            .into_iter()
+            .find(|e| e["id"] == exec.as_str() && e["state"] != "running")
+    });
+    // The sweep removes it (every 30 s).
+    wait_for("the sweep's removal of the container", || {
+        of_execution(&p, &exec).is_empty().then_some(())
+    });
+    assert!(suite
+        .log(Daemon::Extrunner)
+        .contains("removed the container of an execution that is no longer running"));
+    let _ = cli(&suite, &["work", "cancel", &work]);
+}
