@@ -51,6 +51,7 @@ pub mod route;
 pub mod runs;
 pub mod sandbox;
 pub mod secrets;
+pub mod segments;
 pub mod signals;
 pub mod story;
 pub mod tracker;

@@ -485,26 +485,7 @@ fn write_token(path: &Path, token: &str) -> std::io::Result<()> {
     rundir::write_atomic(dir, name, token.as_bytes())
 }
 
-/// An execution's segment directories, by number.
-fn segments(exec_dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(exec_dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| {
-                    let n = e.file_name().to_str()?.parse::<u64>().ok()?;
-                    Some((n, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
-fn latest_segment(exec_dir: &Path) -> Option<(u64, PathBuf)> {
-    segments(exec_dir).pop()
-}
+use sdk::segments::latest as latest_segment;
 
 fn check_epoch(run: &Run, epoch: u64) -> Result<(), RpcError> {
     run.tracked.check_epoch(epoch)

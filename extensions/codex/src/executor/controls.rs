@@ -86,55 +86,25 @@ impl Codex {
             check_id(&p.execution_id)?;
             vec![p.execution_id.clone()]
         } else if !p.work_id.is_empty() {
-            let mut ids: Vec<String> = self
+            let known: Vec<String> = self
                 .table()
                 .runs
                 .iter()
                 .filter(|(_, r)| r.work_id == p.work_id)
                 .map(|(id, _)| id.clone())
                 .collect();
-            for e in std::fs::read_dir(&runs).into_iter().flatten().flatten() {
-                let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                    continue;
-                };
-                let of_work = latest_segment(&e.path())
-                    .and_then(|(_, d)| rundir::read_json::<Spec>(&d, rundir::SPEC).ok().flatten())
-                    .is_some_and(|s| s.work_id == p.work_id);
-                if of_work && !ids.contains(&name) {
-                    ids.push(name);
-                }
-            }
-            ids
+            sdk::segments::of_work(&runs, &p.work_id, known)
         } else {
             return Err(refuse(
                 Code::Invalid,
                 "forget needs a work_id or an execution_id",
             ));
         };
-        let mut kept = false;
-        for id in ids {
-            let exec_dir = runs.join(&id);
-            let live = segments(&exec_dir).into_iter().any(|(_, d)| {
-                on_disk(&d)
-                    .is_some_and(|l| !rundir::exists(&d, rundir::STATUS) && l.wrapper_alive())
-            });
-            if live {
-                if single {
-                    return Err(refuse(
-                        Code::Conflict,
-                        format!("execution {id} is still running: stop it first"),
-                    ));
-                }
-                kept = true;
-                continue;
-            }
-            match std::fs::remove_dir_all(&exec_dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(internal(format!("removing {}: {e}", exec_dir.display()))),
-            }
-            self.table().runs.remove(&id);
+        let forgotten = sdk::segments::forget(&runs, ids, single, rundir::WRAP_ARG)?;
+        for id in &forgotten.removed {
+            self.table().runs.remove(id);
         }
+        let kept = forgotten.kept;
         if !single && !p.work_id.is_empty() && !kept {
             let batch = KvCommitParams {
                 deletes: vec![KvDelete {

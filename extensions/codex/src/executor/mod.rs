@@ -305,26 +305,7 @@ impl Codex {
     }
 }
 
-/// An execution's segment directories, by number.
-fn segments(exec_dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(exec_dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| {
-                    let n = e.file_name().to_str()?.parse::<u64>().ok()?;
-                    Some((n, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
-fn latest_segment(exec_dir: &Path) -> Option<(u64, PathBuf)> {
-    segments(exec_dir).pop()
-}
+use sdk::segments::latest as latest_segment;
 
 /// A segment as its directory shows it, when it has a wrapper recorded.
 fn on_disk(dir: &Path) -> Option<Launch> {
