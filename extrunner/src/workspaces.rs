@@ -552,17 +552,48 @@ fn check_dir(provider: &str, got: &ProvidedResource) -> Result<(), RpcError> {
     Ok(())
 }
 
+/// What the workspace service's tests share: a connection and a run.
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use protocol::wire::{ResourceBinding, Work};
-    use serde_json::json;
+mod testkit {
+    use protocol::wire::{Binding, RunRequest, Work};
+    use protocol::Peer;
 
-    fn peer() -> Peer {
+    /// A connection to nobody (its far end is kept by nothing).
+    pub fn peer() -> Peer {
         let (ar, aw) = tokio::io::duplex(4096);
         protocol::connect(ar, aw, protocol::NoHandler, protocol::Options::named("t"))
     }
+
+    /// Execution `exec_1` at epoch 1 of Work `work_1` (scope `demo`) on the shell
+    /// binding `run` that `binding` finishes.
+    pub fn run(binding: impl FnOnce(&mut Binding)) -> RunRequest {
+        let mut b = Binding {
+            name: "run".into(),
+            ..Binding::default()
+        };
+        binding(&mut b);
+        RunRequest {
+            executor: "shell".into(),
+            execution_id: "exec_1".into(),
+            epoch: 1,
+            work: Work {
+                id: "work_1".into(),
+                scope_id: "demo".into(),
+                ..Work::default()
+            },
+            binding: b,
+            ..RunRequest::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::testkit::peer;
+    use super::*;
+    use protocol::wire::{ResourceBinding, Work};
+    use serde_json::json;
 
     fn run(id: &str, epoch: u64) -> RunRequest {
         RunRequest {

@@ -15,6 +15,7 @@
 //! skip saying so (and fail under OC_REQUIRE_PEERS=1).
 
 mod common;
+use common::claude::read_context;
 use common::repo::{have_git, make_repo};
 use common::sandbox::{
     ended, executions, fields, output, run_dir, send, started_run, starts, work_of,
@@ -70,22 +71,6 @@ fn apply(suite: &Suite, binding: Value) {
         let s = suite.call("sched.status", json!({})).unwrap();
         (s["handlers"]["webhook"] == "webhook").then_some(())
     });
-}
-
-/// `open-conduit ARGS…` against the suite: its stdout and stderr.
-fn cli(suite: &Suite, args: &[&str]) -> String {
-    let out = std::process::Command::new(BIN)
-        .arg("open-conduit")
-        .arg("--bus")
-        .arg(&suite.bus)
-        .args(args)
-        .output()
-        .unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The engine's containers labelled with `execution` (stopped ones too).
@@ -230,14 +215,8 @@ fn a_contained_run_is_adopted_after_sigkill_and_a_cancelled_works_container_is_r
     let second = work_of(&suite, 2, &[&work]);
     let exec = started_run(&suite, &second);
     assert_eq!(of_execution(&p, &exec).len(), 1);
-    let out = std::process::Command::new(BIN)
-        .arg("open-conduit")
-        .arg("--bus")
-        .arg(&suite.bus)
-        .args(["work", "cancel", &second])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (code, said) = cli(&suite, &["work", "cancel", &second]);
+    assert_eq!(code, 0, "{said}");
     wait_for("the cancelled Work's container's removal", || {
         of_execution(&p, &exec).is_empty().then_some(())
     });
@@ -269,7 +248,7 @@ fn with_the_engine_down_a_contained_run_fails_sandbox_unavailable_and_nothing_ru
     let id = ex["id"].as_str().unwrap();
     assert!(!run_dir(&suite, id).join("tmp/count").exists());
     // doctor names the engine that does not answer.
-    let doctor = cli(&suite, &["doctor"]);
+    let (_, doctor) = cli(&suite, &["doctor"]);
     let line = doctor
         .lines()
         .find(|l| l.contains("docker") && l.contains("engine"))
@@ -286,7 +265,7 @@ fn with_the_engine_down_a_contained_run_fails_sandbox_unavailable_and_nothing_ru
         "config": {"script": "true"}}]);
     let file = suite.dir.join("bad.json");
     std::fs::write(&file, c.to_string()).unwrap();
-    let checked = cli(&suite, &["config", "check", file.to_str().unwrap()]);
+    let (_, checked) = cli(&suite, &["config", "check", file.to_str().unwrap()]);
     for pointer in [
         "/scopes/0/bindings/0/container/config/image",
         "/scopes/0/bindings/0/container/config/network",
@@ -365,16 +344,7 @@ fn a_claude_turn_in_a_docker_container_uses_its_toolbelt_and_reaches_nothing_els
     );
     assert_eq!(launch["probe_readable"], false, "{launch}");
     assert_eq!(launch["tmp_writable"], true, "{launch}");
-    let mcp = recs
-        .iter()
-        .find_map(|r| r["mcp"].as_array().cloned())
-        .unwrap_or_else(|| panic!("no MCP exchange recorded: {recs:?}"));
-    let context = mcp
-        .iter()
-        .find(|x| x["method"] == "tools/call read_context")
-        .unwrap()["answer"]
-        .clone();
-    assert_eq!(context["result"]["isError"], false, "{context}");
+    let context = read_context(&recs);
     assert_eq!(
         context["result"]["structuredContent"]["work"]["id"],
         work.as_str(),

@@ -12,20 +12,12 @@
 
 mod common;
 use common::sandbox::{ended, executions, run_dir, send, started_run, work_of};
-use common::sshd::Sshd;
+use common::sshd::{skip, Sshd};
 use common::*;
 
 use oc_systest::{Daemon, Package, Suite};
 use serde_json::{json, Value};
 use std::path::Path;
-
-fn skip(why: &str) {
-    assert!(
-        !oc_systest::github::required(),
-        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's openssh-server)"
-    );
-    eprintln!("SKIPPED: {why} (Debian's openssh-server; .ci/run installs it)");
-}
 
 fn packages() -> Vec<Package> {
     let mut p = Suite::first_party();
@@ -126,14 +118,8 @@ fn an_ssh_container_runs_the_launch_remotely_is_adopted_and_is_removed_when_canc
         .trim()
         .parse()
         .unwrap();
-    let out = std::process::Command::new(BIN)
-        .arg("open-conduit")
-        .arg("--bus")
-        .arg(&suite.bus)
-        .args(["work", "cancel", &second])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (code, said) = cli(&suite, &["work", "cancel", &second]);
+    assert_eq!(code, 0, "{said}");
     wait_for(
         "the cancelled launch's end and its folder's removal",
         || (!folder.exists() && !Path::new(&format!("/proc/{pid}")).exists()).then_some(()),

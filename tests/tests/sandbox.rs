@@ -16,6 +16,7 @@
 //! with the reason whatever the setting, since no package can mend that.
 
 mod common;
+use common::claude::read_context;
 use common::repo::{have_git, make_repo};
 use common::sandbox::*;
 use common::*;
@@ -398,16 +399,7 @@ fn a_sandboxed_claude_turn_uses_its_toolbelt_and_reaches_nothing_else() {
         tmpdir.ends_with("/1.tmp") && tmpdir.contains(ex["id"].as_str().unwrap()),
         "TMPDIR is the segment's own: {tmpdir}"
     );
-    let mcp = recs
-        .iter()
-        .find_map(|r| r["mcp"].as_array().cloned())
-        .unwrap_or_else(|| panic!("no MCP exchange recorded: {recs:?}"));
-    let context = mcp
-        .iter()
-        .find(|x| x["method"] == "tools/call read_context")
-        .unwrap()["answer"]
-        .clone();
-    assert_eq!(context["result"]["isError"], false, "{context}");
+    let context = read_context(&recs);
     assert_eq!(
         context["result"]["structuredContent"]["work"]["id"],
         work.as_str(),

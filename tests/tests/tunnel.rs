@@ -8,7 +8,7 @@
 //! non-http URL is refused, logged, not published.
 
 mod common;
-use common::sshd::{free_port, Sshd};
+use common::sshd::{free_port, skip, Sshd};
 use common::*;
 
 use oc_systest::{post, sign_sha256, Daemon, Package, Suite, HANG};
@@ -17,15 +17,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Skip (or fail under OC_REQUIRE_PEERS) with `why`.
-fn skip(why: &str) {
-    assert!(
-        std::env::var_os("OC_REQUIRE_PEERS").is_none(),
-        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's openssh-server)"
-    );
-    eprintln!("SKIPPED: {why} (Debian's openssh-server; .ci/run installs it)");
-}
 
 fn packages() -> Vec<Package> {
     let mut p = Suite::first_party();

@@ -510,32 +510,13 @@ pub(super) fn write_pin<T: Serialize>(path: &Path, pin: &T) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::super::testkit::peer;
     use super::*;
-    use protocol::wire::{Binding, RunRequest, Work};
+    use protocol::wire::RunRequest;
     use serde_json::json;
 
-    fn peer() -> Peer {
-        let (ar, aw) = tokio::io::duplex(4096);
-        protocol::connect(ar, aw, protocol::NoHandler, protocol::Options::named("t"))
-    }
-
     fn run(sandbox: Option<Value>) -> RunRequest {
-        RunRequest {
-            executor: "shell".into(),
-            execution_id: "exec_1".into(),
-            epoch: 1,
-            work: Work {
-                id: "work_1".into(),
-                scope_id: "demo".into(),
-                ..Work::default()
-            },
-            binding: Binding {
-                name: "run".into(),
-                sandbox,
-                ..Binding::default()
-            },
-            ..RunRequest::default()
-        }
+        super::super::testkit::run(|b| b.sandbox = sandbox)
     }
 
     fn launch() -> SandboxPlanParams {

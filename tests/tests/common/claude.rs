@@ -4,6 +4,7 @@
 //! tests around it share.
 #![allow(clippy::unwrap_used, dead_code)]
 
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -62,4 +63,20 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The fake claude's `read_context` answer through the toolbelt's MCP server, from
+/// its records (asserted not an error).
+pub fn read_context(recs: &[Value]) -> Value {
+    let mcp = recs
+        .iter()
+        .find_map(|r| r["mcp"].as_array().cloned())
+        .unwrap_or_else(|| panic!("no MCP exchange recorded: {recs:?}"));
+    let context = mcp
+        .iter()
+        .find(|x| x["method"] == "tools/call read_context")
+        .unwrap_or_else(|| panic!("no read_context call: {mcp:?}"))["answer"]
+        .clone();
+    assert_eq!(context["result"]["isError"], false, "{context}");
+    context
 }

@@ -8,6 +8,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A test that needs sshd and cannot have it: skips saying `why`, or fails under
+/// `OC_REQUIRE_PEERS` (`.ci/run` installs Debian's openssh-server).
+pub fn skip(why: &str) {
+    assert!(
+        std::env::var_os("OC_REQUIRE_PEERS").is_none(),
+        "{why}, and OC_REQUIRE_PEERS is set (.ci/run installs Debian's openssh-server)"
+    );
+    eprintln!("SKIPPED: {why} (Debian's openssh-server; .ci/run installs it)");
+}
+
 /// Debian's sshd.
 pub const SSHD: &str = "/usr/sbin/sshd";
 
