@@ -33,11 +33,11 @@ use protocol::container::{
     ContainerProviderCreateParams, ContainerProviderInspectParams, ContainerProviderListParams,
     ContainerProviderPlanParams, ContainerProviderRemoveParams, ContainerProviderStopParams,
 };
-use protocol::{Code, Peer, RpcError};
+use protocol::{Peer, RpcError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::sandboxes::{check_launch, denied, unavailable, write_pin, PROVIDER_TIMEOUT};
+use super::sandboxes::{check_launch, denied, read_pin, unavailable, write_pin, PROVIDER_TIMEOUT};
 use super::{call_provider, lock, OpenRun, Providers, Workspaces};
 
 /// How long the sweep gives a container between SIGTERM and SIGKILL.
@@ -105,24 +105,9 @@ impl Workspaces {
         execution_id: &str,
         epoch: u64,
     ) -> Result<(OpenRun, String, Value), RpcError> {
-        let run = self.opened(caller, peer, execution_id, epoch)?;
-        let Some(container) = run.binding.container.clone() else {
-            return Err(RpcError::new(
-                Code::Unauthorized,
-                format!(
-                    "binding {:?} of scope {:?} has no container: container.* is served only through a run whose binding has one",
-                    run.binding.name, run.scope_id
-                ),
-            ));
-        };
-        let Some(kind) = container.get("type").and_then(Value::as_str) else {
-            return Err(RpcError::new(
-                Code::Invalid,
-                format!("binding {:?}'s container names no type", run.binding.name),
-            ));
-        };
-        let config = container.get("config").cloned().unwrap_or(Value::Null);
-        Ok((run, kind.to_owned(), config))
+        self.confined_run(caller, peer, execution_id, epoch, "container", |b| {
+            b.container.clone()
+        })
     }
 
     fn containers_dir(&self) -> Result<PathBuf, RpcError> {
@@ -280,26 +265,7 @@ impl Workspaces {
     ) -> Result<ContainerLaunched, RpcError> {
         let (run, kind, config) = self.contained(caller, peer, &p.execution_id, p.epoch)?;
         let pin_path = self.container_pin_path(&p.execution_id)?;
-        let pin: ContainerPin = match std::fs::read(&pin_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                denied(format!(
-                    "the pinned container {} does not read: {e}",
-                    pin_path.display()
-                ))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(denied(format!(
-                    "execution {:?} has no pinned container",
-                    p.execution_id
-                )))
-            }
-            Err(e) => {
-                return Err(unavailable(format!(
-                    "cannot read {}: {e}",
-                    pin_path.display()
-                )))
-            }
-        };
+        let pin: ContainerPin = read_pin(&pin_path, "container", "container", &p.execution_id)?;
         let now = container_digest(&pin.plan);
         if now != pin.digest || p.digest != pin.digest || pin.execution_id != p.execution_id {
             return Err(denied(format!(

@@ -247,23 +247,40 @@ impl Workspaces {
         execution_id: &str,
         epoch: u64,
     ) -> Result<(OpenRun, String, Value), RpcError> {
+        self.confined_run(caller, peer, execution_id, epoch, "sandbox", |b| {
+            b.sandbox.clone()
+        })
+    }
+
+    /// The run the host opened for `caller` over `peer` whose binding has a
+    /// `field` (`sandbox`, `container`) picked by `pick`: the run, the field's type
+    /// and its config. A binding without one is `unauthorized`.
+    pub(super) fn confined_run(
+        &self,
+        caller: &str,
+        peer: &Peer,
+        execution_id: &str,
+        epoch: u64,
+        field: &str,
+        pick: impl Fn(&protocol::wire::Binding) -> Option<Value>,
+    ) -> Result<(OpenRun, String, Value), RpcError> {
         let run = self.opened(caller, peer, execution_id, epoch)?;
-        let Some(sandbox) = run.binding.sandbox.clone() else {
+        let Some(confine) = pick(&run.binding) else {
             return Err(RpcError::new(
                 Code::Unauthorized,
                 format!(
-                    "binding {:?} of scope {:?} has no sandbox: sandbox.* is served only through a run whose binding has one",
+                    "binding {:?} of scope {:?} has no {field}: {field}.* is served only through a run whose binding has one",
                     run.binding.name, run.scope_id
                 ),
             ));
         };
-        let Some(kind) = sandbox.get("type").and_then(Value::as_str) else {
+        let Some(kind) = confine.get("type").and_then(Value::as_str) else {
             return Err(RpcError::new(
                 Code::Invalid,
-                format!("binding {:?}'s sandbox names no type", run.binding.name),
+                format!("binding {:?}'s {field} names no type", run.binding.name),
             ));
         };
-        let config = sandbox.get("config").cloned().unwrap_or(Value::Null);
+        let config = confine.get("config").cloned().unwrap_or(Value::Null);
         Ok((run, kind.to_owned(), config))
     }
 
@@ -421,26 +438,7 @@ impl Workspaces {
     ) -> Result<SandboxPlanned, RpcError> {
         let (run, kind, config) = self.sandboxed(caller, peer, &p.execution_id, p.epoch)?;
         let pin_path = self.pin_path(&p.execution_id)?;
-        let pin: Pin = match std::fs::read(&pin_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                denied(format!(
-                    "the pinned plan {} does not read: {e}",
-                    pin_path.display()
-                ))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(denied(format!(
-                    "execution {:?} has no pinned sandbox plan",
-                    p.execution_id
-                )))
-            }
-            Err(e) => {
-                return Err(unavailable(format!(
-                    "cannot read {}: {e}",
-                    pin_path.display()
-                )))
-            }
-        };
+        let pin: Pin = read_pin(&pin_path, "plan", "sandbox plan", &p.execution_id)?;
         let now = plan_digest(&pin.plan);
         if now != pin.digest || p.digest != pin.digest || pin.execution_id != p.execution_id {
             return Err(denied(format!(
@@ -482,6 +480,29 @@ impl Workspaces {
             plan: pin.plan,
             digest: pin.digest,
         })
+    }
+}
+
+/// Reads the pin at `path` (`what` names it in errors: "the pinned {what}"; `none`
+/// when there is none: "execution … has no pinned {none}"): a pin that does not
+/// read or is missing is `sandbox_denied`, a read that fails `sandbox_unavailable`.
+pub(super) fn read_pin<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    none: &str,
+    execution_id: &str,
+) -> Result<T, RpcError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            denied(format!(
+                "the pinned {what} {} does not read: {e}",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(denied(format!(
+            "execution {execution_id:?} has no pinned {none}"
+        ))),
+        Err(e) => Err(unavailable(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
