@@ -30,6 +30,8 @@ pub struct Reading {
     syscw: u64,
     /// tid → (voluntary, involuntary) context switches.
     threads: BTreeMap<u32, (u64, u64)>,
+    /// tid → the thread's name (`comm`).
+    names: BTreeMap<u32, String>,
 }
 
 /// What one process did between two readings.
@@ -77,6 +79,7 @@ fn field(text: &str, key: &str) -> Option<u64> {
 pub fn read(pid: u32) -> Reading {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
     let mut threads = BTreeMap::new();
+    let mut names = BTreeMap::new();
     if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for e in dir.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -88,6 +91,9 @@ pub fn read(pid: u32) -> Reading {
             let v = field(&status, "voluntary_ctxt_switches").unwrap_or(0);
             let n = field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0);
             threads.insert(tid, (v, n));
+            if let Ok(name) = std::fs::read_to_string(e.path().join("comm")) {
+                names.insert(tid, name.trim().to_string());
+            }
         }
     }
     Reading {
@@ -95,7 +101,23 @@ pub fn read(pid: u32) -> Reading {
         syscr: field(&io, "syscr").unwrap_or(0),
         syscw: field(&io, "syscw").unwrap_or(0),
         threads,
+        names,
     }
+}
+
+/// The context switches (voluntary, involuntary) between `before` and `after` of
+/// each thread name of one process, threads of one name summed (the blocking pool's
+/// threads share theirs): where in a process its switches are.
+pub fn by_thread_name(before: &Reading, after: &Reading) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::<String, (u64, u64)>::new();
+    for (tid, (v, n)) in &after.threads {
+        let (v0, n0) = before.threads.get(tid).copied().unwrap_or((0, 0));
+        let name = after.names.get(tid).cloned().unwrap_or_else(|| "?".into());
+        let e = out.entry(name).or_default();
+        e.0 += v.saturating_sub(v0);
+        e.1 += n.saturating_sub(n0);
+    }
+    out
 }
 
 /// What happened between `before` and `after` (readings of one process).
@@ -261,6 +283,16 @@ impl Phase {
     pub fn end(self) -> Vec<Counts> {
         let after: Vec<Reading> = self.before.iter().map(|r| read(r.pid)).collect();
         let perf = self.perf.map(Perf::stop);
+        if std::env::var("OC_BENCH_THREADS").as_deref() == Ok("1") {
+            for (b, a) in self.before.iter().zip(&after) {
+                for (name, (v, n)) in by_thread_name(b, a) {
+                    eprintln!(
+                        "threads: pid {} {name}: {v} voluntary, {n} involuntary",
+                        b.pid
+                    );
+                }
+            }
+        }
         self.before
             .iter()
             .zip(&after)

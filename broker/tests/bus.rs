@@ -234,6 +234,26 @@ async fn notifications_fan_out_to_subscribers() {
     }
 }
 
+type Calls = Vec<tokio::task::JoinHandle<Result<Value, protocol::CallError>>>;
+
+/// Three `probe.sleep` calls that do not end by themselves.
+fn sleeping_calls(bus: &Bus) -> Calls {
+    (0..3)
+        .map(|_| {
+            let bus = bus.clone();
+            tokio::spawn(async move { bus.call("probe.sleep", &json!(600_000)).await })
+        })
+        .collect()
+}
+
+/// Each of `calls` fails `unavailable` (their service was killed).
+async fn all_unavailable(calls: Calls) {
+    for call in calls {
+        let e = within(call).await.unwrap().unwrap_err();
+        assert!(e.is(Code::Unavailable), "{e:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_killed_service_fails_in_flight_calls_unavailable_and_its_restart_serves_them_again() {
     let dir = temp_dir();
@@ -242,13 +262,7 @@ async fn a_killed_service_fails_in_flight_calls_unavailable_and_its_restart_serv
     let mut probe = start_probe(&socket, "probe", "probe").await;
     let bus = client(&socket);
     within(bus.connected(HANG)).await.unwrap();
-    let mut calls = Vec::new();
-    for _ in 0..3 {
-        let bus = bus.clone();
-        calls.push(tokio::spawn(async move {
-            bus.call("probe.sleep", &json!(600_000)).await
-        }));
-    }
+    let calls = sleeping_calls(&bus);
     // Wait until the three are in flight at the probe.
     within(async {
         loop {
@@ -261,10 +275,7 @@ async fn a_killed_service_fails_in_flight_calls_unavailable_and_its_restart_serv
     })
     .await;
     probe.sigkill();
-    for call in calls {
-        let e = within(call).await.unwrap().unwrap_err();
-        assert!(e.is(Code::Unavailable), "{e:?}");
-    }
+    all_unavailable(calls).await;
     let restarted = start_probe(&socket, "probe", "probe").await;
     // The same client, without reconnecting, reaches the new process.
     let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
@@ -621,4 +632,145 @@ async fn gathered_calls_to_a_service_that_serves_no_batches_go_one_by_one() {
         let (n, answer) = within(call).await.unwrap();
         assert_eq!(answer.unwrap(), json!([n]));
     }
+}
+
+/// A daemon's bus client (a service's: direct connections are theirs, not the CLI's).
+fn daemon_client(socket: &Path) -> Bus {
+    Bus::start(BusOptions::service(
+        socket,
+        "caller",
+        &["caller"],
+        Arc::new(protocol::NoHandler),
+    ))
+}
+
+/// Call `method` until the broker stops seeing the calls: the client's direct
+/// connection is then up. Answers the broker's request count at that point.
+async fn until_direct(bus: &Bus, watcher: &Bus, method: &str) -> u64 {
+    within(async {
+        loop {
+            let before = routed(watcher).await;
+            for _ in 0..5 {
+                bus.call(method, &Value::Null).await.unwrap();
+            }
+            let after = routed(watcher).await;
+            // (`bus.*` requests are the broker's own: not counted.)
+            if after == before {
+                return after;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_daemon_calls_a_service_over_its_direct_socket_which_needs_no_broker() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let mut broker = start_broker(&socket).await;
+    let probe = start_probe(&socket, "probe", "probe").await;
+    // The service's socket and its directory are its user's alone.
+    let direct = dir.join("direct");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode(&direct), 0o700);
+    assert_eq!(mode(&direct.join("probe.sock")), 0o600);
+
+    let bus = daemon_client(&socket);
+    let watcher = client(&socket);
+    within(bus.connected(HANG)).await.unwrap();
+    // The first calls go through the broker while the direct connection comes up.
+    let first = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(first, json!(probe.pid()));
+    let at = until_direct(&bus, &watcher, "probe.pid").await;
+    for i in 0..50 {
+        let v = within(bus.call("probe.echo", &json!({ "n": i })))
+            .await
+            .unwrap();
+        assert_eq!(v, json!({ "n": i }));
+    }
+    // 50 more calls, none through the broker.
+    assert_eq!(routed(&watcher).await, at);
+    // An authored error crosses the direct connection verbatim.
+    let e = within(bus.call("probe.fail", &Value::Null))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("probe_failed"));
+
+    // With the broker gone, the daemon still reaches the service directly.
+    broker.sigkill();
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(probe.pid()));
+}
+
+#[tokio::test]
+async fn a_killed_service_fails_direct_calls_unavailable_and_its_restart_is_reached() {
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let mut probe = start_probe(&socket, "probe", "probe").await;
+    let bus = daemon_client(&socket);
+    let watcher = client(&socket);
+    within(bus.connected(HANG)).await.unwrap();
+    let at = until_direct(&bus, &watcher, "probe.pid").await;
+    let calls = sleeping_calls(&bus);
+    // Give the three calls time to be written to the probe (they do not cross the
+    // broker, so its counters cannot tell), then kill it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(routed(&watcher).await, at, "the calls went direct");
+    probe.sigkill();
+    all_unavailable(calls).await;
+    // The restarted service is reached by the same client: through the broker,
+    // which waits for it to register, and then directly again.
+    let restarted = start_probe(&socket, "probe", "probe").await;
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(restarted.pid()));
+    until_direct(&bus, &watcher, "probe.pid").await;
+    let pid = within(bus.call("probe.pid", &Value::Null)).await.unwrap();
+    assert_eq!(pid, json!(restarted.pid()));
+}
+
+#[tokio::test]
+async fn a_direct_connection_from_another_user_is_refused() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test switches a child to another uid, which needs root (CI runs as root)"
+    );
+    let dir = temp_dir();
+    let socket = dir.join("bus.sock");
+    let _broker = start_broker(&socket).await;
+    let probe = start_probe(&socket, "probe", "probe").await;
+    // Open the directory and socket to everyone, so that only SO_PEERCRED decides.
+    use std::os::unix::fs::PermissionsExt;
+    let direct = dir.join("direct");
+    for (p, mode) in [(&dir, 0o777), (&direct, 0o777)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let path = direct.join("probe.sock");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // A request written by uid 65534 gets no answer: the connection is closed (or
+    // reset or a broken pipe, when it closed before or while the request went).
+    let script = "import socket,sys\n\
+        s=socket.socket(socket.AF_UNIX)\n\
+        s.connect(sys.argv[1])\n\
+        try:\n    \
+            s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"probe.pid\"}\\n')\n    \
+            got=s.recv(4096)\n\
+        except ConnectionError:\n    \
+            got=b''\n\
+        print(repr(got))\n";
+    let run = |uid: u32| {
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", script, path.to_str().unwrap()])
+            .uid(uid)
+            .gid(uid)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(run(65534), "b''");
+    // Root is answered on the same socket.
+    assert!(run(0).contains(&probe.pid().to_string()), "{}", run(0));
 }

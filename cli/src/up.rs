@@ -359,9 +359,14 @@ impl Up {
     /// [`STOP_WAIT`]. Another signal meanwhile (a second Ctrl-C) kills what is left
     /// at once.
     /// Removes what only a running suite uses from `<state>/run`: the bus socket, the
-    /// notify sockets, the status lines, the toolbelt socket.
+    /// notify sockets, the status lines, the toolbelt socket, the daemons' direct
+    /// sockets (`direct/`, whose daemons removed their own as they stopped; one
+    /// SIGKILLed leaves its socket).
     fn tidy(&self) {
         let run = self.opts.state.join("run");
+        if let Some(direct) = daemon::direct::dir_for(&run.join("bus.sock")) {
+            let _ = std::fs::remove_dir_all(direct);
+        }
         let Ok(entries) = std::fs::read_dir(&run) else {
             return;
         };

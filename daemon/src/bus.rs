@@ -6,6 +6,10 @@
 //! backoff (100 ms doubling to 5 s), registers and subscribes again by itself. A
 //! call made while disconnected waits up to [`BusOptions::call_wait`] for a
 //! connection and then fails `unavailable`.
+//!
+//! A service also serves its handler on a direct socket beside the bus socket, and
+//! every client calls a service over its direct socket when it can, without the
+//! broker's hop ([`crate::direct`]).
 
 use crate::batch::{self, BatchLimits, BatchParams, BatchSend, Gatherer};
 use protocol::{
@@ -49,6 +53,9 @@ pub struct BusOptions {
     /// How [`Bus::call_gathered`] gathers calls into batches; `None` sends each
     /// alone.
     pub gather: Option<BatchLimits>,
+    /// The directory of direct sockets ([`crate::direct`]): a service serves one
+    /// there, a caller uses them; `None` for the broker alone.
+    pub direct: Option<PathBuf>,
 }
 
 impl BusOptions {
@@ -56,6 +63,7 @@ impl BusOptions {
     pub fn client(socket: impl Into<PathBuf>) -> Self {
         BusOptions {
             socket: socket.into(),
+            direct: None,
             service: None,
             prefixes: Vec::new(),
             topics: Vec::new(),
@@ -73,13 +81,22 @@ impl BusOptions {
         prefixes: &[&str],
         handler: Arc<dyn Handler>,
     ) -> Self {
+        let socket = socket.into();
         BusOptions {
+            direct: crate::direct::dir_for(&socket),
             service: Some(service.to_string()),
             prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
             handler,
             name: format!("bus ({service})"),
             ..BusOptions::client(socket)
         }
+    }
+
+    /// Call services over their direct sockets when it can ([`crate::direct`]): a
+    /// daemon's client, not the CLI's (services do so by themselves).
+    pub fn with_direct(mut self) -> Self {
+        self.direct = crate::direct::dir_for(&self.socket);
+        self
     }
 
     /// Receive these topics.
@@ -126,6 +143,10 @@ struct Shared {
     gatherers: Mutex<HashMap<String, Arc<Gatherer>>>,
     /// A service's call times by method ([`crate::metrics`]).
     times: Option<protocol::ServeTimer>,
+    /// The direct connections this client calls over.
+    direct: Option<Arc<crate::direct::Client>>,
+    /// The service's own direct socket, once it has joined the bus.
+    server: Mutex<Option<crate::direct::Server>>,
 }
 
 /// A connection to the bus that keeps itself up. Cheap to clone.
@@ -159,8 +180,14 @@ impl Bus {
             inner: opts.handler.clone(),
             replaced: stop.clone(),
         });
+        let direct = opts
+            .direct
+            .clone()
+            .map(|dir| crate::direct::Client::new(dir, &opts.name));
         let shared = Arc::new(Shared {
             handler,
+            direct,
+            server: Mutex::new(None),
             opts,
             current,
             topics,
@@ -203,8 +230,19 @@ impl Bus {
         method: &str,
         params: &P,
     ) -> Result<Value, CallError> {
-        let peer = self.connected(self.shared.opts.call_wait).await?;
-        peer.call(method, params).await
+        let (peer, direct) = self.peer_for(method).await?;
+        peer.call(method, params)
+            .await
+            .map_err(|e| through(direct, method, e))
+    }
+
+    /// The connection a call of `method` goes on: the service's direct connection
+    /// when it is up (`true`), otherwise the broker's.
+    async fn peer_for(&self, method: &str) -> Result<(Peer, bool), CallError> {
+        if let Some(peer) = self.shared.direct.as_ref().and_then(|d| d.peer(method)) {
+            return Ok((peer, true));
+        }
+        Ok((self.connected(self.shared.opts.call_wait).await?, false))
     }
 
     /// Call and decode the answer.
@@ -213,8 +251,10 @@ impl Bus {
         method: &str,
         params: &P,
     ) -> Result<T, CallError> {
-        let peer = self.connected(self.shared.opts.call_wait).await?;
-        peer.call_as(method, params).await
+        let (peer, direct) = self.peer_for(method).await?;
+        peer.call_as(method, params)
+            .await
+            .map_err(|e| through(direct, method, e))
     }
 
     /// A typed call: the method is the params type's ([`protocol::wire::Call`],
@@ -253,8 +293,10 @@ impl Bus {
         params: &P,
         opts: CallOptions,
     ) -> Result<Value, CallError> {
-        let peer = self.connected(self.shared.opts.call_wait).await?;
-        peer.call_with(method, params, opts).await
+        let (peer, direct) = self.peer_for(method).await?;
+        peer.call_with(method, params, opts)
+            .await
+            .map_err(|e| through(direct, method, e))
     }
 
     /// Call `method` with other calls of it (and of the same `key`) gathered into one
@@ -309,8 +351,10 @@ impl Bus {
         method: &str,
         params: Box<RawValue>,
     ) -> Result<Box<RawValue>, CallError> {
-        let peer = self.connected(self.shared.opts.call_wait).await?;
-        peer.call_raw(method, &params, CallOptions::default()).await
+        let (peer, direct) = self.peer_for(method).await?;
+        peer.call_raw(method, &params, CallOptions::default())
+            .await
+            .map_err(|e| through(direct, method, e))
     }
 
     /// Publish a notification on `topic`. Dropped (and `false`) while disconnected:
@@ -431,6 +475,47 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A call's error as the caller sees it: on a direct connection, as the broker
+/// would have answered it.
+fn through(direct: bool, method: &str, e: CallError) -> CallError {
+    if direct {
+        crate::direct::as_through_broker(method, e)
+    } else {
+        e
+    }
+}
+
+/// Serve the service's direct socket once it has joined the bus (once a process).
+fn serve_direct(shared: &Shared) {
+    let (Some(dir), Some(service)) = (&shared.opts.direct, &shared.opts.service) else {
+        return;
+    };
+    let mut server = lock(&shared.server);
+    if server.is_some() {
+        return;
+    }
+    let options = Options {
+        serve_times: shared.times.clone(),
+        ..Options::large(format!("direct ({service})"))
+    };
+    match crate::direct::serve(
+        dir,
+        service,
+        &shared.opts.prefixes,
+        shared.handler.clone(),
+        options,
+    ) {
+        Ok(s) => {
+            tracing::info!(socket = %s.path().display(), "serving direct connections");
+            *server = Some(s);
+        }
+        // A unit that may not write the directory: the broker carries every call.
+        Err(e) => {
+            tracing::info!(error = %e, "no direct socket: every call comes through the broker")
+        }
+    }
+}
+
 fn unavailable(opts: &BusOptions, waited: Duration) -> CallError {
     CallError::Rpc(RpcError::new(
         Code::Unavailable,
@@ -441,8 +526,15 @@ fn unavailable(opts: &BusOptions, waited: Duration) -> CallError {
     ))
 }
 
-/// Connect, register, subscribe; on loss, again with backoff, until closed.
+/// Connect, register, subscribe; on loss, again with backoff, until closed; then
+/// stop serving the direct socket.
 async fn keep_connected(shared: Arc<Shared>) {
+    connection_loop(&shared).await;
+    let server = lock(&shared.server).take();
+    drop(server);
+}
+
+async fn connection_loop(shared: &Arc<Shared>) {
     let mut backoff = BACKOFF_FIRST;
     let mut stop = shared.stop.subscribe();
     let mut logged_down = false;
@@ -450,7 +542,7 @@ async fn keep_connected(shared: Arc<Shared>) {
         if *stop.borrow() {
             return;
         }
-        match join(&shared).await {
+        match join(shared).await {
             Ok(peer) => {
                 if logged_down {
                     tracing::info!(socket = %shared.opts.socket.display(), "bus connection back");
@@ -458,6 +550,7 @@ async fn keep_connected(shared: Arc<Shared>) {
                 logged_down = false;
                 backoff = BACKOFF_FIRST;
                 shared.current.send_replace(Some(peer.clone()));
+                serve_direct(shared);
                 tokio::select! {
                     reason = peer.closed() => {
                         if *shared.stop.borrow() {

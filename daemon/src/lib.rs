@@ -10,6 +10,7 @@
 pub mod activation;
 pub mod batch;
 pub mod bus;
+pub mod direct;
 pub mod error;
 pub mod log;
 pub mod metrics;

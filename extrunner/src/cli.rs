@@ -225,7 +225,7 @@ pub fn publish_registrations(runner: &Runner, bus: &Bus) {
 async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let _ = notifier.status("reading the configuration");
-    let host_bus = Bus::start(BusOptions::client(&args.bus));
+    let host_bus = Bus::start(BusOptions::client(&args.bus).with_direct());
     let initial = match tokio::time::timeout(CONFIG_WAIT, async {
         loop {
             match current_config(&host_bus).await {
@@ -261,11 +261,15 @@ async fn run(args: Args, notifier: Notifier) -> Result<(), String> {
         initial,
     };
     let runner = Runner::load(config).shared();
-    // The bus socket and the toolbelt's beside it (schedulerd's default).
+    // The bus socket, the toolbelt's beside it (schedulerd's default) and the
+    // daemons' direct sockets (daemon::direct).
     let toolbelt = args.bus.parent().map(|d| d.join("toolbelt.sock"));
-    runner
-        .workspaces()
-        .protect_sockets(std::iter::once(args.bus.clone()).chain(toolbelt));
+    let direct = daemon::direct::dir_for(&args.bus);
+    runner.workspaces().protect_sockets(
+        std::iter::once(args.bus.clone())
+            .chain(toolbelt)
+            .chain(direct),
+    );
     tracing::info!(
         packages = runner.names().len(),
         "every extension started; waiting for their handshakes"

@@ -206,7 +206,7 @@ async fn run(
 ) -> Result<(), String> {
     let mut signals = Signals::new().map_err(|e| format!("signals: {e}"))?;
     let host = host_of(&args)?;
-    let options = BusOptions::client(&args.bus);
+    let options = BusOptions::client(&args.bus).with_direct();
     let on_bus = OnBus::new(Bus::start(options.clone()));
     let client = on_bus.bus().clone();
     let (store, extensions) = (Store::new(on_bus.clone()), Extensions::new(on_bus));

@@ -36,15 +36,11 @@ fn writer(path: &Path, gathered: bool) -> Connection {
     c
 }
 
+mod kernel;
+
 /// The write calls this thread has made so far.
 fn writes() -> u64 {
-    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
-    io.lines()
-        .find_map(|l| l.strip_prefix("syscw: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    kernel::write_calls("/proc/thread-self/io")
 }
 
 /// A scattered key, as an event's digest ID is.

@@ -6,6 +6,51 @@ use tokio::sync::oneshot;
 
 pub(super) type Finish = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
 
+/// The answers of one commit, given together.
+pub(super) type Answers = Box<dyn FnOnce() + Send>;
+
+thread_local! {
+    /// Where the writer thread hands a commit's answers ([`answerer`]).
+    static ANSWERER: std::cell::RefCell<Option<tokio::sync::mpsc::UnboundedSender<Answers>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A task on the current runtime that gives each commit's answers, for the writer
+/// thread ([`set_answerer`]); `None` outside a runtime. Each answer wakes the task
+/// waiting for it: woken from the writer thread, every one of them would wake the
+/// runtime from outside (an `eventfd` write each, 20–25 a commit under load, and as
+/// many wake-ups of a runtime that may have gone back to sleep between them); woken
+/// from this task, on the runtime's own thread, they only queue their tasks, and a
+/// commit costs the runtime one wake-up. The channel holds at most one entry per
+/// queued write (the writer's queue bounds them).
+pub(super) fn answerer() -> Option<tokio::sync::mpsc::UnboundedSender<Answers>> {
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Answers>();
+    handle.spawn(async move {
+        while let Some(answers) = rx.recv().await {
+            answers();
+        }
+    });
+    Some(tx)
+}
+
+/// Make `tx` where this (the writer) thread hands its commits' answers.
+pub(super) fn set_answerer(tx: Option<tokio::sync::mpsc::UnboundedSender<Answers>>) {
+    ANSWERER.with(|a| *a.borrow_mut() = tx);
+}
+
+/// Give a commit's answers: through the answerer where there is one (and it still
+/// runs), else right here.
+pub(super) fn answer_all(answers: Answers) {
+    let unsent = ANSWERER.with(|a| match a.borrow().as_ref() {
+        Some(tx) => tx.send(answers).err().map(|e| e.0),
+        None => Some(answers),
+    });
+    if let Some(answers) = unsent {
+        answers();
+    }
+}
+
 /// Why a group's transaction did not commit.
 #[derive(Debug, Clone)]
 pub(super) enum GroupFailure {

@@ -326,9 +326,13 @@ impl Store {
         let counters = Arc::new(WriterCounters::default());
         let counted = counters.clone();
         let reconnect = target.clone();
+        let answers = jobs::answerer();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, reconnect, rx, grouping, restarts, flag, counted))
+            .spawn(move || {
+                jobs::set_answerer(answers);
+                writer_loop(conn, reconnect, rx, grouping, restarts, flag, counted)
+            })
             .map_err(|e| StoreError::Io(format!("start the writer thread: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
