@@ -8,7 +8,8 @@
 //! connection and then fails `unavailable`.
 //!
 //! A service also serves its handler on a direct socket beside the bus socket, and
-//! every client calls a service over its direct socket when it can, without the
+//! a service's client (or a daemon's plain client made [`BusOptions::with_direct`],
+//! never the CLI's) calls a service over its direct socket when it can, without the
 //! broker's hop ([`crate::direct`]).
 
 use crate::batch::{self, BatchLimits, BatchParams, BatchSend, Gatherer};
