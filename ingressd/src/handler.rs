@@ -38,6 +38,11 @@ pub(crate) struct ConnFlags {
     /// An answer went out with `Connection: close` while the request's body may be
     /// unread: closing must let the peer read it (see [`crate::http::linger_close`]).
     pub linger: AtomicBool,
+    /// A request of this connection reached the service: a stop asked for before
+    /// then waits for it (see [`crate::server`]'s `connection`).
+    pub started: AtomicBool,
+    /// Woken when the first request reaches the service.
+    pub first: tokio::sync::Notify,
 }
 
 /// The response of every request.
@@ -246,6 +251,9 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
 ) -> Result<Reply, io::Error> {
     let (shared, flags) = (&*shared, &*flags);
+    if !flags.started.swap(true, Ordering::AcqRel) {
+        flags.first.notify_one();
+    }
     let limits = &shared.limits;
     let (head, mut body) = req.into_parts();
     if let Some((status, why)) = framing(&head, &body, limits) {

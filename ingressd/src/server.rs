@@ -14,7 +14,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tokio::time::timeout;
+use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::handler::{handle, ConnFlags, Shared};
 use crate::http::{linger_close, raw_answer, write, Io};
@@ -182,21 +182,34 @@ async fn connection(
     };
     let io = TokioIo::new(Io::new(stream, limits.body_timeout));
     let mut conn = builder.serve_connection(io, service);
+    // When the server stops: a connection whose first request has not reached the
+    // service yet is a client about to send one (each webhook its own connection),
+    // not an idle keep-alive one; closing it now would answer that delivery with
+    // nothing. It gets until its head arrives (the header timeout at most), then
+    // the request is answered with `Connection: close` like any other in flight.
+    let mut asked: Option<Instant> = None;
     let mut stopping = false;
     let result = loop {
-        if !stopping && *stop.borrow_and_update() {
-            stopping = true;
-            std::pin::Pin::new(&mut conn).graceful_shutdown();
+        if asked.is_none() && *stop.borrow_and_update() {
+            asked = Some(Instant::now() + limits.header_timeout);
         }
+        if let Some(deadline) = asked {
+            if !stopping && (flags.started.load(Ordering::Acquire) || Instant::now() >= deadline) {
+                stopping = true;
+                std::pin::Pin::new(&mut conn).graceful_shutdown();
+            }
+        }
+        let waiting = asked.filter(|_| !stopping);
         tokio::select! {
             r = &mut conn => break r,
-            changed = stop.changed(), if !stopping => {
+            changed = stop.changed(), if asked.is_none() => {
                 if changed.is_err() {
                     // The server is gone: nothing will ask to stop any more.
-                    stopping = true;
-                    std::pin::Pin::new(&mut conn).graceful_shutdown();
+                    asked = Some(Instant::now() + limits.header_timeout);
                 }
             }
+            () = flags.first.notified(), if waiting.is_some() => {}
+            () = sleep_until(waiting.unwrap_or_else(Instant::now)), if waiting.is_some() => {}
         }
     };
     let parts = conn.into_parts();

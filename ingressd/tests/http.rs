@@ -556,6 +556,50 @@ async fn stopping_finishes_the_delivery_in_flight() {
     timeout(PATIENCE, server).await.unwrap().unwrap().unwrap();
 }
 
+#[tokio::test]
+async fn stopping_answers_a_connection_whose_request_has_not_arrived() {
+    // A client connects (the server accepts), the server is asked to stop, and only
+    // then does the request arrive: it is answered, not closed unanswered (curl's
+    // "empty reply from server" during a restart).
+    let srv = start().await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    timeout(PATIENCE, async {
+        loop {
+            // This connection and the one asking for the metrics.
+            let m = exchange(srv.addr, &get("/metrics")).await.body;
+            if m.contains("ingressd_connections_open 2") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let Running {
+        stop,
+        server,
+        intake,
+        ..
+    } = srv;
+    stop.unwrap().send(()).unwrap();
+    // The server has stopped accepting: a new connection is not served.
+    timeout(PATIENCE, async {
+        while TcpStream::connect(s.peer_addr().unwrap()).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    s.write_all(&post("/hooks/plain", "just in time"))
+        .await
+        .unwrap();
+    let resp = read_response(&mut s, &mut Vec::new()).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("Connection"), Some("close"));
+    assert_eq!(intake.taken().len(), 1);
+    timeout(PATIENCE, server).await.unwrap().unwrap().unwrap();
+}
+
 const BIN: &str = env!("CARGO_BIN_EXE_open-conduit-ingressd");
 
 struct Proc(Child);
