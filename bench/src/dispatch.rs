@@ -4,8 +4,9 @@
 //! The whole suite runs as in production (`oc_systest::Suite`, as `bench intake`
 //! starts it), with one route: every delivery makes a Work of its own
 //! (`correlate` on the delivery's number) whose binding is a `shell` job. The
-//! job's command is this binary re-executed as [`AS_STAMP`]: the first thing it
-//! does is read the wall clock, then it writes that time and the run's inputs
+//! job's command is [`STAMP_BIN`], a small program of the bench's own (beside
+//! this binary; the standard library only, so its start costs what a small
+//! command's does): the first thing it does is read the wall clock, then it writes that time and the run's inputs
 //! (which carry the delivery's number) to a file of its own and exits. The
 //! senders note the wall clock when each 2xx answer is read; the latency is the
 //! stamp minus that (the command's exec and its loading included, which is what
@@ -25,8 +26,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-/// The argument that makes this binary the stamping command.
-pub const AS_STAMP: &str = "__dispatch-stamp";
+/// The stamping command, a program of its own beside the bench's
+/// (`bench/src/bin/dispatch-stamp.rs`).
+pub const STAMP_BIN: &str = "dispatch-stamp";
 
 const SECRET: &str = "bench-secret";
 const PATH: &str = "/hooks/dispatch";
@@ -37,28 +39,6 @@ const CONNS: u64 = 4;
 const RATES: [u64; 2] = [10, 200];
 /// The longest wait for the last stamps after a rate's sending ends.
 const DRAIN: Duration = Duration::from_secs(120);
-
-/// The stamping command: `AS_STAMP DIR`, with `OS_INPUTS` and `OS_EXECUTION_ID`
-/// set by the shell executor. `now_ns` is the wall clock read first thing.
-pub fn stamp(now_ns: u128, args: &[String]) -> i32 {
-    let Some(dir) = args.first() else {
-        return 2;
-    };
-    let inputs = std::env::var_os("OS_INPUTS")
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
-    let name = std::env::var("OS_EXECUTION_ID").unwrap_or_else(|_| std::process::id().to_string());
-    let tmp = Path::new(dir).join(format!(".{name}"));
-    let done = Path::new(dir).join(&name);
-    let text = format!("{now_ns}\n{inputs}");
-    match std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &done)) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("dispatch stamp: {e}");
-            1
-        }
-    }
-}
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -324,7 +304,25 @@ pub fn run(as_json: bool) -> Res<()> {
     let stamps = suite.dir.join("stamps");
     std::fs::create_dir_all(&stamps)?;
     std::fs::write(suite.dir.join("secret"), SECRET)?;
-    let exe_s = exe.to_str().ok_or("the bench's path is not UTF-8")?;
+    let stamp_bin = exe.with_file_name(STAMP_BIN);
+    if !stamp_bin.is_file() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build --release -p bench -p cli`",
+            stamp_bin.display()
+        )
+        .into());
+    }
+    // The runs' wrapper as the package has it: the small program the shell
+    // executor finds beside its executable (sdk::wrapper::program).
+    let wrap_bin = exe.with_file_name(sdk::wrapper::PROGRAM);
+    if !wrap_bin.is_file() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build --release -p bench -p cli`",
+            wrap_bin.display()
+        )
+        .into());
+    }
+    let stamp_s = stamp_bin.to_str().ok_or("the bench's path is not UTF-8")?;
     let stamps_s = stamps.to_str().ok_or("the suite's path is not UTF-8")?;
     let mut config = json!({
         "connections": [{"name": "hooks", "type": "webhook",
@@ -335,7 +333,7 @@ pub fn run(as_json: bool) -> Res<()> {
                            "correlate": "/number"}}],
             "routes": [{"handler": "webhook", "binding": "run", "config": {"entry": "in"}}],
             "bindings": [{"name": "run", "executor": "shell",
-                "config": {"command": [exe_s, AS_STAMP, stamps_s]}}]}]
+                "config": {"command": [stamp_s, stamps_s]}}]}]
     });
     if let Some(jobs) = jobs {
         config["settings"] = json!({ "job_concurrency": jobs });

@@ -38,13 +38,6 @@ const AS_EXTENSION: &str = "__scenario-extension";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(dispatch::AS_STAMP) {
-        // The clock first: the stamp is when this process started.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        std::process::exit(dispatch::stamp(now, &args[1..]));
-    }
     if let Some(status) = oc_systest::dispatch(&args) {
         std::process::exit(status);
     }

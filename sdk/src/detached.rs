@@ -15,7 +15,11 @@
 //! | `result.json` | extension | the result it answered, so that it is answered again identically |
 //!
 //! Every file is written to a fresh temporary name and renamed, so a reader sees a
-//! whole file or none; and every file is opened through [`crate::nofollow`]: never
+//! whole file or none; `status`, `kill` and `result.json` are synced before the
+//! rename (they must say the same after a crash of the host), while `spec.json`,
+//! `meta.json` and the inputs, which mean nothing once the host restarted (every
+//! process they name is gone), are not: a sync is a journal commit on the way to
+//! starting the run. `reserve` is allocated (`fallocate`), not written. Every file is opened through [`crate::nofollow`]: never
 //! through a symlink, only when it is a regular file, bounded.
 //!
 //! What the host trusts is not what the run could write. The wrapper's pid and start
@@ -193,6 +197,13 @@ pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result
     Dir::open(dir)?.write_json(name, value)
 }
 
+/// Writes `value` as JSON to `dir/name` whole, unsynced ([`Dir::write_for_boot`]):
+/// for the files that mean nothing after a reboot (`spec.json`, `meta.json`, a
+/// run's inputs).
+pub fn write_json_for_boot<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    Dir::open(dir)?.write_json_for_boot(name, value)
+}
+
 /// Reads `dir/name` as JSON: `None` when the file (or the directory) does not exist.
 /// A symlink or anything but a regular file there is refused.
 pub fn read_json<T: DeserializeOwned>(dir: &Path, name: &str) -> io::Result<Option<T>> {
@@ -316,6 +327,9 @@ pub fn now_rfc3339() -> String {
 
 /// How often a stop looks again at what is left.
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often a wait for a run's end looks at its files while the wrapper's exit
+/// can wake it ([`crate::procs::Exit`]).
+pub const EXIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long a stop waits for the processes to be gone once the end is recorded.
 pub const EVIDENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long a stop waits past the grace period for the wrapper to record the end.
@@ -514,6 +528,10 @@ impl Launch {
     /// recorded here as lost.
     pub async fn await_end(&self, words: Words) {
         let dir = &self.dir;
+        // The wrapper writes the status and then exits: its exit (a pidfd) wakes
+        // this wait as it happens; the files are looked at every POLL without one
+        // and every EXIT_POLL with one.
+        let mut exit = crate::procs::Exit::of(self.pid).filter(|_| self.wrapper_alive());
         loop {
             if exists(dir, STATUS) {
                 return;
@@ -551,7 +569,15 @@ impl Launch {
                     return;
                 }
             }
-            tokio::time::sleep(POLL).await;
+            match &exit {
+                // Once it has ended, the files say the rest (a pidfd stays readable).
+                Some(e) => {
+                    if e.wait(EXIT_POLL).await {
+                        exit = None;
+                    }
+                }
+                None => tokio::time::sleep(POLL).await,
+            }
         }
     }
 

@@ -375,6 +375,19 @@ impl Dir {
     /// within this directory. A symlink at `name` is replaced, never followed; a
     /// directory there fails the write.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.replace(name, bytes, true)
+    }
+
+    /// [`Dir::write_atomic`] without the sync: every reader sees the whole file or
+    /// none, but after a crash of the host the file may be the older one or absent.
+    /// For what means nothing after a reboot (a run's spec, inputs and `meta.json`:
+    /// every process they name is gone then), where the sync would cost a journal
+    /// commit on the way to starting the run.
+    pub fn write_for_boot(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.replace(name, bytes, false)
+    }
+
+    fn replace(&self, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
         check_name(name)?;
         let mut last = None;
         for _ in 0..TMP_TRIES {
@@ -389,7 +402,7 @@ impl Dir {
             };
             let written = f
                 .write_all(bytes)
-                .and_then(|()| f.sync_all())
+                .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
                 .and_then(|()| {
                     renameat(self.fd.as_fd(), tmp.as_str(), self.fd.as_fd(), name).map_err(errno)
                 });
@@ -420,6 +433,37 @@ impl Dir {
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
         let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
         self.write_atomic(name, &bytes)
+    }
+
+    /// Writes `value` as JSON to `name` whole, unsynced ([`Dir::write_for_boot`]).
+    pub fn write_json_for_boot<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+        self.write_for_boot(name, &bytes)
+    }
+
+    /// Makes `name` a new file of `len` bytes whose blocks are allocated
+    /// (`fallocate`; zeros written where the filesystem cannot), unsynced: room
+    /// taken on the disk, to give back later. Anything already at `name` is removed
+    /// first (a symlink is not followed).
+    pub fn reserve(&self, name: &str, len: usize) -> io::Result<()> {
+        self.remove(name)?;
+        let f = self.create_new(name, 0o600)?;
+        let size = i64::try_from(len).unwrap_or(i64::MAX);
+        let taken = match nix::fcntl::fallocate(&f, nix::fcntl::FallocateFlags::empty(), 0, size) {
+            Ok(()) => Ok(()),
+            Err(Errno::EOPNOTSUPP) => {
+                let mut f = f;
+                f.write_all(&vec![0u8; len])
+            }
+            Err(e) => Err(errno(e)),
+        };
+        taken.map_err(|e| {
+            let _ = self.remove(name);
+            io::Error::new(
+                e.kind(),
+                format!("reserving {}: {e}", self.at(name).display()),
+            )
+        })
     }
 }
 

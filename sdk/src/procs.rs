@@ -200,3 +200,41 @@ mod tests {
         assert_eq!(session_members(s.session, u64::MAX), Vec::<i32>::new());
     }
 }
+
+/// A process's exit, to wait for without polling: a pidfd (Linux 5.3+), readable
+/// once the process has ended. It names the process it was opened on even if the
+/// pid is reused later; open it, then check that the process is the one meant.
+#[derive(Debug)]
+pub struct Exit(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>);
+
+impl Exit {
+    /// The exit of process `pid`; `None` when it is gone already or pidfds are not
+    /// available (the caller polls then). Within a tokio runtime.
+    pub fn of(pid: i32) -> Option<Exit> {
+        use std::os::fd::FromRawFd;
+        if pid <= 0 {
+            return None;
+        }
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: the descriptor was just returned to us and is owned by nothing else.
+        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: the OwnedFd is open and is moved into the AsyncFd, which alone
+        // owns it (and returns it on every as_raw_fd) until it is dropped.
+        unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
+        }
+        .ok()
+        .map(Exit)
+    }
+
+    /// Waits until the process has ended or `limit` has passed; true when it has
+    /// ended.
+    pub async fn wait(&self, limit: std::time::Duration) -> bool {
+        matches!(
+            tokio::time::timeout(limit, self.0.readable()).await,
+            Ok(Ok(_))
+        )
+    }
+}

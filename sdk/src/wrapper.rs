@@ -30,7 +30,7 @@
 use crate::detached::{self as rundir, Cause, KillRequest, Meta, Spec, Status};
 use crate::nofollow::Dir;
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::OsString;
@@ -69,6 +69,28 @@ static OPTIONS: std::sync::OnceLock<WrapperOptions> = std::sync::OnceLock::new()
 
 fn label() -> &'static str {
     OPTIONS.get().map_or("executor", |o| o.label)
+}
+
+/// The wrapper's own small program (the cli package's `open-conduit-wrap`): the
+/// same [`main`], without the rest of the multi-call binary to load on every run.
+pub const PROGRAM: &str = "open-conduit-wrap";
+
+/// The program an executor running as `exe` starts its wrappers with: [`PROGRAM`]
+/// beside `exe` (a build tree), or in `../lib/open-conduit/` from it (the package:
+/// `/usr/bin/open-conduit` and `/usr/lib/open-conduit/open-conduit-wrap`), when it is
+/// there; else `exe` itself, which is the wrapper too when called with the wrap
+/// argument. Either way the argv is `<program> <wrap arg> <run dir> <nonce>`.
+pub fn program(exe: &Path) -> PathBuf {
+    let Some(dir) = exe.parent() else {
+        return exe.to_path_buf();
+    };
+    [
+        dir.join(PROGRAM),
+        dir.join("../lib/open-conduit").join(PROGRAM),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .unwrap_or_else(|| exe.to_path_buf())
 }
 
 /// The wrapper's entry point, with the arguments after the wrap argument. Returns the
@@ -161,7 +183,7 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
     // command that ran must be able to say so even on a disk that filled up
     // meanwhile (else it would read as lost, and run again). No room now: it does
     // not start (and runs later).
-    if let Err(e) = dir.write_atomic(rundir::RESERVE, &[0u8; RESERVE_BYTES]) {
+    if let Err(e) = dir.reserve(rundir::RESERVE, RESERVE_BYTES) {
         let _ = dir.remove(rundir::RESERVE);
         return never_started(
             dir,
@@ -169,6 +191,13 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
             nonce,
             format!("no room for the run's records: {e}"),
         );
+    }
+    // SIGCHLD is blocked here (the command starts with an empty mask: see
+    // [`crate::signals`]) so that the supervision wakes on a child's end at once
+    // instead of at its next tick ([`wait_for_child`]).
+    let chld = SigSet::from(Signal::SIGCHLD);
+    if let Err(e) = chld.thread_block() {
+        complain!("{} wrapper: cannot block SIGCHLD: {e}", label());
     }
     let started = Instant::now();
     let mut command = Command::new(program);
@@ -199,7 +228,7 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
         started_at: rundir::now_rfc3339(),
         start: rundir::start_time(me),
     };
-    if let Err(e) = dir.write_json(rundir::META, &meta) {
+    if let Err(e) = dir.write_json_for_boot(rundir::META, &meta) {
         complain!("{} wrapper: cannot write meta.json: {e}", label());
     }
     let status = supervise(dir, &spec, leader, started);
@@ -300,6 +329,21 @@ fn reap(leader: i32) -> Option<Ended> {
     }
 }
 
+/// Sleeps until a child changes state (SIGCHLD, blocked since before the command
+/// started, is pending) or `tick` passes, whichever comes first: a command's end is
+/// seen as it happens, the kill request and the deadline at the next tick.
+fn wait_for_child(tick: Duration) {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    let ts = nix::libc::timespec {
+        tv_sec: nix::libc::time_t::try_from(tick.as_secs()).unwrap_or(1),
+        tv_nsec: nix::libc::c_long::try_from(tick.subsec_nanos()).unwrap_or(0),
+    };
+    // SAFETY: `set` and `ts` are valid for the call; a null info pointer is allowed.
+    // An error (EAGAIN at the timeout, EINTR) is only the end of the wait.
+    let _ = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+}
+
 fn group_empty(pgid: i32) -> bool {
     matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
 }
@@ -370,7 +414,7 @@ fn supervise(dir: &Dir, spec: &Spec, leader: i32, started: Instant) -> Status {
                 killed = true;
             }
         }
-        std::thread::sleep(TICK);
+        wait_for_child(TICK);
     }
     let (exit_code, signal) = match ended {
         Some(Ended::Exited(code)) => (Some(code), None),

@@ -8,7 +8,7 @@
 //! the wrapper reads EOF and exits having started nothing, and the failure is
 //! answered.
 
-use super::{start_time, write_json, Meta, WRAPPER_LOG};
+use super::{start_time, write_json_for_boot, Meta, WRAPPER_LOG};
 use crate::nofollow::Dir;
 use protocol::{Code, RpcError};
 use std::ffi::OsStr;
@@ -81,7 +81,7 @@ where
         started_at: String::new(),
         start,
     };
-    let recorded = match write_json(dir, super::META, &meta) {
+    let recorded = match write_json_for_boot(dir, super::META, &meta) {
         Err(e) => Err(internal(format!("writing meta.json: {e}"))),
         Ok(()) => persist(pid, start).await,
     };

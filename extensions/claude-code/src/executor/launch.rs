@@ -438,7 +438,8 @@ impl ClaudeCode {
             grace_s: GRACE_S,
             nonce: nonce.clone(),
         };
-        rundir::write_json(&dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
+        rundir::write_json_for_boot(&dir, rundir::SPEC, &spec)
+            .map_err(|e| io("writing spec.json", e))?;
         let started = rundir::start_wrapper(
             &exe,
             rundir::WRAP_ARG,

@@ -368,7 +368,9 @@ impl ClaudeCode {
     /// An executor whose directories come from `dirs` (filled in by
     /// `initialize`), launching segments through this process's own executable.
     pub fn new(dirs: SharedDirs) -> ClaudeCode {
-        let exe = std::env::current_exe().map_err(|e| e.to_string());
+        let exe = std::env::current_exe()
+            .map(|e| sdk::wrapper::program(&e))
+            .map_err(|e| e.to_string());
         ClaudeCode {
             inner: Arc::new(Inner {
                 dirs,

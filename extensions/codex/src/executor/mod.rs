@@ -221,7 +221,9 @@ impl Codex {
         Codex {
             inner: Arc::new(Inner {
                 dirs,
-                exe: std::env::current_exe().map_err(|e| e.to_string()),
+                exe: std::env::current_exe()
+                    .map(|e| sdk::wrapper::program(&e))
+                    .map_err(|e| e.to_string()),
                 table: Mutex::new(Table::default()),
                 hold: sdk::agent::hold::Hold::default(),
             }),

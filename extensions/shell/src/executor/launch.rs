@@ -105,7 +105,7 @@ impl Shell {
             "work": req.work,
             "inputs": req.inputs,
         });
-        rundir::write_json(dir, rundir::INPUTS, &inputs)
+        rundir::write_json_for_boot(dir, rundir::INPUTS, &inputs)
             .map_err(|e| io("writing inputs.json", e))?;
         let nonce = rundir::nonce().map_err(|e| io("making a nonce", e))?;
         // With a workspace, the command runs in it (a relative cwd inside it);
@@ -175,7 +175,8 @@ impl Shell {
             grace_s: cfg.grace_s,
             nonce: nonce.clone(),
         };
-        rundir::write_json(dir, rundir::SPEC, &spec).map_err(|e| io("writing spec.json", e))?;
+        rundir::write_json_for_boot(dir, rundir::SPEC, &spec)
+            .map_err(|e| io("writing spec.json", e))?;
         let named = &nonce;
         let started = rundir::start_wrapper(
             exe,

@@ -170,9 +170,12 @@ pub fn validate(p: &ValidateParams) -> ValidateResult {
 
 impl Shell {
     /// An executor whose directories come from `dirs` (filled in by
-    /// `initialize`), launching runs through this process's own executable.
+    /// `initialize`), launching runs through the wrapper's small program, or this
+    /// process's own executable without one ([`sdk::wrapper::program`]).
     pub fn new(dirs: SharedDirs) -> Shell {
-        let exe = std::env::current_exe().map_err(|e| e.to_string());
+        let exe = std::env::current_exe()
+            .map(|e| sdk::wrapper::program(&e))
+            .map_err(|e| e.to_string());
         Shell {
             inner: Arc::new(Inner {
                 dirs,
