@@ -529,6 +529,22 @@ async fn past_the_connection_limit_a_connection_gets_503() {
     srv.stop().await;
 }
 
+/// Waits until the server's `/metrics` has the line `line`.
+async fn metric_reads(addr: SocketAddr, line: &str) {
+    timeout(PATIENCE, async {
+        while !exchange(addr, &get("/metrics"))
+            .await
+            .body
+            .lines()
+            .any(|l| l == line)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn stopping_finishes_the_delivery_in_flight() {
     let mut intake = TestIntake::new();
@@ -537,17 +553,7 @@ async fn stopping_finishes_the_delivery_in_flight() {
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
     s.write_all(&post("/hooks/plain", "late")).await.unwrap();
     // Wait until the server has the request, then ask it to stop.
-    timeout(PATIENCE, async {
-        loop {
-            let m = exchange(srv.addr, &get("/metrics")).await.body;
-            if m.contains("ingressd_deliveries_in_flight 1") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
+    metric_reads(srv.addr, "ingressd_deliveries_in_flight 1").await;
     let Running { stop, server, .. } = srv;
     stop.unwrap().send(()).unwrap();
     let resp = read_response(&mut s, &mut Vec::new()).await;
@@ -563,18 +569,8 @@ async fn stopping_answers_a_connection_whose_request_has_not_arrived() {
     // "empty reply from server" during a restart).
     let srv = start().await;
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
-    timeout(PATIENCE, async {
-        loop {
-            // This connection and the one asking for the metrics.
-            let m = exchange(srv.addr, &get("/metrics")).await.body;
-            if m.contains("ingressd_connections_open 2") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
+    // This connection and the one asking for the metrics.
+    metric_reads(srv.addr, "ingressd_connections_open 2").await;
     let Running {
         stop,
         server,

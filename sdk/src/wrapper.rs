@@ -337,11 +337,15 @@ fn wait_for_child(tick: Duration) {
     set.add(Signal::SIGCHLD);
     let ts = nix::libc::timespec {
         tv_sec: nix::libc::time_t::try_from(tick.as_secs()).unwrap_or(1),
-        tv_nsec: nix::libc::c_long::try_from(tick.subsec_nanos()).unwrap_or(0),
+        tv_nsec: nix::libc::c_long::from(tick.subsec_nanos()),
     };
     // SAFETY: `set` and `ts` are valid for the call; a null info pointer is allowed.
-    // An error (EAGAIN at the timeout, EINTR) is only the end of the wait.
-    let _ = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    let got = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    // EAGAIN (the tick passed) and EINTR end the wait; any other refusal (a seccomp
+    // filter, say) must not make the supervision spin: it sleeps the tick instead.
+    if got < 0 && !matches!(Errno::last(), Errno::EAGAIN | Errno::EINTR) {
+        std::thread::sleep(tick);
+    }
 }
 
 fn group_empty(pgid: i32) -> bool {
