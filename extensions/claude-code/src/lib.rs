@@ -6,7 +6,8 @@
 //! Each segment lives in `<runs>/<execution_id>/<n>/` ([`rundir`]), where
 //! `<runs>` is the executor's directory from `initialize`
 //! (`executor_dirs.claude-code`), else `<state_dir>/runs`. claude runs under
-//! a wrapper (this binary re-executed as `__wrap-claude-code`, [`wrapper`]) that is a
+//! a wrapper (`open-conduit-wrap __wrap-claude-code`, or this binary re-executed so
+//! without it: [`sdk::wrapper::program`], [`wrapper`]) that is a
 //! session leader of its own, so the segment outlives this process; its
 //! stdin is a pipe this process holds (the prompt, then injected input), and
 //! its stream-json output goes to `out.jsonl` ([`stream`] reads it), whose last

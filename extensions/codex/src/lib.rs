@@ -4,7 +4,8 @@
 //! toolbelt as an MCP server (`open-conduit mcp`).
 //!
 //! Each segment lives in `<runs>/<execution_id>/<n>/` ([`rundir`]) and runs under the
-//! shared wrapper ([`sdk::wrapper`], this binary re-executed as `__wrap-codex`), a
+//! shared wrapper ([`sdk::wrapper`]: `open-conduit-wrap __wrap-codex`, or this binary
+//! re-executed so without it), a
 //! session leader of its own, so the segment outlives this process and is adopted
 //! after a restart ([`sdk::detached`]). The session is wholly in the Work's
 //! `CODEX_HOME` (`<state>/codex-home/<work>`), and continuity ([`continuity`]) keeps

@@ -3,7 +3,8 @@
 //! Each run (`executor.run`) gets a directory, `<runs>/<execution_id>/`, where
 //! `<runs>` is the executor's directory from `initialize` (`executor_dirs.shell`),
 //! else `<state_dir>/runs`. The command runs detached from this process, under a
-//! small wrapper (this same binary, re-executed as `__wrap`) that is a session
+//! small wrapper (`open-conduit-wrap __wrap`, or this same binary re-executed as
+//! `__wrap` where that program is not installed: [`sdk::wrapper::program`]) that is a session
 //! leader of its own: killing the extension, or the runner's process group,
 //! never kills a run. The wrapper starts the command in a process group of its
 //! own, with the run's inputs in `inputs.json` (`OS_INPUTS` names it) and its
