@@ -6,8 +6,9 @@
 //! (`correlate` on the delivery's number) whose binding is a `shell` job. The
 //! job's command is [`STAMP_BIN`], a small program of the bench's own (beside
 //! this binary; the standard library only, so its start costs what a small
-//! command's does): the first thing it does is read the wall clock, then it writes that time and the run's inputs
-//! (which carry the delivery's number) to a file of its own and exits. The
+//! command's does): the first thing it does is read the wall clock, then it
+//! writes that time and the run's inputs (which carry the delivery's number) to
+//! a file of its own and exits. The
 //! senders note the wall clock when each 2xx answer is read; the latency is the
 //! stamp minus that (the command's exec and its loading included, which is what
 //! an executor's process costs).
@@ -304,23 +305,17 @@ pub fn run(as_json: bool) -> Res<()> {
     let stamps = suite.dir.join("stamps");
     std::fs::create_dir_all(&stamps)?;
     std::fs::write(suite.dir.join("secret"), SECRET)?;
+    // The command, and the runs' wrapper as the package has it: the small program
+    // the shell executor finds beside its executable (sdk::wrapper::program).
     let stamp_bin = exe.with_file_name(STAMP_BIN);
-    if !stamp_bin.is_file() {
-        return Err(format!(
-            "{} is missing: build it with `cargo build --release -p bench -p cli`",
-            stamp_bin.display()
-        )
-        .into());
-    }
-    // The runs' wrapper as the package has it: the small program the shell
-    // executor finds beside its executable (sdk::wrapper::program).
-    let wrap_bin = exe.with_file_name(sdk::wrapper::PROGRAM);
-    if !wrap_bin.is_file() {
-        return Err(format!(
-            "{} is missing: build it with `cargo build --release -p bench -p cli`",
-            wrap_bin.display()
-        )
-        .into());
+    for program in [stamp_bin.clone(), exe.with_file_name(sdk::wrapper::PROGRAM)] {
+        if !program.is_file() {
+            return Err(format!(
+                "{} is missing: build it with `cargo build --release -p bench -p cli`",
+                program.display()
+            )
+            .into());
+        }
     }
     let stamp_s = stamp_bin.to_str().ok_or("the bench's path is not UTF-8")?;
     let stamps_s = stamps.to_str().ok_or("the suite's path is not UTF-8")?;

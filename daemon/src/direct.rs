@@ -53,11 +53,15 @@ pub fn dir_for(bus_socket: &Path) -> Option<PathBuf> {
 /// (the broker's own), never a name that could leave the directory.
 fn prefix_of(method: &str) -> Option<&str> {
     let (prefix, _) = method.split_once('.')?;
-    let plain = !prefix.is_empty()
-        && prefix
+    (plain(prefix) && prefix != "bus").then_some(prefix)
+}
+
+/// Whether `name` may name a socket in the directory: letters, digits, `_`, `-`.
+fn plain(name: &str) -> bool {
+    !name.is_empty()
+        && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    (plain && prefix != "bus").then_some(prefix)
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Whether a peer of `uid` may use this daemon's direct socket: root or this
@@ -123,7 +127,7 @@ pub fn serve(
     handler: Arc<dyn Handler>,
     options: Options,
 ) -> Result<Server, String> {
-    if prefix_of(&format!("{service}.x")).is_none() {
+    if !plain(service) || service == "bus" {
         return Err(format!("`{service}` is not a plain service name"));
     }
     if !dir.is_dir() {
@@ -148,7 +152,7 @@ pub fn serve(
         .ino();
     let mut links = Vec::new();
     for prefix in prefixes {
-        if prefix == service || prefix_of(&format!("{prefix}.x")).is_none() {
+        if prefix == service || !plain(prefix) || prefix == "bus" {
             continue;
         }
         let link = dir.join(format!("{prefix}.sock"));

@@ -19,8 +19,9 @@
 //! rename (they must say the same after a crash of the host), while `spec.json`,
 //! `meta.json` and the inputs, which mean nothing once the host restarted (every
 //! process they name is gone), are not: a sync is a journal commit on the way to
-//! starting the run. `reserve` is allocated (`fallocate`), not written. Every file is opened through [`crate::nofollow`]: never
-//! through a symlink, only when it is a regular file, bounded.
+//! starting the run. `reserve` is allocated (`fallocate`), not written. Every file
+//! is opened through [`crate::nofollow`]: never through a symlink, only when it is
+//! a regular file, bounded.
 //!
 //! What the host trusts is not what the run could write. The wrapper's pid and start
 //! time are the ones the extension saw at the spawn (kept in its recovery metadata);

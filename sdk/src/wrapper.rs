@@ -184,7 +184,6 @@ fn run(dir: &Dir, nonce: &str, options: WrapperOptions) -> i32 {
     // meanwhile (else it would read as lost, and run again). No room now: it does
     // not start (and runs later).
     if let Err(e) = dir.reserve(rundir::RESERVE, RESERVE_BYTES) {
-        let _ = dir.remove(rundir::RESERVE);
         return never_started(
             dir,
             me,
@@ -333,8 +332,7 @@ fn reap(leader: i32) -> Option<Ended> {
 /// started, is pending) or `tick` passes, whichever comes first: a command's end is
 /// seen as it happens, the kill request and the deadline at the next tick.
 fn wait_for_child(tick: Duration) {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGCHLD);
+    let set = SigSet::from(Signal::SIGCHLD);
     let ts = nix::libc::timespec {
         tv_sec: nix::libc::time_t::try_from(tick.as_secs()).unwrap_or(1),
         tv_nsec: nix::libc::c_long::from(tick.subsec_nanos()),

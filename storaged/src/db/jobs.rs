@@ -39,9 +39,14 @@ pub(super) fn set_answerer(tx: Option<tokio::sync::mpsc::UnboundedSender<Answers
     ANSWERER.with(|a| *a.borrow_mut() = tx);
 }
 
-/// Give a commit's answers: through the answerer where there is one (and it still
-/// runs), else right here.
-pub(super) fn answer_all(answers: Answers) {
+/// Answer each write of a commit with its `outcome`: through the answerer where
+/// there is one (and it still runs), else right here.
+pub(super) fn answer_all(finishes: Vec<Finish>, outcome: Result<(), GroupFailure>) {
+    let answers: Answers = Box::new(move || {
+        for finish in finishes {
+            finish(outcome.clone());
+        }
+    });
     let unsent = ANSWERER.with(|a| match a.borrow().as_ref() {
         Some(tx) => tx.send(answers).err().map(|e| e.0),
         None => Some(answers),

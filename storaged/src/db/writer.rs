@@ -497,11 +497,7 @@ fn run_guarded_pg(conn: &Connection, jobs: Vec<Box<dyn Job>>) {
 /// Commit a group and answer each write that ran in it with the outcome.
 fn commit(conn: &Connection, finishes: Vec<Finish>) {
     if lost_transaction(conn) {
-        super::jobs::answer_all(Box::new(move || {
-            for finish in finishes {
-                finish(Err(rolled_back()));
-            }
-        }));
+        super::jobs::answer_all(finishes, Err(rolled_back()));
         return;
     }
     let committed = control(conn, "COMMIT");
@@ -523,9 +519,5 @@ fn commit(conn: &Connection, finishes: Vec<Finish>) {
     if committed.is_err() {
         let _ = conn.execute_batch("ROLLBACK");
     }
-    super::jobs::answer_all(Box::new(move || {
-        for finish in finishes {
-            finish(committed.clone());
-        }
-    }));
+    super::jobs::answer_all(finishes, committed);
 }
